@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package onelayer needs to build, run, test and
+# benchmark. Idempotent: does nothing when everything is already present.
+# Used by the README commands, .ci/run and the Dockerfile's build stage.
+set -euo pipefail
+
+BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlog-dev libfmt-dev doctest-dev node-llhttp"
+TEST_PKGS="python3 curl clang libclang-rt-14-dev prometheus"
+BENCH_PKGS="wrk nginx-light libnginx-mod-http-echo haproxy gnuplot-nox"
+
+case "${1:-all}" in
+  build) want="$BUILD_PKGS" ;;
+  test)  want="$BUILD_PKGS $TEST_PKGS" ;;
+  all)   want="$BUILD_PKGS $TEST_PKGS $BENCH_PKGS" ;;
+  *) echo "usage: $0 [build|test|all]" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in $want; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

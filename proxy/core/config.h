@@ -1,0 +1,143 @@
+// The configuration model: an immutable value built by the loader
+// (config_loader.h) and shared read-only by every worker. Pure data; no I/O.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace onelayer {
+
+using Millis = std::chrono::milliseconds;
+
+enum class Jitter { full, equal, decorrelated, none };
+enum class InnerHops { forbid, strip, pass };
+
+// A host:port pair as written in the file ("127.0.0.1:80", "[::1]:80",
+// "svc.local:8080"). Host is stored without brackets.
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+  std::string to_string() const;  // re-adds brackets for IPv6 literals
+};
+
+struct Limits {
+  uint64_t max_header_bytes = 32 * 1024;
+  uint64_t max_body_bytes = 0;  // 0: no limit (bodies stream)
+  Millis header_timeout{10'000};
+  Millis idle_timeout{60'000};
+  uint32_t max_connections = 10'000;
+};
+
+struct Backoff {
+  Millis base{25};
+  Millis cap{1'000};
+  Jitter jitter = Jitter::full;
+};
+
+struct RetryAfterPolicy {
+  bool honor = true;
+  Millis max{5'000};
+};
+
+// Which attempt outcomes may be retried.
+struct RetryOn {
+  bool connect_failure = true;
+  bool reset = true;
+  bool timeout = true;
+  std::vector<int> statuses{429, 502, 503, 504};
+  bool has_status(int code) const;
+};
+
+struct RetryPolicy {
+  uint32_t max_attempts = 1;                 // 1: never retry
+  std::optional<Millis> per_try_timeout;     // unset: the route timeout
+  RetryOn retry_on;
+  Backoff backoff;
+  RetryAfterPolicy retry_after;
+  std::string idempotency_key = "Idempotency-Key";  // "" = never
+  uint64_t buffer_limit = 64 * 1024;
+};
+
+struct RouteMatch {
+  std::string host;                  // "" any; exact (case-insensitive) or "*.suffix"
+  std::string path_prefix = "/";
+  std::vector<std::string> methods;  // empty: any; upper case
+};
+
+struct Route {
+  std::string name;
+  RouteMatch match;
+  std::string upstream;
+  size_t upstream_index = 0;  // index into Config::upstreams, set by the loader
+  Millis timeout{15'000};
+  InnerHops inner_hops = InnerHops::forbid;
+  bool has_retry = false;  // a `retry:` block was given
+  RetryPolicy retry;       // max_attempts 1 without a `retry:` block
+};
+
+struct Listener {
+  std::string name;
+  HostPort listen;
+  Limits limits;
+  std::vector<Route> routes;
+};
+
+struct PoolConfig {
+  uint32_t max_idle = 64;
+  Millis idle_timeout{60'000};
+};
+
+struct RetryBudgetConfig {
+  double ratio = 0.2;
+  double min_per_second = 10;
+};
+
+struct CircuitBreakerConfig {
+  bool enabled = false;
+  uint32_t consecutive_failures = 5;
+  Millis open_for{10'000};
+  uint32_t half_open_probes = 1;
+};
+
+struct Upstream {
+  std::string name;
+  std::vector<HostPort> endpoints;
+  Millis connect_timeout{1'000};
+  PoolConfig pool;
+  RetryBudgetConfig retry_budget;
+  CircuitBreakerConfig circuit_breaker;
+};
+
+// Names of the single-layer protocol headers (`headers:` block); defaults are
+// PRODUCT.md's names. Stored lower case.
+struct HeaderNames {
+  std::string retry_owner = "x-retry-owner";
+  std::string retry_attempt = "x-retry-attempt";
+  std::string request_timeout_ms = "x-request-timeout-ms";
+  std::string retry_exhausted = "x-retry-exhausted";
+  std::string baggage_member = "retry-owner";  // W3C baggage member key
+};
+
+struct Config {
+  std::string layer_id;  // default: host name
+  HostPort admin_listen{"127.0.0.1", 9901};
+  uint32_t workers = 1;
+  Millis drain_timeout{10'000};
+  bool propagate_baggage = true;
+  HeaderNames headers;
+  std::vector<Listener> listeners;
+  std::vector<Upstream> upstreams;
+
+  std::string source_path;  // file it was loaded from
+  std::string source_text;  // file contents, served by GET /config
+
+  const Upstream* find_upstream(std::string_view name) const;
+};
+
+using ConfigPtr = std::shared_ptr<const Config>;
+
+}  // namespace onelayer
