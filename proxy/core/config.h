@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace onelayer {
@@ -22,6 +23,7 @@ struct HostPort {
   std::string host;
   uint16_t port = 0;
   std::string to_string() const;  // re-adds brackets for IPv6 literals
+  bool operator==(const HostPort&) const = default;
 };
 
 struct Limits {
@@ -30,17 +32,20 @@ struct Limits {
   Millis header_timeout{10'000};
   Millis idle_timeout{60'000};
   uint32_t max_connections = 10'000;
+  bool operator==(const Limits&) const = default;
 };
 
 struct Backoff {
   Millis base{25};
   Millis cap{1'000};
   Jitter jitter = Jitter::full;
+  bool operator==(const Backoff&) const = default;
 };
 
 struct RetryAfterPolicy {
   bool honor = true;
   Millis max{5'000};
+  bool operator==(const RetryAfterPolicy&) const = default;
 };
 
 // Which attempt outcomes may be retried.
@@ -50,6 +55,7 @@ struct RetryOn {
   bool timeout = true;
   std::vector<int> statuses{429, 502, 503, 504};
   bool has_status(int code) const;
+  bool operator==(const RetryOn&) const = default;
 };
 
 struct RetryPolicy {
@@ -60,12 +66,14 @@ struct RetryPolicy {
   RetryAfterPolicy retry_after;
   std::string idempotency_key = "Idempotency-Key";  // "" = never
   uint64_t buffer_limit = 64 * 1024;
+  bool operator==(const RetryPolicy&) const = default;
 };
 
 struct RouteMatch {
   std::string host;                  // "" any; exact (case-insensitive) or "*.suffix"
   std::string path_prefix = "/";
   std::vector<std::string> methods;  // empty: any; upper case
+  bool operator==(const RouteMatch&) const = default;
 };
 
 struct Route {
@@ -77,6 +85,7 @@ struct Route {
   InnerHops inner_hops = InnerHops::forbid;
   bool has_retry = false;  // a `retry:` block was given
   RetryPolicy retry;       // max_attempts 1 without a `retry:` block
+  bool operator==(const Route&) const = default;
 };
 
 struct Listener {
@@ -84,16 +93,19 @@ struct Listener {
   HostPort listen;
   Limits limits;
   std::vector<Route> routes;
+  bool operator==(const Listener&) const = default;
 };
 
 struct PoolConfig {
   uint32_t max_idle = 64;
   Millis idle_timeout{60'000};
+  bool operator==(const PoolConfig&) const = default;
 };
 
 struct RetryBudgetConfig {
   double ratio = 0.2;
   double min_per_second = 10;
+  bool operator==(const RetryBudgetConfig&) const = default;
 };
 
 struct CircuitBreakerConfig {
@@ -101,6 +113,7 @@ struct CircuitBreakerConfig {
   uint32_t consecutive_failures = 5;
   Millis open_for{10'000};
   uint32_t half_open_probes = 1;
+  bool operator==(const CircuitBreakerConfig&) const = default;
 };
 
 struct Upstream {
@@ -110,6 +123,7 @@ struct Upstream {
   PoolConfig pool;
   RetryBudgetConfig retry_budget;
   CircuitBreakerConfig circuit_breaker;
+  bool operator==(const Upstream&) const = default;
 };
 
 // Names of the single-layer protocol headers (`headers:` block); defaults are
@@ -120,6 +134,7 @@ struct HeaderNames {
   std::string request_timeout_ms = "x-request-timeout-ms";
   std::string retry_exhausted = "x-retry-exhausted";
   std::string baggage_member = "retry-owner";  // W3C baggage member key
+  bool operator==(const HeaderNames&) const = default;
 };
 
 struct Config {
@@ -135,7 +150,11 @@ struct Config {
   std::string source_path;  // file it was loaded from
   std::string source_text;  // file contents, served by GET /config
 
-  const Upstream* find_upstream(std::string_view name) const;
+  const Upstream* find_upstream(std::string_view name) const;  // nullptr if none
+
+  // Equal in everything but source_path/source_text: what a reload compares
+  // to decide whether anything changed, and what the YAML round trip keeps.
+  bool same_settings(const Config& other) const;
 };
 
 using ConfigPtr = std::shared_ptr<const Config>;

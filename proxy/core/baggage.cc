@@ -1,0 +1,195 @@
+#include "core/baggage.h"
+
+#include <vector>
+
+#include "core/http_headers.h"
+
+namespace onelayer {
+namespace {
+
+// US-ASCII except CTLs, whitespace, DQUOTE, comma, semicolon and backslash.
+bool is_baggage_octet(unsigned char c) {
+  return c == 0x21 || (c >= 0x23 && c <= 0x2B) || (c >= 0x2D && c <= 0x3A) || (c >= 0x3C && c <= 0x5B) ||
+         (c >= 0x5D && c <= 0x7E);
+}
+
+std::string_view trim_ows(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// One list member, split at its first '=' (before any ';').
+struct Member {
+  std::string_view key;    // OWS trimmed; the whole pre-';' text when there is no '='
+  std::string_view value;  // OWS trimmed, still encoded
+  bool well_formed = false;
+};
+
+Member parse_member(std::string_view text) {
+  Member m;
+  std::string_view kv = text.substr(0, text.find(';'));
+  size_t eq = kv.find('=');
+  if (eq == std::string_view::npos) {
+    m.key = trim_ows(kv);
+    return m;
+  }
+  m.key = trim_ows(kv.substr(0, eq));
+  m.value = trim_ows(kv.substr(eq + 1));
+  m.well_formed = is_token(m.key);
+  for (unsigned char c : m.value) m.well_formed = m.well_formed && is_baggage_octet(c);
+  return m;
+}
+
+// Calls fn(trimmed member text) for each non-empty comma-separated member.
+// Commas cannot occur inside values or properties, so splitting is exact.
+template <class Fn>
+void for_each_member(std::string_view header, Fn&& fn) {
+  while (true) {
+    size_t comma = header.find(',');
+    std::string_view t = trim_ows(header.substr(0, comma));
+    if (!t.empty()) fn(t);
+    if (comma == std::string_view::npos) return;
+    header.remove_prefix(comma + 1);
+  }
+}
+
+// Percent-decodes to raw octets; a '%' not followed by two hex digits stays.
+std::string percent_decode(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] == '%' && i + 2 < v.size() && hex_digit(v[i + 1]) >= 0 && hex_digit(v[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex_digit(v[i + 1]) * 16 + hex_digit(v[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(v[i]);
+    }
+  }
+  return out;
+}
+
+// Length of the valid UTF-8 sequence starting at s[i], 0 if invalid
+// (RFC 3629 table: no overlongs, no surrogates, nothing above U+10FFFF).
+size_t utf8_sequence_length(std::string_view s, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = byte(i);
+  if (c < 0x80) return 1;
+  size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + len > s.size()) return 0;
+  if (byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < len; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  return len;
+}
+
+std::string replace_invalid_utf8(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t len = utf8_sequence_length(s, i);
+    if (len == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      ++i;
+    } else {
+      out.append(s.substr(i, len));
+      i += len;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> baggage_get(std::string_view header_value, std::string_view key) {
+  if (!is_token(key)) return std::nullopt;
+  std::optional<std::string> found;
+  for_each_member(header_value, [&](std::string_view text) {
+    if (found) return;
+    Member m = parse_member(text);
+    if (m.well_formed && m.key == key) found = replace_invalid_utf8(percent_decode(m.value));
+  });
+  return found;
+}
+
+std::optional<std::string> baggage_merge(std::string_view header_value, std::string_view key, std::string_view value) {
+  if (!is_token(key)) return std::nullopt;
+  const std::string ours = std::string(key) + "=" + percent_encode_baggage_value(value);
+  std::vector<std::string_view> kept;
+  bool found = false;
+  bool changed = false;
+  for_each_member(header_value, [&](std::string_view text) {
+    Member m = parse_member(text);
+    if (m.key != key) {
+      kept.push_back(text);
+      return;
+    }
+    if (found) {  // a duplicate of our key: drop it
+      changed = true;
+      return;
+    }
+    found = true;
+    // Compared as raw octets so that a replacement is itself kept next time.
+    if (m.well_formed && percent_decode(m.value) == value) {
+      kept.push_back(text);
+    } else {
+      kept.push_back(ours);
+      changed = true;
+    }
+  });
+  if (!found) {
+    kept.push_back(ours);
+    changed = true;
+  }
+  std::string result;
+  if (!changed) {
+    result.assign(header_value);
+  } else {
+    for (std::string_view t : kept) {
+      if (!result.empty()) result.push_back(',');
+      result.append(t);
+      if (result.size() > kMaxBaggageBytes) return std::nullopt;
+    }
+  }
+  if (result.size() > kMaxBaggageBytes) return std::nullopt;
+  return result;
+}
+
+std::string percent_encode_baggage_value(std::string_view v) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(v.size());
+  for (unsigned char c : v) {
+    if (is_baggage_octet(c) && c != '%') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 0xF]);
+    }
+  }
+  return out;
+}
+
+}  // namespace onelayer

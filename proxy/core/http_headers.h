@@ -1,0 +1,118 @@
+// Header rules of the proxy: request validation that llhttp leaves to us,
+// hop-by-hop removal, Via / X-Forwarded-* and the single-layer retry protocol
+// (PRODUCT.md "Headers"). Pure functions over a parsed header list; the shell
+// parses, calls these, and serializes the result.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config.h"
+
+namespace onelayer {
+
+struct Header {
+  std::string name;   // as received (case kept)
+  std::string value;  // OWS trimmed
+  bool operator==(const Header&) const = default;
+};
+using Headers = std::vector<Header>;
+
+bool iequals(std::string_view a, std::string_view b);  // ASCII case-insensitive
+bool is_token(std::string_view s);                     // RFC 9110 5.6.2 tchar+, non-empty
+// False for CR, LF, NUL and every other CTL except HTAB (and DEL); obs-text is allowed.
+bool is_valid_field_value(std::string_view v);
+
+const Header* find_header(const Headers& h, std::string_view name);  // first, case-insensitive
+size_t count_headers(const Headers& h, std::string_view name);
+
+// The Connection header's listed names + the fixed hop-by-hop set: Connection,
+// Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding, Upgrade.
+// Content-Length is NOT hop-by-hop (the shell handles framing).
+bool is_hop_by_hop(std::string_view name, const Headers& all);
+
+// What the proxy checks on every downstream request before routing (llhttp lets
+// these through, see LLHTTP.md). All of them mean 400 bad_request.
+//
+// obs-fold: llhttp hands a folded line to the parser wrapper as one more value
+// callback, without the CRLF, so only the wrapper can see it. The wrapper
+// reports RequestHeaderProblem::obs_fold itself without calling this function,
+// or, equivalently, keeps the fold's bytes in the value ("a\r\n b"):
+// validate_request_headers reports a line break followed by SP/HTAB as
+// obs_fold (any other CR/LF is invalid_value).
+//
+// Checks, first problem wins: too_many_headers (h.size() > max_headers;
+// max_headers 0 means no limit), then per field in order invalid_name (not a
+// token, e.g. "Bad Name"), obs_fold, invalid_value; then duplicate_host (any
+// version), missing_host (HTTP/1.1 only), and a Host value that is not
+// uri-host[:port] (RFC 9112 3.2) is invalid_value.
+enum class RequestHeaderProblem { none, invalid_name, invalid_value, missing_host, duplicate_host, obs_fold, too_many_headers };
+RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, size_t max_headers);
+const char* to_string(RequestHeaderProblem p);  // "invalid_name", ... for logs
+
+// Ingress analysis of the single-layer protocol, done once per request.
+// Owned when the x-retry-owner header (first one) has a non-empty value, else
+// when the baggage headers (joined with ",") carry a well-formed member
+// names.baggage_member with a non-empty value. `owner` is that value (decoded
+// for baggage).
+struct RetryOwnership {
+  bool outer_owned = false;
+  std::string owner;
+};
+RetryOwnership detect_outer_owner(const Headers& h, const HeaderNames& names);
+// Digits only (no sign, at most 18 digits); several fields: the smallest valid
+// one. Anything else: nullopt (the route's own deadline applies).
+std::optional<int64_t> incoming_timeout_ms(const Headers& h, const HeaderNames& names);
+
+struct RequestRewrite {
+  const Config* config = nullptr;  // layer_id, headers names, propagate_baggage
+  InnerHops inner_hops = InnerHops::forbid;
+  bool claim_ownership = false;  // route retries (max_attempts>1) and not outer-owned: write x-retry-owner etc.
+  uint32_t attempt = 1;          // x-retry-attempt
+  int64_t time_left_ms = -1;     // x-request-timeout-ms value for this attempt; <0: don't write
+  std::string_view client_ip = {};  // appended to X-Forwarded-For ("" : not appended)
+  std::string_view proto = "http";        // X-Forwarded-Proto appended ("" : not appended)
+  std::string_view via = "1.1 onelayer";  // appended to Via ("" : not appended)
+  // Added: the request is owned by an outer layer (detect_outer_owner). With
+  // forbid this writes x-envoy-max-retries: 0 as well: the incoming one was
+  // stripped as a foreign directive, and Envoy hops further in must still be
+  // told not to retry. Ignored when claim_ownership is set.
+  bool outer_owned = false;
+};
+
+// Builds the header list to send upstream for ONE attempt (out is cleared first):
+// - drops hop-by-hop headers (fixed set and Connection-listed names) and
+//   Content-Length / Transfer-Encoding (the shell writes its own framing);
+//   a Connection option cannot remove Host, baggage or the protocol headers
+//   (names.*): a hop must not be able to switch retry ownership off that way;
+// - drops fields with an invalid name or value (validation should have
+//   refused them already; this keeps header injection impossible here);
+// - forbid/strip: removes the foreign retry directives of PRODUCT.md;
+// - forbid + claim_ownership: replaces x-retry-owner / x-retry-attempt with
+//   <layer_id> / <attempt>, sets x-envoy-max-retries: 0 and merges the baggage
+//   member (names.baggage_member=<layer_id>) into the baggage headers (joined
+//   into one) when propagate_baggage is on; a merge past 8192 bytes leaves
+//   the baggage headers as they were;
+// - not claiming: x-retry-owner, x-retry-attempt and baggage pass unchanged;
+// - x-request-timeout-ms is replaced when time_left_ms >= 0 (any mode);
+// - pass: nothing else is touched.
+// Host is kept. Via, X-Forwarded-For and X-Forwarded-Proto get the value
+// appended, comma-joined onto existing fields of that name (merged into the
+// first one). Written protocol fields are appended after the received ones.
+void rewrite_request_headers(const Headers& in, const RequestRewrite& rw, Headers& out);
+
+// Response: drops hop-by-hop (incl. Connection-listed) and framing headers and
+// fields whose name is not a token or whose value has CR/LF/NUL/CTL; appends Via.
+void rewrite_response_headers(const Headers& in, std::string_view via, Headers& out);
+// The response carries names.retry_exhausted (any value): an inner owner has
+// given up on it, so it is final here.
+bool response_marks_exhausted(const Headers& h, const HeaderNames& names);
+
+// Serializes "Name: value\r\n" for each header into out (appends).
+void append_serialized(const Headers& h, std::string& out);
+
+}  // namespace onelayer

@@ -1,0 +1,169 @@
+// Counters, gauges and histograms behind GET /metrics. Pure core: no I/O, no
+// clock (callers pass `now_ms`). The request path only touches relaxed
+// atomics, so every worker thread can update the same RouteMetrics without a
+// lock; only get-or-create (config load) and rendering (admin) take the mutex.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+namespace onelayer {
+
+// The reasons a retryable failure was not retried (PRODUCT.md, fixed names).
+inline constexpr const char* kDeclineReasons[] = {
+    "not_idempotent", "body_too_large", "attempts_exhausted",
+    "budget_exhausted", "deadline", "retry_after_beyond_deadline",
+    "outer_owner", "inner_exhausted", "circuit_open"};
+inline constexpr size_t kDeclineReasonCount = std::size(kDeclineReasons);
+
+// Index of `reason` in kDeclineReasons, or kDeclineReasonCount when unknown.
+size_t decline_reason_index(std::string_view reason);
+
+// Latency histogram with fixed bucket bounds in seconds. Counts are stored per
+// bucket (not cumulative) so observe() is one fetch_add; the sum is kept in
+// whole nanoseconds so it adds exactly and without a CAS loop on a double.
+class Histogram {
+ public:
+  static constexpr std::array<double, 13> kBounds = {
+      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+  // Bucket label values, as printed in `le` (the last one is +Inf).
+  static constexpr std::array<const char*, 14> kLeLabels = {
+      "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
+      "0.25",  "0.5",    "1",     "2.5",  "5",     "10",   "+Inf"};
+  static constexpr size_t kBuckets = kBounds.size() + 1;  // the last is +Inf
+
+  struct Snapshot {
+    std::array<uint64_t, kBuckets> counts{};  // per bucket, not cumulative
+    uint64_t sum_ns = 0;
+    uint64_t count() const;
+    double sum_seconds() const { return static_cast<double>(sum_ns) / 1e9; }
+    Snapshot& operator+=(const Snapshot& other);
+  };
+
+  // Negative values count as 0; NaN is ignored.
+  void observe(double seconds);
+  Snapshot snapshot() const;
+
+ private:
+  std::array<std::atomic<uint64_t>, kBuckets> counts_{};
+  std::atomic<uint64_t> sum_ns_{0};
+};
+
+// Upstream attempts per downstream request over the last 60 seconds: 60
+// one-second slots. Each slot counter is one 64-bit word holding the low 24
+// bits of the epoch second it belongs to and a 40-bit count, so a writer
+// entering a new second resets the slot with a single CAS and no count added
+// by another thread can be lost between "reset" and "add".
+class AmplificationWindow {
+ public:
+  static constexpr int kSlots = 60;
+
+  void add_request(int64_t now_ms, uint32_t attempts);
+  // attempts / requests over the seconds (now-59 .. now]; 0 when no requests.
+  double ratio(int64_t now_ms) const;
+  struct Totals {
+    uint64_t requests = 0;
+    uint64_t attempts = 0;
+  };
+  Totals totals(int64_t now_ms) const;
+
+ private:
+  static void add(std::atomic<uint64_t>& word, int64_t second, uint64_t n);
+  static uint64_t read(const std::atomic<uint64_t>& word, int64_t second);
+
+  std::array<std::atomic<uint64_t>, kSlots> requests_{};
+  std::array<std::atomic<uint64_t>, kSlots> attempts_{};
+};
+
+// Status codes 100..599 indexed by code - 100.
+inline constexpr int kMinStatus = 100;
+inline constexpr int kMaxStatus = 599;
+using StatusCounters = std::array<std::atomic<uint64_t>, kMaxStatus - kMinStatus + 1>;
+
+// Everything counted for one (listener, route, upstream). Created once by
+// Metrics::route() and never destroyed, so a worker may keep the pointer.
+struct RouteMetrics {
+  RouteMetrics(std::string listener_name, std::string route_name, std::string upstream_name);
+
+  const std::string listener, route, upstream;
+
+  // A downstream response was sent: requests_total{code}, the duration
+  // histogram and the amplification window. Codes outside 100..599 are only
+  // timed and windowed.
+  void on_response(int status, double seconds, uint32_t attempts, int64_t now_ms);
+  // One attempt was sent upstream.
+  void on_attempt();
+  // A retry was started. `trigger` is "connect-failure", "reset", "timeout"
+  // or a status code as text ("503"); anything else is ignored.
+  void on_retry(std::string_view trigger);
+  // A retryable failure was not retried; `reason` is one of kDeclineReasons
+  // (anything else is ignored).
+  void on_declined(std::string_view reason);
+
+  // Readers (tests, rendering).
+  uint64_t requests(int status) const;
+  uint64_t requests_total() const;
+  uint64_t attempts() const { return attempts_total.load(std::memory_order_relaxed); }
+  uint64_t retries(std::string_view trigger) const;
+  uint64_t declined(std::string_view reason) const;
+
+  StatusCounters requests_by_code{};
+  std::atomic<uint64_t> attempts_total{0};
+  std::atomic<uint64_t> retries_connect_failure{0};
+  std::atomic<uint64_t> retries_reset{0};
+  std::atomic<uint64_t> retries_timeout{0};
+  StatusCounters retries_by_status{};
+  std::array<std::atomic<uint64_t>, kDeclineReasonCount> declined_by_reason{};
+  Histogram duration;
+  AmplificationWindow amplification;
+};
+
+// One extra gauge sample supplied by the shell at render time (budget tokens,
+// breaker state, pool sizes). `labels` is already escaped, without braces,
+// e.g. `upstream="inventory"`; empty for none.
+struct GaugeSample {
+  std::string name;
+  std::string labels;
+  double value = 0;
+  std::string help;
+};
+
+// Escapes a label value for the text format: backslash, double quote, newline.
+std::string escape_label_value(std::string_view value);
+
+class Metrics {
+ public:
+  // Get-or-create (takes the mutex: call at config load, not per request).
+  // Pointers stay valid for the lifetime of this object, so counters survive
+  // config reloads for unchanged names.
+  RouteMetrics* route(std::string_view listener, std::string_view route, std::string_view upstream);
+
+  std::atomic<uint64_t> downstream_connections_active{0}, downstream_connections_total{0},
+      upstream_connections_active{0}, upstream_connections_total{0}, bytes_in_total{0},
+      bytes_out_total{0}, config_generation{0}, config_reloads_ok{0}, config_reloads_error{0};
+
+  // Prometheus text exposition format 0.0.4. Series of different
+  // RouteMetrics that share a label set (the same route name on two
+  // listeners, or a route whose upstream changed on reload) are summed so no
+  // series appears twice. Extra gauges are grouped by name in order of first
+  // appearance; onelayer_retry_budget_tokens and onelayer_circuit_breaker_state
+  // print HELP/TYPE even without samples. Extras with an invalid metric name
+  // or a name of a built-in family are skipped.
+  std::string render_prometheus(int64_t now_ms, const std::vector<GaugeSample>& extra) const;
+
+ private:
+  using Key = std::tuple<std::string, std::string, std::string>;
+  mutable std::mutex mutex_;
+  std::map<Key, std::unique_ptr<RouteMetrics>> routes_;
+};
+
+}  // namespace onelayer

@@ -1,0 +1,183 @@
+#include "core/retry.h"
+
+#include <algorithm>
+#include <array>
+#include <limits>
+
+#include "core/retry_budget.h"
+
+namespace onelayer {
+namespace {
+
+constexpr int64_t kMaxMs = std::numeric_limits<int64_t>::max();
+
+int64_t non_negative(Millis m) { return std::max<int64_t>(0, m.count()); }
+
+// min(cap, base * 2^(n-1)) without overflowing.
+int64_t exponential(int64_t base, int64_t cap, uint32_t n) {
+  const uint32_t shift = n - 1;
+  if (base == 0) return 0;
+  if (shift >= 62 || base > (cap >> shift)) return cap;
+  return std::min(cap, base << shift);
+}
+
+int64_t times_three_saturating(int64_t v) { return v > kMaxMs / 3 ? kMaxMs : v * 3; }
+
+}  // namespace
+
+const char* decline_name(Decline d) {
+  switch (d) {
+    case Decline::none: return "none";
+    case Decline::not_idempotent: return "not_idempotent";
+    case Decline::body_too_large: return "body_too_large";
+    case Decline::attempts_exhausted: return "attempts_exhausted";
+    case Decline::budget_exhausted: return "budget_exhausted";
+    case Decline::deadline: return "deadline";
+    case Decline::retry_after_beyond_deadline: return "retry_after_beyond_deadline";
+    case Decline::outer_owner: return "outer_owner";
+    case Decline::inner_exhausted: return "inner_exhausted";
+    case Decline::circuit_open: return "circuit_open";
+    case Decline::not_retryable: return "not_retryable";
+  }
+  return "unknown";
+}
+
+std::string trigger_name(const AttemptResult& r) {
+  switch (r.outcome) {
+    case AttemptOutcome::connect_failure: return "connect-failure";
+    case AttemptOutcome::reset: return "reset";
+    case AttemptOutcome::timeout: return "timeout";
+    case AttemptOutcome::response: return std::to_string(r.status);
+  }
+  return "unknown";
+}
+
+bool is_idempotent_method(std::string_view method) {
+  static constexpr std::array<std::string_view, 6> kIdempotent{"GET",   "HEAD",   "OPTIONS",
+                                                               "TRACE", "PUT",    "DELETE"};
+  return std::find(kIdempotent.begin(), kIdempotent.end(), method) != kIdempotent.end();
+}
+
+bool is_retryable_outcome(const AttemptResult& r, const RetryOn& on) {
+  switch (r.outcome) {
+    case AttemptOutcome::connect_failure: return on.connect_failure;
+    case AttemptOutcome::reset: return on.reset;
+    case AttemptOutcome::timeout: return on.timeout;
+    case AttemptOutcome::response:
+      return std::find(on.statuses.begin(), on.statuses.end(), r.status) != on.statuses.end();
+  }
+  return false;
+}
+
+Millis backoff_delay(const Backoff& b, uint32_t retry_number, Millis previous_wait, Random& rng) {
+  const int64_t cap = non_negative(b.cap);
+  const int64_t base = std::min(non_negative(b.base), cap);
+  const uint32_t n = std::max<uint32_t>(1, retry_number);
+  const int64_t d = exponential(base, cap, n);
+  switch (b.jitter) {
+    case Jitter::full: return Millis{rng.between(0, d)};
+    case Jitter::equal: {
+      const int64_t half = d / 2;
+      return Millis{half + rng.between(0, d - half)};
+    }
+    case Jitter::decorrelated: {
+      const int64_t prev = n == 1 ? base : non_negative(previous_wait);
+      const int64_t hi = std::max(base, times_three_saturating(prev));
+      return Millis{std::min(cap, rng.between(base, hi))};
+    }
+    case Jitter::none: return Millis{d};
+  }
+  return Millis{d};
+}
+
+RetryState::RetryState(const RetryPolicy& policy, Millis route_timeout, TimePoint start,
+                       const Request& req)
+    : policy_(policy),
+      route_timeout_(std::max(Millis{0}, route_timeout)),
+      deadline_(start + route_timeout_),
+      max_attempts_(std::max<uint32_t>(1, policy.max_attempts)),
+      safe_(is_idempotent_method(req.method) || req.has_idempotency_key),
+      body_replayable_(req.body_replayable),
+      outer_owned_(req.outer_owned) {}
+
+TimePoint RetryState::deadline() const { return deadline_; }
+
+Millis RetryState::time_left(TimePoint now) const {
+  if (now >= deadline_) return Millis{0};
+  return std::chrono::floor<Millis>(deadline_ - now);
+}
+
+Millis RetryState::attempt_timeout(TimePoint now) const {
+  Millis per_try = policy_.per_try_timeout.value_or(route_timeout_);
+  return std::clamp(per_try, Millis{0}, time_left(now));
+}
+
+uint32_t RetryState::attempts_started() const { return attempts_; }
+
+void RetryState::on_attempt_started() { ++attempts_; }
+
+bool RetryState::owns_retries() const { return max_attempts_ > 1 && !outer_owned_; }
+
+RetryState::Decision RetryState::decline(Decline why, std::string trigger) const {
+  Decision d;
+  d.declined = why;
+  d.trigger = std::move(trigger);
+  switch (why) {
+    case Decline::attempts_exhausted:
+    case Decline::budget_exhausted:
+    case Decline::deadline:
+    case Decline::retry_after_beyond_deadline:
+    case Decline::circuit_open:
+      // Only the owner of retries tells outer layers it gave up.
+      d.mark_exhausted = owns_retries();
+      break;
+    default: d.mark_exhausted = false;
+  }
+  return d;
+}
+
+RetryState::Decision RetryState::on_circuit_open() const {
+  return decline(Decline::circuit_open, std::string{});
+}
+
+RetryState::Decision RetryState::on_attempt_result(const AttemptResult& r, TimePoint now,
+                                                   bool response_started, Random& rng,
+                                                   RetryBudget* budget) {
+  std::string trigger = trigger_name(r);
+  if (!is_retryable_outcome(r, policy_.retry_on))
+    return decline(Decline::not_retryable, std::move(trigger));
+  if (r.inner_exhausted) return decline(Decline::inner_exhausted, std::move(trigger));
+  if (outer_owned_) return decline(Decline::outer_owner, std::move(trigger));
+  if (response_started) return decline(Decline::not_retryable, std::move(trigger));
+  // RFC 9110 9.2.2: only idempotent requests, or ones that never left.
+  if (!safe_ && r.request_may_have_reached)
+    return decline(Decline::not_idempotent, std::move(trigger));
+  if (!body_replayable_) return decline(Decline::body_too_large, std::move(trigger));
+  if (attempts_ >= max_attempts_) return decline(Decline::attempts_exhausted, std::move(trigger));
+
+  // Comparisons stay in milliseconds: a Retry-After can be near-saturated and
+  // must never be added to a time point.
+  const Millis left = time_left(now);
+  Millis wait = backoff_delay(policy_.backoff, std::max<uint32_t>(1, attempts_), previous_wait_, rng);
+  if (policy_.retry_after.honor && r.retry_after) {
+    const Millis asked = std::max(Millis{0}, *r.retry_after);
+    if (asked > policy_.retry_after.max || asked > left)
+      return decline(Decline::retry_after_beyond_deadline, std::move(trigger));
+    wait = std::max(wait, asked);
+  }
+  wait = std::min(wait, std::max(Millis{0}, policy_.retry_after.max));
+  // The retry would start at (or after) the deadline: no time for it.
+  if (wait >= left) return decline(Decline::deadline, std::move(trigger));
+
+  if (budget != nullptr && !budget->try_spend(now))
+    return decline(Decline::budget_exhausted, std::move(trigger));
+
+  previous_wait_ = wait;
+  Decision d;
+  d.retry = true;
+  d.wait = wait;
+  d.trigger = std::move(trigger);
+  return d;
+}
+
+}  // namespace onelayer

@@ -1,0 +1,147 @@
+// The retry decision core (PRODUCT.md "Retry rules"). Pure: no I/O, no
+// clock reads; `now` and a Random come in as arguments. The shell asks a
+// RetryState what to do after each attempt and carries the answer out
+// (timer, replay, counters, x-retry-exhausted).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/clock.h"
+#include "core/config.h"
+
+namespace onelayer {
+
+class RetryBudget;
+
+enum class AttemptOutcome { connect_failure, reset, timeout, response };
+
+struct AttemptResult {
+  AttemptOutcome outcome = AttemptOutcome::response;
+  int status = 0;                        // for response
+  bool request_may_have_reached = true;  // false: connect failure on a fresh connection (never sent a byte)
+  std::optional<Millis> retry_after;     // parsed Retry-After of the response, if any
+  bool inner_exhausted = false;          // response carried x-retry-exhausted
+};
+
+// Why a retryable failure was not retried: the `reason` label values of
+// onelayer_retries_declined_total. `not_retryable` means the outcome was final
+// (or the response had started downstream); it is not counted as declined.
+enum class Decline {
+  none,
+  not_idempotent,
+  body_too_large,
+  attempts_exhausted,
+  budget_exhausted,
+  deadline,
+  retry_after_beyond_deadline,
+  outer_owner,
+  inner_exhausted,
+  circuit_open,
+  not_retryable
+};
+
+// "not_idempotent", "body_too_large", ... exactly the PRODUCT.md label
+// values; "none" and "not_retryable" for the two that are not labels.
+const char* decline_name(Decline);
+
+// The onelayer_retries_total reason: "connect-failure" | "reset" | "timeout" |
+// the status code as text ("503").
+std::string trigger_name(const AttemptResult&);
+
+// GET HEAD OPTIONS TRACE PUT DELETE (RFC 9110 9.2.2); case-sensitive, as
+// method names are.
+bool is_idempotent_method(std::string_view method);
+
+// Classification only (retry_on), no safety or budget checks.
+bool is_retryable_outcome(const AttemptResult&, const RetryOn&);
+
+// Wait before retry n (n = 1 for the first retry; 0 is read as 1):
+// d = min(cap, base*2^(n-1)) without overflow, then jitter:
+//   full:         uniform[0, d]
+//   equal:        d/2 + uniform[0, d - d/2]   (d/2 rounded down; at most d)
+//   decorrelated: min(cap, uniform[base, max(base, prev*3)]), prev = previous_wait,
+//                 or base for n = 1 (previous_wait ignored)
+//   none:         d
+// Always within [0, cap] (decorrelated: [min(base, cap), cap]). Negative
+// inputs are read as 0.
+Millis backoff_delay(const Backoff&, uint32_t retry_number, Millis previous_wait, Random&);
+
+class RetryState {  // one per downstream request
+ public:
+  struct Request {
+    std::string_view method;   // read in the constructor only
+    bool has_idempotency_key;  // the route's idempotency_key header is present and non-empty
+    bool body_replayable;      // the body fit buffer_limit (or there is none)
+    bool outer_owned;          // x-retry-owner / baggage retry-owner arrived
+  };
+
+  // `policy` is kept by reference: it must outlive this object (it lives in
+  // the ConfigPtr the request holds). The deadline is start + route_timeout
+  // (the shell passes the route timeout already shortened by an incoming
+  // x-request-timeout-ms).
+  RetryState(const RetryPolicy& policy, Millis route_timeout, TimePoint start, const Request& req);
+
+  TimePoint deadline() const;
+  Millis time_left(TimePoint now) const;        // >= 0, rounded down to ms
+  Millis attempt_timeout(TimePoint now) const;  // min(per_try_timeout or route timeout, time left)
+  uint32_t attempts_started() const;
+  void on_attempt_started();  // counts an attempt
+
+  // True when this layer owns retries for the request: max_attempts > 1 and
+  // no outer owner. The shell writes x-retry-owner & co only then.
+  bool owns_retries() const;
+
+  // The shell found the body larger than buffer_limit after the start (a
+  // chunked body grew past it): no retry from now on.
+  void set_body_replayable(bool replayable) { body_replayable_ = replayable; }
+
+  struct Decision {
+    bool retry = false;
+    Millis wait{0};
+    Decline declined = Decline::none;
+    std::string trigger;  // trigger_name() of the result (also set when not retrying)
+    bool mark_exhausted = false;
+  };
+
+  // After a failed or final attempt. retry=true: the shell waits `wait` then
+  // makes another attempt (a budget token has been spent already).
+  // retry=false & declined!=none/not_retryable: mark_exhausted says whether
+  // the response gets x-retry-exhausted (true for attempts_exhausted,
+  // budget_exhausted, deadline, retry_after_beyond_deadline when this layer
+  // owns retries; false for not_idempotent, body_too_large, outer_owner,
+  // inner_exhausted, and on max_attempts==1 routes, which never mark).
+  // response_started: a byte of the response already went downstream -> never retry.
+  // Order of checks: retryable outcome? inner_exhausted; outer_owned;
+  // response_started (not_retryable); safety (idempotent or key, or
+  // !request_may_have_reached) -> not_idempotent; body_replayable ->
+  // body_too_large; attempts -> attempts_exhausted; wait = backoff, raised to
+  // Retry-After when honored (Retry-After > retry_after.max or > time left ->
+  // retry_after_beyond_deadline), clamped to retry_after.max; wait >= time
+  // left -> deadline; last the budget (nullptr: none), so a token is spent
+  // only on a retry that happens -> budget_exhausted.
+  Decision on_attempt_result(const AttemptResult&, TimePoint now, bool response_started, Random&,
+                             RetryBudget* budget);
+
+  // The shell found the upstream's circuit breaker open before an attempt
+  // (the first one or a retry). Declined circuit_open; marked when this layer
+  // owns retries.
+  Decision on_circuit_open() const;
+
+ private:
+  Decision decline(Decline why, std::string trigger) const;
+
+  const RetryPolicy& policy_;
+  Millis route_timeout_;
+  TimePoint deadline_;
+  uint32_t max_attempts_;  // 1 when an outer layer owns the request
+  bool safe_;              // idempotent method or idempotency key
+  bool body_replayable_;
+  bool outer_owned_;
+  uint32_t attempts_ = 0;
+  Millis previous_wait_{0};
+};
+
+}  // namespace onelayer

@@ -1,0 +1,95 @@
+#include "core/retry_budget.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace onelayer {
+namespace {
+
+constexpr int64_t kMicro = 1'000'000;
+constexpr int64_t kNanosPerSecond = 1'000'000'000;
+// Config values beyond this are nonsense; bounding them keeps every product
+// below comfortably inside int64.
+constexpr double kMaxTokens = 1e9;
+
+int64_t to_micro(double tokens) {
+  if (!(tokens > 0)) return 0;  // also NaN
+  return std::llround(std::min(tokens, kMaxTokens) * kMicro);
+}
+
+}  // namespace
+
+RetryBudget::RetryBudget(RetryBudgetConfig cfg, TimePoint now) : origin_(now) {
+  set_config(cfg);
+  balance_.last = now;
+  balance_.micro = floor_micro_;
+}
+
+void RetryBudget::set_config(const RetryBudgetConfig& cfg) {
+  ratio_micro_ = to_micro(cfg.ratio);
+  floor_micro_ = to_micro(cfg.min_per_second);
+}
+
+int64_t RetryBudget::second_of(TimePoint t) const {
+  if (t <= origin_) return 0;
+  return std::chrono::duration_cast<std::chrono::seconds>(t - origin_).count();
+}
+
+int64_t RetryBudget::cap_micro(int64_t second) const {
+  int64_t requests = 0;
+  for (const Bucket& b : window_)
+    if (b.second > second - kWindowSeconds && b.second <= second) requests += b.requests;
+  // requests is bounded by calls made, far below 2^63 / 1e15.
+  return floor_micro_ * kWindowSeconds + ratio_micro_ * requests;
+}
+
+RetryBudget::Balance RetryBudget::refilled(TimePoint now) const {
+  Balance b = balance_;
+  if (now <= b.last) return b;  // out-of-order time: nothing to add
+  const int64_t cap = cap_micro(second_of(now));
+  const int64_t elapsed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - b.last).count();
+  b.last = now;
+  // floor_micro_ <= 1e15 and elapsed can be long: 128-bit product, exact.
+  const __int128 scaled = static_cast<__int128>(floor_micro_) * elapsed_ns + b.carry;
+  const __int128 add = scaled / kNanosPerSecond;
+  if (add >= cap - b.micro) {
+    b.micro = std::max(b.micro, cap);  // full (a shrunken cap is applied below)
+    b.carry = 0;
+  } else {
+    b.micro += static_cast<int64_t>(add);
+    b.carry = static_cast<int64_t>(scaled % kNanosPerSecond);
+  }
+  b.micro = std::min(b.micro, cap);
+  return b;
+}
+
+void RetryBudget::on_request(TimePoint now) {
+  std::lock_guard lock(mu_);
+  balance_ = refilled(now);
+  const int64_t sec = second_of(balance_.last);
+  Bucket& bucket = window_[static_cast<size_t>(sec % kWindowSeconds)];
+  if (bucket.second != sec) bucket = Bucket{sec, 0};
+  ++bucket.requests;
+  balance_.micro = std::min(balance_.micro + ratio_micro_, cap_micro(sec));
+}
+
+bool RetryBudget::try_spend(TimePoint now) {
+  std::lock_guard lock(mu_);
+  balance_ = refilled(now);
+  if (balance_.micro < kMicro) return false;
+  balance_.micro -= kMicro;
+  return true;
+}
+
+double RetryBudget::tokens(TimePoint now) const {
+  std::lock_guard lock(mu_);
+  return static_cast<double>(refilled(now).micro) / kMicro;
+}
+
+void RetryBudget::reconfigure(RetryBudgetConfig cfg) {
+  std::lock_guard lock(mu_);
+  set_config(cfg);
+  balance_.micro = std::min(balance_.micro, cap_micro(second_of(balance_.last)));
+}
+
+}  // namespace onelayer

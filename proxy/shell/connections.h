@@ -1,0 +1,209 @@
+// Downstream connections, upstream connections and the exchange that ties a
+// downstream request to its upstream attempts. Worker-thread only.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/http_headers.h"
+#include "core/retry.h"
+#include "shell/http_codec.h"
+#include "shell/worker.h"
+
+namespace onelayer {
+
+class Exchange;
+
+// One upstream endpoint as seen by one worker: its resolved addresses and
+// its pool of idle keep-alive connections.
+struct EndpointState {
+  HostPort hp;
+  std::string key;
+  bool literal = false;
+  std::vector<sockaddr_storage> addrs;
+  TimePoint resolved_at{};
+  bool resolving = false;
+  int last_resolve_error = 0;
+  uint32_t max_idle = 64;
+  Millis idle_timeout{60'000};
+  std::vector<UpConn*> idle;
+  std::vector<UpConn*> waiting;  // connections waiting for DNS
+  uv_getaddrinfo_t gai_req;
+  Worker* worker = nullptr;
+  size_t next_addr = 0;
+};
+
+class UpConn final : public Conn, public HttpParser::Handler {
+ public:
+  UpConn(Worker* w, EndpointState* ep);
+  void connect(Millis timeout);
+  void start_connect();  // once an address is known
+  void attach(Exchange* ex) { ex_ = ex; }
+  void detach_and_close();
+  void release_to_pool();
+  void fail_dns(int err);
+
+  int on_head(MessageHead& head) override;
+  int on_body(const char* data, size_t len) override;
+  int on_message_end() override;
+  void on_write_done(int status) override;
+
+  void on_read(ssize_t nread, const uv_buf_t* buf);
+  void pause_reading();
+  void resume_reading();
+
+  EndpointState* ep_;
+  Exchange* ex_ = nullptr;
+  HttpParser parser_;
+  uv_connect_t connect_req_;
+  bool connected_ = false;
+  bool reused_ = false;
+  bool idle_ = false;
+  bool head_seen_ = false;
+  bool keep_alive_ = true;
+  bool expect_no_body_ = false;  // HEAD request
+  bool informational_ = false;   // a 1xx response is being skipped
+  bool message_done_ = false;
+  bool reading_ = false;
+  Millis connect_timeout_{1000};
+};
+
+class DownConn final : public Conn, public HttpParser::Handler {
+ public:
+  DownConn(Worker* w, WorkerListener* l);
+  ~DownConn() override;
+  void start();
+
+  int on_head(MessageHead& head) override;
+  int on_body(const char* data, size_t len) override;
+  int on_message_end() override;
+  void on_write_done(int status) override;
+
+  void on_read(ssize_t nread, const uv_buf_t* buf);
+  void process_input(const char* data, size_t len);
+  void exchange_done(bool close_after);
+  void reject(int status, const char* reason, bool close_after, const char* log_detail);
+  void abort_connection();
+  void close_when_flushed();
+  void arm_idle_timer();
+  void arm_header_timer();
+  void pause_reading();
+  void resume_reading();
+  void drain();
+  void account_in(size_t n);
+
+  WorkerListener* listener_;
+  std::string listener_name_;
+  HttpParser parser_;
+  std::string pending_in_;  // bytes after a paused (pipelined) message
+  std::unique_ptr<Exchange> ex_;
+  std::unique_ptr<Exchange> finished_ex_;  // freed on the next loop turn, outside its callbacks
+  std::string peer_ip_;
+  std::list<DownConn*>::iterator pos_;
+  bool reading_ = false;
+  bool want_read_ = true;       // backpressure may turn this off
+  bool close_after_ = false;    // Connection: close, HTTP/1.0, drain, errors
+  bool close_pending_ = false;  // close once the write queue drains
+  bool eof_ = false;
+  bool in_exchange_ = false;
+  uint32_t requests_ = 0;
+};
+
+// One downstream request and all its upstream attempts.
+class Exchange {
+ public:
+  Exchange(DownConn* d, GenerationPtr gen, int listener_index, const Route* route,
+           RouteMetrics* rm, MessageHead& head, std::string routing_target);
+  ~Exchange();
+
+  void start();
+  void on_request_body(const char* data, size_t len);
+  void on_request_end();
+  void on_down_drained();
+  void on_up_drained();
+  void abort();  // downstream went away
+
+  // From the upstream connection.
+  void on_connected();
+  void on_connect_failed(int err, bool dns);
+  int on_up_head(MessageHead& head);
+  int on_up_body(const char* data, size_t len);
+  void on_up_end(bool reusable);
+  void on_up_error(int err);  // reset/EOF/parse error
+  void on_up_bad_response();
+
+  bool response_started() const { return response_started_; }
+  bool request_complete() const { return request_complete_; }
+
+ private:
+  void start_attempt();
+  void send_head_and_body();
+  void send_body_bytes(const char* data, size_t len);
+  void send_request_end();
+  void arm_timer(Millis ms, void (*cb)(uv_timer_t*));
+  void stop_timer();
+  static void on_attempt_timeout(uv_timer_t* t);
+  static void on_backoff_done(uv_timer_t* t);
+  void handle_failure(const AttemptResult& r, int status, const char* reason);
+  bool decide_retry(const AttemptResult& r);
+  void respond_error(int status, const char* reason);
+  void finish(bool close_after);
+  void finish_aborted();
+  void record(int status);
+  void drop_upstream();
+  void count_breaker(bool failure);
+  bool upstream_ready() const;
+
+  DownConn* down_;
+  Worker* w_;
+  GenerationPtr gen_;
+  const Config* cfg_;
+  const Listener* lcfg_;
+  const Route* route_;
+  const Upstream* ucfg_;
+  UpstreamShared* ups_;
+  RouteMetrics* rm_;
+  MessageHead req_;
+  std::string target_;  // what the upstream gets as request target
+  RetryOwnership ownership_;
+  std::optional<RetryState> rs_;
+  TimePoint started_;
+  std::chrono::system_clock::time_point wall_start_;
+
+  std::string body_;          // replay buffer, or unsent bytes once streaming
+  size_t body_sent_ = 0;      // bytes of body_ written to the current attempt
+  uint64_t body_total_ = 0;
+  bool replayable_ = true;
+  bool request_complete_ = false;
+  bool request_end_sent_ = false;
+  bool req_chunked_ = false;
+  bool req_has_body_ = false;
+  bool head_request_ = false;
+
+  UpConn* up_ = nullptr;
+  EndpointState* last_ep_ = nullptr;
+  bool waiting_backoff_ = false;
+  bool response_started_ = false;
+  bool response_done_ = false;
+  bool finished_ = false;
+  bool resp_chunked_down_ = false;  // re-framing upstream body as chunked downstream
+  bool resp_close_delimited_down_ = false;
+  bool resp_no_body_ = false;
+  bool mark_exhausted_ = false;
+  int status_ = 0;
+  const char* error_reason_ = nullptr;
+  std::string triggers_;   // retry triggers, comma separated
+  const char* declined_ = nullptr;
+  std::string endpoints_;  // endpoints tried
+  uint64_t bytes_out_ = 0;
+  Headers scratch_headers_;
+};
+
+}  // namespace onelayer

@@ -1,0 +1,547 @@
+// One downstream request and its upstream attempts. The retry decisions come
+// from the pure core (RetryState); this file carries them out: timers,
+// replaying the buffered body, endpoint choice, counters, access log.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/retry_after.h"
+#include "shell/connections.h"
+#include "shell/logging.h"
+#include "shell/proxy_responses.h"
+
+namespace onelayer {
+
+static constexpr size_t kHighWater = 256 * 1024;  // stop reading the other side above this
+static constexpr size_t kLowWater = 64 * 1024;    // and resume below this
+
+static int64_t steady_ms(TimePoint t) {
+  return std::chrono::duration_cast<Millis>(t.time_since_epoch()).count();
+}
+
+Exchange::Exchange(DownConn* d, GenerationPtr gen, int listener_index, const Route* route,
+                   RouteMetrics* rm, MessageHead& head, std::string routing_target)
+    : down_(d), w_(d->worker_), gen_(std::move(gen)), route_(route), rm_(rm), target_(std::move(routing_target)) {
+  cfg_ = gen_->config.get();
+  lcfg_ = &cfg_->listeners[static_cast<size_t>(listener_index)];
+  ucfg_ = &cfg_->upstreams[route_->upstream_index];
+  ups_ = gen_->upstreams[route_->upstream_index].get();
+  // Take the parsed head; the parser's storage is reused for the next one.
+  req_.method.swap(head.method);
+  req_.target.swap(head.target);
+  req_.headers.swap(head.headers);
+  req_.http_major = head.http_major;
+  req_.http_minor = head.http_minor;
+  req_.chunked = head.chunked;
+  req_.has_content_length = head.has_content_length;
+  req_.content_length = head.content_length;
+  req_.keep_alive = head.keep_alive;
+}
+
+Exchange::~Exchange() {
+  if (up_) up_->detach_and_close();
+}
+
+void Exchange::start() {
+  started_ = Clock::now();
+  wall_start_ = std::chrono::system_clock::now();
+  ownership_ = detect_outer_owner(req_.headers, cfg_->headers);
+  Millis timeout = route_->timeout;
+  if (auto in = incoming_timeout_ms(req_.headers, cfg_->headers)) timeout = std::min(timeout, Millis(*in));
+  req_chunked_ = req_.chunked;
+  req_has_body_ = req_chunked_ || req_.content_length > 0;
+  head_request_ = req_.method == "HEAD";
+  request_complete_ = false;
+  replayable_ = !(req_.has_content_length && req_.content_length > route_->retry.buffer_limit);
+  const std::string& key = route_->retry.idempotency_key;
+  bool has_key = false;
+  if (!key.empty()) {
+    const Header* h = find_header(req_.headers, key);
+    has_key = h && !h->value.empty();
+  }
+  rs_.emplace(route_->retry, timeout, started_,
+              RetryState::Request{req_.method, has_key, replayable_, ownership_.outer_owned});
+  ups_->budget.on_request(started_);
+  if (timeout.count() <= 0) {
+    declined_ = "deadline";
+    respond_error(504, "deadline_exceeded");
+    return;
+  }
+  start_attempt();
+}
+
+void Exchange::arm_timer(Millis ms, void (*cb)(uv_timer_t*)) {
+  uv_timer_start(&down_->timer_, cb, static_cast<uint64_t>(std::max<int64_t>(0, ms.count())), 0);
+}
+
+void Exchange::stop_timer() { uv_timer_stop(&down_->timer_); }
+
+static Exchange* exchange_of(uv_timer_t* t) {
+  auto* d = static_cast<DownConn*>(t->data);
+  return d->ex_.get();
+}
+
+void Exchange::on_attempt_timeout(uv_timer_t* t) {
+  Exchange* ex = exchange_of(t);
+  if (!ex || ex->finished_) return;
+  AttemptResult r;
+  if (ex->up_ && !ex->up_->connected_) {
+    r.outcome = AttemptOutcome::connect_failure;
+    r.request_may_have_reached = false;
+  } else {
+    r.outcome = AttemptOutcome::timeout;
+  }
+  ex->handle_failure(r, 504, "deadline_exceeded");
+}
+
+void Exchange::on_backoff_done(uv_timer_t* t) {
+  Exchange* ex = exchange_of(t);
+  if (!ex || ex->finished_) return;
+  ex->start_attempt();
+}
+
+void Exchange::start_attempt() {
+  waiting_backoff_ = false;
+  TimePoint now = Clock::now();
+  if (!ups_->breaker.allow(now)) {
+    RetryState::Decision d = rs_->on_circuit_open();
+    declined_ = "circuit_open";
+    rm_->on_declined("circuit_open");
+    mark_exhausted_ = d.mark_exhausted;
+    respond_error(503, "circuit_open");
+    return;
+  }
+  Millis t = rs_->attempt_timeout(now);
+  if (t.count() <= 0) {
+    declined_ = "deadline";
+    rm_->on_declined("deadline");
+    mark_exhausted_ = rs_->owns_retries();
+    respond_error(504, "deadline_exceeded");
+    return;
+  }
+  rs_->on_attempt_started();
+  rm_->on_attempt();
+
+  size_t n = ucfg_->endpoints.size();
+  size_t idx = static_cast<size_t>(ups_->round_robin.fetch_add(1, std::memory_order_relaxed) % n);
+  EndpointState* ep = w_->endpoint(ucfg_->endpoints[idx], *ucfg_);
+  if (n > 1 && ep == last_ep_) {  // a retry prefers another endpoint
+    idx = (idx + 1) % n;
+    ep = w_->endpoint(ucfg_->endpoints[idx], *ucfg_);
+  }
+  last_ep_ = ep;
+  if (!endpoints_.empty()) endpoints_ += ',';
+  endpoints_ += ucfg_->endpoints[idx].to_string();
+
+  if (!replayable_ && rs_->attempts_started() > 1) {
+    // Cannot happen (the core refuses), but never replay a partial body.
+    respond_error(502, "upstream_reset");
+    return;
+  }
+  body_sent_ = 0;
+  request_end_sent_ = false;
+  arm_timer(t, on_attempt_timeout);
+
+  while (!ep->idle.empty()) {
+    UpConn* u = ep->idle.back();
+    ep->idle.pop_back();
+    if (u->closing()) continue;
+    u->idle_ = false;
+    uv_timer_stop(&u->timer_);
+    up_ = u;
+    u->attach(this);
+    u->expect_no_body_ = head_request_;
+    on_connected();
+    return;
+  }
+  UpConn* u = new UpConn(w_, ep);
+  up_ = u;
+  u->attach(this);
+  u->expect_no_body_ = head_request_;
+  u->connect(std::min(ucfg_->connect_timeout, t));
+}
+
+void Exchange::on_connected() { send_head_and_body(); }
+
+static void append_chunk(std::string& out, const char* data, size_t len) {
+  fmt::format_to(std::back_inserter(out), "{:x}\r\n", len);
+  out.append(data, len);
+  out += "\r\n";
+}
+
+void Exchange::send_head_and_body() {
+  TimePoint now = Clock::now();
+  RequestRewrite rw;
+  rw.config = cfg_;
+  rw.inner_hops = route_->inner_hops;
+  rw.claim_ownership = rs_->owns_retries() && route_->inner_hops == InnerHops::forbid;
+  rw.attempt = rs_->attempts_started();
+  rw.time_left_ms = route_->inner_hops == InnerHops::pass ? -1 : rs_->attempt_timeout(now).count();
+  rw.client_ip = down_->peer_ip_;
+  rw.outer_owned = ownership_.outer_owned;
+  rewrite_request_headers(req_.headers, rw, scratch_headers_);
+
+  std::string& out = w_->scratch();
+  out.clear();
+  out += req_.method;
+  out += ' ';
+  out += target_;
+  out += " HTTP/1.1\r\n";
+  if (!find_header(scratch_headers_, "host")) {
+    out += "Host: ";
+    out += ucfg_->endpoints.empty() ? std::string() : last_ep_->hp.to_string();
+    out += "\r\n";
+  }
+  append_serialized(scratch_headers_, out);
+  if (req_chunked_) {
+    out += "Transfer-Encoding: chunked\r\n";
+  } else if (req_.has_content_length) {
+    fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", req_.content_length);
+  }
+  out += "\r\n";
+  if (!body_.empty()) {
+    if (req_chunked_) {
+      append_chunk(out, body_.data(), body_.size());
+    } else {
+      out += body_;
+    }
+  }
+  if (request_complete_ && req_chunked_) out += "0\r\n\r\n";
+  if (request_complete_) request_end_sent_ = true;
+  int rc = w_->write(up_, out);
+  if (replayable_) {
+    body_sent_ = body_.size();
+  } else {
+    body_.clear();
+    body_sent_ = 0;
+  }
+  if (rc < 0) {
+    AttemptResult r;
+    r.outcome = AttemptOutcome::reset;
+    handle_failure(r, 502, "upstream_reset");
+  }
+}
+
+void Exchange::send_body_bytes(const char* data, size_t len) {
+  if (req_chunked_) {
+    char hdr[24];
+    int n = std::snprintf(hdr, sizeof hdr, "%zx\r\n", len);
+    uv_buf_t parts[3] = {uv_buf_init(hdr, static_cast<unsigned>(n)),
+                         uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len)),
+                         uv_buf_init(const_cast<char*>("\r\n"), 2)};
+    w_->write(up_, parts, 3);
+  } else {
+    uv_buf_t b = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len));
+    w_->write(up_, &b, 1);
+  }
+}
+
+void Exchange::send_request_end() {
+  request_end_sent_ = true;
+  if (req_chunked_) w_->write(up_, "0\r\n\r\n");
+}
+
+bool Exchange::upstream_ready() const {
+  return up_ && up_->connected_ && !waiting_backoff_ && !up_->closing();
+}
+
+void Exchange::on_request_body(const char* data, size_t len) {
+  if (finished_) return;
+  body_total_ += len;
+  uint64_t max = lcfg_->limits.max_body_bytes;
+  if (max > 0 && body_total_ > max) {
+    declined_ = nullptr;
+    respond_error(413, "body_too_large");
+    return;
+  }
+  if (replayable_ && body_total_ > route_->retry.buffer_limit) {
+    // Too big to replay: from now on it streams and is not retried.
+    replayable_ = false;
+    rs_->set_body_replayable(false);
+    body_.erase(0, body_sent_);
+    body_sent_ = 0;
+  }
+  if (upstream_ready()) {
+    if (replayable_) {
+      body_.append(data, len);
+      body_sent_ = body_.size();
+    }
+    send_body_bytes(data, len);
+  } else {
+    body_.append(data, len);
+  }
+  size_t queued = body_.size() * (replayable_ ? 0 : 1) + (up_ ? up_->write_queue() : 0);
+  if (!replayable_ && queued > kHighWater) {
+    down_->want_read_ = false;
+    down_->pause_reading();
+  }
+}
+
+void Exchange::on_request_end() {
+  request_complete_ = true;
+  if (finished_) return;
+  if (upstream_ready() && !request_end_sent_) send_request_end();
+}
+
+void Exchange::on_up_drained() {
+  if (!up_) return;
+  if (!down_->want_read_ && up_->write_queue() < kLowWater) {
+    down_->want_read_ = true;
+    down_->resume_reading();
+  }
+}
+
+void Exchange::on_down_drained() {
+  if (up_ && response_started_ && down_->write_queue() < kLowWater) up_->resume_reading();
+}
+
+void Exchange::drop_upstream() {
+  if (up_) {
+    up_->detach_and_close();
+    up_ = nullptr;
+  }
+}
+
+void Exchange::count_breaker(bool failure) {
+  TimePoint now = Clock::now();
+  if (failure) {
+    ups_->breaker.on_failure(now);
+  } else {
+    ups_->breaker.on_success(now);
+  }
+}
+
+bool Exchange::decide_retry(const AttemptResult& r) {
+  TimePoint now = Clock::now();
+  RetryState::Decision d = rs_->on_attempt_result(r, now, response_started_, w_->random(), &ups_->budget);
+  if (d.retry && ups_->breaker.state(now) == CircuitBreaker::State::open) {
+    d = rs_->on_circuit_open();
+  }
+  if (d.retry) {
+    rm_->on_retry(d.trigger);
+    if (!triggers_.empty()) triggers_ += ',';
+    triggers_ += d.trigger;
+    drop_upstream();
+    waiting_backoff_ = true;
+    arm_timer(d.wait, on_backoff_done);
+    return true;
+  }
+  if (d.declined != Decline::none && d.declined != Decline::not_retryable) {
+    declined_ = decline_name(d.declined);
+    rm_->on_declined(declined_);
+  }
+  mark_exhausted_ = d.mark_exhausted;
+  return false;
+}
+
+void Exchange::handle_failure(const AttemptResult& r, int status, const char* reason) {
+  stop_timer();
+  count_breaker(true);
+  drop_upstream();
+  if (response_started_) {
+    // Bytes went downstream already: the only honest signal is a close.
+    error_reason_ = reason;
+    status_ = status_ ? status_ : status;
+    finish_aborted();
+    return;
+  }
+  if (decide_retry(r)) return;
+  if (declined_ && std::string_view(declined_) == "deadline") {
+    respond_error(504, "deadline_exceeded");
+    return;
+  }
+  respond_error(status, reason);
+}
+
+void Exchange::on_connect_failed(int err, bool dns) {
+  if (finished_) return;
+  spdlog::debug("connect to {} failed: {}{}", last_ep_ ? last_ep_->hp.to_string() : "?", uv_strerror(err),
+                dns ? " (dns)" : "");
+  AttemptResult r;
+  r.outcome = AttemptOutcome::connect_failure;
+  r.request_may_have_reached = false;
+  handle_failure(r, 502, "connect_failure");
+}
+
+void Exchange::on_up_error(int err) {
+  if (finished_) return;
+  spdlog::debug("upstream {} error: {}", last_ep_ ? last_ep_->hp.to_string() : "?", uv_strerror(err));
+  AttemptResult r;
+  r.outcome = AttemptOutcome::reset;
+  handle_failure(r, 502, "upstream_reset");
+}
+
+void Exchange::on_up_bad_response() {
+  if (finished_) return;
+  stop_timer();
+  count_breaker(true);
+  drop_upstream();
+  if (response_started_) {
+    error_reason_ = "bad_upstream_response";
+    finish_aborted();
+    return;
+  }
+  respond_error(502, "bad_upstream_response");
+}
+
+int Exchange::on_up_head(MessageHead& head) {
+  if (finished_) return -1;
+  stop_timer();
+  AttemptResult r;
+  r.outcome = AttemptOutcome::response;
+  r.status = head.status;
+  r.inner_exhausted = response_marks_exhausted(head.headers, cfg_->headers);
+  if (const Header* ra = find_header(head.headers, "retry-after")) {
+    r.retry_after = parse_retry_after(ra->value, std::chrono::system_clock::now());
+  }
+  for (const Header& h : head.headers) {
+    if (!is_token(h.name) || !is_valid_field_value(h.value)) {
+      spdlog::info("upstream {}: response header with invalid name or value dropped",
+                   last_ep_->hp.to_string());
+    }
+  }
+  count_breaker(head.status >= 500 && head.status != 501);
+  if (is_retryable_outcome(r, route_->retry.retry_on) && decide_retry(r)) return -1;
+
+  status_ = head.status;
+  bool http11_down = req_.http_major == 1 && req_.http_minor >= 1;
+  resp_no_body_ = head_request_ || head.status == 204 || head.status == 304;
+  resp_chunked_down_ = false;
+  resp_close_delimited_down_ = false;
+  rewrite_response_headers(head.headers, "1.1 onelayer", scratch_headers_);
+
+  std::string& out = w_->scratch();
+  out.clear();
+  fmt::format_to(std::back_inserter(out), "HTTP/1.1 {} {}\r\n", head.status,
+                 head.reason.empty() ? status_text(head.status) : head.reason);
+  append_serialized(scratch_headers_, out);
+  if (head.has_content_length && (!resp_no_body_ || head_request_ || head.status == 304)) {
+    fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", head.content_length);
+  } else if (!resp_no_body_) {
+    if (http11_down) {
+      resp_chunked_down_ = true;
+      out += "Transfer-Encoding: chunked\r\n";
+    } else {
+      resp_close_delimited_down_ = true;
+    }
+  }
+  if (mark_exhausted_) {
+    fmt::format_to(std::back_inserter(out), "{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
+  }
+  bool close = down_->close_after_ || w_->draining() || resp_close_delimited_down_;
+  if (close) down_->close_after_ = true;
+  out += close ? "Connection: close\r\n\r\n" : "\r\n";
+  for (char c : head.reason)
+    if (c == '\r' || c == '\n') return -1;  // never split a response
+  bytes_out_ += out.size();
+  response_started_ = true;
+  w_->write(down_, out);
+  return head_request_ ? 1 : 0;
+}
+
+int Exchange::on_up_body(const char* data, size_t len) {
+  if (finished_) return -1;
+  bytes_out_ += len;
+  if (resp_chunked_down_) {
+    char hdr[24];
+    int n = std::snprintf(hdr, sizeof hdr, "%zx\r\n", len);
+    uv_buf_t parts[3] = {uv_buf_init(hdr, static_cast<unsigned>(n)),
+                         uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len)),
+                         uv_buf_init(const_cast<char*>("\r\n"), 2)};
+    w_->write(down_, parts, 3);
+  } else {
+    uv_buf_t b = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len));
+    w_->write(down_, &b, 1);
+  }
+  if (down_->write_queue() > kHighWater && up_) up_->pause_reading();
+  return 0;
+}
+
+void Exchange::on_up_end(bool reusable) {
+  if (finished_) return;
+  response_done_ = true;
+  if (resp_chunked_down_) w_->write(down_, "0\r\n\r\n");
+  if (up_) {
+    UpConn* u = up_;
+    up_ = nullptr;
+    if (reusable && request_end_sent_) {
+      u->release_to_pool();
+    } else {
+      u->detach_and_close();
+    }
+  }
+  finish(resp_close_delimited_down_);
+}
+
+void Exchange::respond_error(int status, const char* reason) {
+  if (finished_) return;
+  stop_timer();
+  drop_upstream();
+  if (response_started_) {
+    finish_aborted();
+    return;
+  }
+  status_ = status;
+  error_reason_ = reason;
+  std::string extra;
+  if (mark_exhausted_) extra = fmt::format("{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
+  bool close = down_->close_after_ || w_->draining() || !request_complete_;
+  std::string out;
+  append_proxy_response(out, status, reason, close, extra);
+  bytes_out_ += out.size();
+  response_started_ = true;
+  w_->write(down_, out);
+  finish(close);
+}
+
+void Exchange::record(int status) {
+  TimePoint now = Clock::now();
+  double secs = std::chrono::duration<double>(now - started_).count();
+  rm_->on_response(status, secs, rs_ ? rs_->attempts_started() : 0, steady_ms(now));
+  w_->runtime().metrics.bytes_out_total.fetch_add(bytes_out_, std::memory_order_relaxed);
+  AccessRecord a;
+  a.listener = lcfg_->name;
+  a.route = route_->name;
+  a.method = req_.method;
+  a.path = req_.target;
+  a.upstream_endpoints = endpoints_;
+  a.retry_reasons = triggers_;
+  a.declined = declined_ ? declined_ : "";
+  a.error = error_reason_ ? error_reason_ : "";
+  a.status = status;
+  a.attempts = rs_ ? rs_->attempts_started() : 0;
+  a.duration_ms = secs * 1000.0;
+  a.bytes_in = body_total_;
+  a.bytes_out = bytes_out_;
+  a.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+  write_access_log(a);
+}
+
+void Exchange::finish(bool close_after) {
+  if (finished_) return;
+  finished_ = true;
+  stop_timer();
+  record(status_);
+  down_->exchange_done(close_after);  // may free nothing now; this object dies on the next turn
+}
+
+void Exchange::finish_aborted() {
+  // The response was cut short after bytes went downstream: close the
+  // downstream connection so the client sees the truncation.
+  if (finished_) return;
+  finished_ = true;
+  stop_timer();
+  drop_upstream();
+  record(status_ ? status_ : 502);
+  down_->abort_connection();
+}
+
+void Exchange::abort() {
+  if (finished_) return;
+  finished_ = true;
+  stop_timer();
+  drop_upstream();
+  if (!error_reason_) error_reason_ = "client_closed";
+  record(499);  // the client went away before the answer was complete
+}
+
+}  // namespace onelayer

@@ -1,0 +1,127 @@
+#include "shell/logging.h"
+
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_sinks.h>
+
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+
+namespace onelayer {
+
+static LogFormat g_format = LogFormat::text;
+static std::mutex g_access_mu;
+
+LogFormat log_format() { return g_format; }
+
+bool setup_logging(std::string_view level, LogFormat format) {
+  g_format = format;
+  auto lvl = spdlog::level::from_str(std::string(level));
+  if (lvl == spdlog::level::off && level != "off") return false;
+  auto logger = spdlog::stderr_logger_mt("onelayer");
+  if (format == LogFormat::json) {
+    logger->set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","thread":%t,"msg":"%v"})");
+  } else {
+    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l [%t] %v");
+  }
+  logger->set_level(lvl);
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+  return true;
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  out.push_back('"');
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) {
+          out += fmt::format("\\u{:04x}", c);
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+static std::string iso_time(int64_t unix_ms) {
+  std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[40];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  return fmt::format("{}.{:03d}Z", buf, static_cast<int>(unix_ms % 1000));
+}
+
+// Text values are printed bare unless they contain spaces or quotes.
+static void append_text_value(std::string& out, std::string_view v) {
+  if (v.empty()) {
+    out += "-";
+    return;
+  }
+  bool plain = true;
+  for (unsigned char c : v)
+    if (c <= 0x20 || c == '"' || c == 0x7f) plain = false;
+  if (plain) {
+    out.append(v);
+  } else {
+    append_json_string(out, v);
+  }
+}
+
+void write_access_log(const AccessRecord& r) {
+  std::string line;
+  line.reserve(256);
+  std::string t = iso_time(r.unix_ms);
+  if (g_format == LogFormat::json) {
+    line += "{\"time\":\"" + t + "\",\"listener\":";
+    append_json_string(line, r.listener);
+    line += ",\"route\":";
+    append_json_string(line, r.route);
+    line += ",\"method\":";
+    append_json_string(line, r.method);
+    line += ",\"path\":";
+    append_json_string(line, r.path);
+    line += fmt::format(",\"status\":{},\"attempts\":{},\"retry_reasons\":", r.status, r.attempts);
+    append_json_string(line, r.retry_reasons);
+    line += ",\"declined\":";
+    append_json_string(line, r.declined);
+    line += ",\"error\":";
+    append_json_string(line, r.error);
+    line += ",\"upstream\":";
+    append_json_string(line, r.upstream_endpoints);
+    line += fmt::format(",\"duration_ms\":{:.3f},\"bytes_in\":{},\"bytes_out\":{}}}\n", r.duration_ms,
+                        r.bytes_in, r.bytes_out);
+  } else {
+    line += t;
+    line += " listener=";
+    append_text_value(line, r.listener);
+    line += " route=";
+    append_text_value(line, r.route);
+    line += " method=";
+    append_text_value(line, r.method);
+    line += " path=";
+    append_text_value(line, r.path);
+    line += fmt::format(" status={} attempts={} retry_reasons=", r.status, r.attempts);
+    append_text_value(line, r.retry_reasons);
+    line += " declined=";
+    append_text_value(line, r.declined);
+    line += " error=";
+    append_text_value(line, r.error);
+    line += " upstream=";
+    append_text_value(line, r.upstream_endpoints);
+    line += fmt::format(" duration_ms={:.3f} bytes_in={} bytes_out={}\n", r.duration_ms, r.bytes_in,
+                        r.bytes_out);
+  }
+  std::lock_guard<std::mutex> lock(g_access_mu);
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace onelayer

@@ -1,0 +1,32 @@
+// Process logs (spdlog, stderr) and the access log (one line per downstream
+// request on stdout, text or JSON).
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace onelayer {
+
+enum class LogFormat { text, json };
+
+// Returns false (and leaves defaults) for an unknown level name.
+bool setup_logging(std::string_view level, LogFormat format);
+LogFormat log_format();
+
+struct AccessRecord {
+  std::string_view listener, route, method, path, upstream_endpoints, retry_reasons, declined, error;
+  int status = 0;
+  uint32_t attempts = 0;
+  double duration_ms = 0;
+  uint64_t bytes_in = 0, bytes_out = 0;
+  int64_t unix_ms = 0;
+};
+void write_access_log(const AccessRecord& r);
+
+// JSON string escaping for log lines.
+void append_json_string(std::string& out, std::string_view s);
+
+}  // namespace onelayer

@@ -1,0 +1,16 @@
+// Responses that onelayer makes itself: status line, x-onelayer-error reason,
+// a short text body.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace onelayer {
+
+const char* status_text(int status);
+
+// Appends a complete response. `extra` holds raw "Name: value\r\n" lines.
+void append_proxy_response(std::string& out, int status, std::string_view reason, bool close,
+                           std::string_view extra = {});
+
+}  // namespace onelayer

@@ -1,0 +1,59 @@
+#include "shell/runtime.h"
+
+namespace onelayer {
+
+int Generation::listener_index(std::string_view name) const {
+  for (size_t i = 0; i < config->listeners.size(); ++i)
+    if (config->listeners[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+GenerationPtr Runtime::install(ConfigPtr cfg) {
+  auto gen = std::make_shared<Generation>();
+  gen->config = cfg;
+  TimePoint now = Clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unordered_map<std::string, std::shared_ptr<UpstreamShared>> next;
+  for (const Upstream& u : cfg->upstreams) {
+    auto it = upstream_state_.find(u.name);
+    std::shared_ptr<UpstreamShared> s;
+    if (it != upstream_state_.end()) {
+      s = it->second;
+      s->budget.reconfigure(u.retry_budget);
+      s->breaker.reconfigure(u.circuit_breaker);
+    } else {
+      s = std::make_shared<UpstreamShared>(u, now);
+    }
+    next[u.name] = s;
+    gen->upstreams.push_back(s);
+  }
+  upstream_state_ = std::move(next);
+  for (const Listener& l : cfg->listeners) {
+    std::vector<RouteMetrics*> rms;
+    for (const Route& r : l.routes) rms.push_back(metrics.route(l.name, r.name, r.upstream));
+    gen->route_metrics.push_back(std::move(rms));
+  }
+  gen->id = generation_id_.load() + 1;
+  current_ = gen;
+  generation_id_.store(gen->id, std::memory_order_release);
+  metrics.config_generation.store(gen->id, std::memory_order_relaxed);
+  return gen;
+}
+
+std::vector<GaugeSample> Runtime::gauges() const {
+  std::vector<GaugeSample> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  TimePoint now = Clock::now();
+  for (const auto& [name, s] : upstream_state_) {
+    std::string label = "upstream=\"" + name + "\"";
+    out.push_back({"onelayer_retry_budget_tokens", label, s->budget.tokens(now),
+                   "Retry budget tokens available per upstream"});
+    out.push_back({"onelayer_circuit_breaker_state", label,
+                   static_cast<double>(static_cast<int>(s->breaker.state(now))),
+                   "Circuit breaker state per upstream: 0 closed, 1 open, 2 half-open"});
+  }
+  out.push_back({"onelayer_draining", "", draining.load() ? 1.0 : 0.0, "1 while the process drains"});
+  return out;
+}
+
+}  // namespace onelayer

@@ -1,0 +1,73 @@
+// State shared by every worker thread: the config generation in force, the
+// per-upstream retry budgets and circuit breakers (kept across reloads for
+// upstreams that keep their name), metrics, and the drain flag.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/circuit_breaker.h"
+#include "core/clock.h"
+#include "core/config.h"
+#include "core/metrics.h"
+#include "core/retry_budget.h"
+
+namespace onelayer {
+
+struct UpstreamShared {
+  UpstreamShared(const Upstream& u, TimePoint now)
+      : name(u.name), budget(u.retry_budget, now), breaker(u.circuit_breaker) {}
+  std::string name;
+  RetryBudget budget;
+  CircuitBreaker breaker;
+  std::atomic<uint64_t> round_robin{0};
+};
+
+struct Generation {
+  uint64_t id = 0;
+  ConfigPtr config;
+  std::vector<std::shared_ptr<UpstreamShared>> upstreams;  // by Config::upstreams index
+  std::vector<std::vector<RouteMetrics*>> route_metrics;    // [listener][route]
+
+  int listener_index(std::string_view name) const;
+};
+using GenerationPtr = std::shared_ptr<const Generation>;
+
+class Runtime {
+ public:
+  Metrics metrics;
+  std::atomic<bool> draining{false};
+  std::atomic<bool> ready{false};
+
+  // Builds and publishes a generation for `cfg`; budgets and breakers of
+  // upstreams with an unchanged name carry over.
+  GenerationPtr install(ConfigPtr cfg);
+
+  // Workers call this per request; it only takes the lock when the
+  // generation changed since the caller's cached copy.
+  void refresh(GenerationPtr& cached) const {
+    if (!cached || cached->id != generation_id_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      cached = current_;
+    }
+  }
+  GenerationPtr current() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return current_;
+  }
+
+  // Extra gauges for /metrics: budget tokens, breaker state.
+  std::vector<GaugeSample> gauges() const;
+
+ private:
+  mutable std::mutex mu_;
+  GenerationPtr current_;
+  std::atomic<uint64_t> generation_id_{0};
+  std::unordered_map<std::string, std::shared_ptr<UpstreamShared>> upstream_state_;
+};
+
+}  // namespace onelayer

@@ -1,0 +1,263 @@
+// Upstream connections: DNS (cached per worker, refreshed in the background),
+// connect with a timeout, response parsing, keep-alive pooling with idle
+// timeouts and detection of connections the upstream closed while pooled.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "shell/connections.h"
+
+namespace onelayer {
+
+static constexpr Millis kDnsRefresh{30'000};
+
+UpConn::UpConn(Worker* w, EndpointState* ep) : Conn(w), ep_(ep), parser_(HTTP_RESPONSE, this) {
+  uv_tcp_init(w->loop(), &tcp_);
+  uv_timer_init(w->loop(), &timer_);
+  connect_req_.data = this;
+  parser_.set_limits(64 * 1024, 256);
+  auto& m = w->runtime().metrics;
+  m.upstream_connections_active.fetch_add(1, std::memory_order_relaxed);
+  m.upstream_connections_total.fetch_add(1, std::memory_order_relaxed);
+}
+
+static void on_gai(uv_getaddrinfo_t* req, int status, addrinfo* res) {
+  auto* ep = static_cast<EndpointState*>(req->data);
+  ep->resolving = false;
+  ep->last_resolve_error = status;
+  if (status == 0) {
+    std::vector<sockaddr_storage> addrs;
+    for (addrinfo* a = res; a; a = a->ai_next) {
+      if (a->ai_family != AF_INET && a->ai_family != AF_INET6) continue;
+      sockaddr_storage ss{};
+      std::memcpy(&ss, a->ai_addr, a->ai_addrlen);
+      addrs.push_back(ss);
+    }
+    if (!addrs.empty()) {
+      ep->addrs = std::move(addrs);
+      ep->resolved_at = Clock::now();
+    }
+  } else {
+    spdlog::warn("dns: resolving {} failed: {}", ep->hp.host, uv_strerror(status));
+  }
+  if (res) uv_freeaddrinfo(res);
+  std::vector<UpConn*> waiting;
+  waiting.swap(ep->waiting);
+  for (UpConn* u : waiting) {
+    if (u->closing()) continue;
+    if (ep->addrs.empty()) {
+      u->fail_dns(status ? status : UV_EAI_NONAME);
+    } else {
+      u->start_connect();
+    }
+  }
+}
+
+static void resolve(EndpointState* ep) {
+  if (ep->resolving || ep->literal) return;
+  ep->resolving = true;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  std::string port = std::to_string(ep->hp.port);
+  int rc = uv_getaddrinfo(ep->worker->loop(), &ep->gai_req, on_gai, ep->hp.host.c_str(), port.c_str(), &hints);
+  if (rc != 0) {
+    ep->resolving = false;
+    ep->last_resolve_error = rc;
+  }
+}
+
+void UpConn::connect(Millis timeout) {
+  connect_timeout_ = timeout;
+  if (!ep_->literal && (ep_->addrs.empty() || Clock::now() - ep_->resolved_at > kDnsRefresh)) {
+    resolve(ep_);  // stale addresses are still used while the refresh runs
+    if (ep_->addrs.empty()) {
+      if (!ep_->resolving) {
+        fail_dns(ep_->last_resolve_error ? ep_->last_resolve_error : UV_EAI_FAIL);
+        return;
+      }
+      ep_->waiting.push_back(this);
+      uv_timer_start(&timer_, [](uv_timer_t* t) {
+        auto* u = static_cast<UpConn*>(t->data);
+        if (u->ex_) u->ex_->on_connect_failed(UV_ETIMEDOUT, true);
+      }, static_cast<uint64_t>(timeout.count()), 0);
+      return;
+    }
+  }
+  start_connect();
+}
+
+void UpConn::fail_dns(int err) {
+  if (ex_) ex_->on_connect_failed(err, true);
+}
+
+static void on_up_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
+  Conn* c = static_cast<Conn*>(h->data);
+  buf->base = c->worker_->read_buffer();
+  buf->len = Worker::kReadBufferSize;
+}
+
+static void on_up_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
+  static_cast<UpConn*>(s->data)->on_read(nread, buf);
+}
+
+void UpConn::pause_reading() {
+  if (reading_) {
+    uv_read_stop(stream());
+    reading_ = false;
+  }
+}
+
+void UpConn::resume_reading() {
+  if (closing_ || reading_ || !connected_) return;
+  if (uv_read_start(stream(), on_up_alloc, on_up_read) == 0) reading_ = true;
+}
+
+void UpConn::start_connect() {
+  if (ep_->addrs.empty()) {
+    fail_dns(UV_EAI_NONAME);
+    return;
+  }
+  const sockaddr_storage& ss = ep_->addrs[ep_->next_addr++ % ep_->addrs.size()];
+  int rc = uv_tcp_connect(&connect_req_, &tcp_, reinterpret_cast<const sockaddr*>(&ss), [](uv_connect_t* req, int status) {
+    auto* u = static_cast<UpConn*>(req->data);
+    if (status == UV_ECANCELED || u->closing()) return;
+    uv_timer_stop(&u->timer_);
+    if (status < 0) {
+      if (u->ex_) u->ex_->on_connect_failed(status, false);
+      return;
+    }
+    u->connected_ = true;
+    uv_tcp_nodelay(&u->tcp_, 1);
+    u->resume_reading();
+    if (u->ex_) u->ex_->on_connected();
+  });
+  if (rc != 0) {
+    // Report on the next turn so the caller's stack unwinds first.
+    uv_timer_start(&timer_, [](uv_timer_t* t) {
+      auto* u = static_cast<UpConn*>(t->data);
+      if (u->ex_) u->ex_->on_connect_failed(UV_ECONNREFUSED, false);
+    }, 0, 0);
+    return;
+  }
+  uv_timer_start(&timer_, [](uv_timer_t* t) {
+    auto* u = static_cast<UpConn*>(t->data);
+    if (u->ex_) u->ex_->on_connect_failed(UV_ETIMEDOUT, false);
+  }, static_cast<uint64_t>(connect_timeout_.count()), 0);
+}
+
+void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
+  if (nread == 0) return;
+  if (idle_ || !ex_) {
+    // Data or EOF on a pooled connection: the upstream closed it (or sent
+    // garbage); it must never be handed to a request.
+    detach_and_close();
+    return;
+  }
+  if (nread < 0) {
+    if (nread == UV_EOF && head_seen_ && parser_.message_needs_eof()) {
+      parser_.finish();
+      if (message_done_) {
+        message_done_ = false;
+        keep_alive_ = false;
+        ex_->on_up_end(false);
+        return;
+      }
+    }
+    Exchange* ex = ex_;
+    ex->on_up_error(static_cast<int>(nread));
+    return;
+  }
+  size_t len = static_cast<size_t>(nread);
+  size_t used = parser_.feed(buf->base, len);
+  if (!ex_ || closing_) return;  // the exchange let go of this connection meanwhile
+  if (message_done_) {
+    message_done_ = false;
+    bool extra = used < len;
+    parser_.resume();
+    ex_->on_up_end(keep_alive_ && !extra);
+    return;
+  }
+  if (parser_.error() != HttpParser::Error::none) {
+    ex_->on_up_bad_response();
+  }
+}
+
+int UpConn::on_head(MessageHead& head) {
+  if (head.status >= 100 && head.status < 200) {
+    if (head.status == 101) return -1;  // Upgrade was stripped: a 101 is a broken upstream
+    informational_ = true;
+    return 0;
+  }
+  head_seen_ = true;
+  keep_alive_ = head.keep_alive;
+  if (!ex_) return -1;
+  int rc = ex_->on_up_head(head);
+  if (rc < 0) return -1;
+  return expect_no_body_ ? 1 : rc;
+}
+
+int UpConn::on_body(const char* data, size_t len) {
+  if (!ex_) return -1;
+  return ex_->on_up_body(data, len);
+}
+
+int UpConn::on_message_end() {
+  if (informational_) {
+    informational_ = false;
+    return 0;
+  }
+  message_done_ = true;
+  return HPE_PAUSED;
+}
+
+void UpConn::on_write_done(int status) {
+  if (status < 0) {
+    if (status != UV_ECANCELED && ex_) ex_->on_up_error(status);
+    return;
+  }
+  if (ex_) ex_->on_up_drained();
+}
+
+void UpConn::release_to_pool() {
+  ex_ = nullptr;
+  if (closing_ || ep_->idle.size() >= ep_->max_idle || worker_->draining()) {
+    detach_and_close();
+    return;
+  }
+  idle_ = true;
+  reused_ = true;
+  head_seen_ = false;
+  expect_no_body_ = false;
+  parser_.reset();
+  resume_reading();  // notices an upstream close while pooled
+  ep_->idle.push_back(this);
+  uv_timer_start(&timer_, [](uv_timer_t* t) {
+    static_cast<UpConn*>(t->data)->detach_and_close();
+  }, static_cast<uint64_t>(ep_->idle_timeout.count()), 0);
+}
+
+void UpConn::detach_and_close() {
+  if (closing_) return;
+  ex_ = nullptr;
+  if (idle_) {
+    auto& v = ep_->idle;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (*it == this) {
+        v.erase(it);
+        break;
+      }
+    }
+    idle_ = false;
+  }
+  auto& w = ep_->waiting;
+  for (auto it = w.begin(); it != w.end(); ++it) {
+    if (*it == this) {
+      w.erase(it);
+      break;
+    }
+  }
+  worker_->runtime().metrics.upstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
+  close_handles();
+}
+
+}  // namespace onelayer

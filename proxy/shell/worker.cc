@@ -1,0 +1,267 @@
+#include "shell/worker.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "shell/connections.h"
+
+namespace onelayer {
+
+Conn::Conn(Worker* w) : worker_(w) {
+  tcp_.data = this;
+  timer_.data = this;
+}
+
+void conn_handle_closed(Conn* c);  // downstream.cc: the last of both handles frees the owner
+
+static void on_conn_handle_closed(uv_handle_t* h) { conn_handle_closed(static_cast<Conn*>(h->data)); }
+
+void Conn::close_handles() {
+  if (closing_) return;
+  closing_ = true;
+  uv_timer_stop(&timer_);
+  if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&tcp_)))
+    uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), on_conn_handle_closed);
+  if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&timer_)))
+    uv_close(reinterpret_cast<uv_handle_t*>(&timer_), on_conn_handle_closed);
+}
+
+Worker::Worker(Runtime& rt, int index) : rt_(rt), index_(index), read_buf_(new char[kReadBufferSize]) {
+  uv_loop_init(&loop_);
+  loop_.data = this;
+  uv_async_init(&loop_, &async_, [](uv_async_t* a) { static_cast<Worker*>(a->data)->on_async(); });
+  async_.data = this;
+  uv_timer_init(&loop_, &dns_timer_);
+  dns_timer_.data = this;
+}
+
+Worker::~Worker() {
+  if (thread_.joinable()) thread_.join();
+  for (WorkerListener* l : listeners_) delete l;
+  int rc = uv_loop_close(&loop_);
+  if (rc != 0) spdlog::warn("worker {}: loop closed with open handles ({})", index_, uv_strerror(rc));
+}
+
+void Worker::start(std::vector<ListenSocket> sockets) {
+  for (const ListenSocket& s : sockets) open_listener(s);
+  thread_ = std::thread([this] { run(); });
+}
+
+void Worker::join() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::run() {
+  uv_run(&loop_, UV_RUN_DEFAULT);
+  spdlog::debug("worker {} stopped", index_);
+  if (on_stopped) on_stopped();
+}
+
+void Worker::post_listeners(std::vector<ListenSocket> add, std::vector<std::string> remove) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox_.push_back([this, add = std::move(add), remove = std::move(remove)] {
+      for (const std::string& name : remove) {
+        for (WorkerListener* l : listeners_)
+          if (l->name == name && !l->closing) close_listener(l);
+      }
+      for (const ListenSocket& s : add) open_listener(s);
+    });
+  }
+  uv_async_send(&async_);
+}
+
+void Worker::post_drain() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox_.push_back([this] {
+      draining_ = true;
+      for (WorkerListener* l : listeners_)
+        if (!l->closing) close_listener(l);
+      // Copy: drain() may close connections and unlink them.
+      std::vector<DownConn*> conns(conns_.begin(), conns_.end());
+      for (DownConn* d : conns) d->drain();
+      maybe_finish_drain();
+    });
+  }
+  uv_async_send(&async_);
+}
+
+void Worker::post_force_close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox_.push_back([this] {
+      draining_ = true;
+      for (WorkerListener* l : listeners_)
+        if (!l->closing) close_listener(l);
+      std::vector<DownConn*> conns(conns_.begin(), conns_.end());
+      for (DownConn* d : conns) d->abort_connection();
+      close_everything();
+    });
+  }
+  uv_async_send(&async_);
+}
+
+void Worker::on_async() {
+  std::vector<std::function<void()>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs.swap(inbox_);
+  }
+  for (auto& j : jobs) j();
+}
+
+void Worker::maybe_finish_drain() {
+  if (draining_ && conns_.empty()) close_everything();
+}
+
+void Worker::close_everything() {
+  if (stopped_) return;
+  stopped_ = true;
+  for (auto& [key, ep] : endpoints_) {
+    std::vector<UpConn*> idle = ep->idle;
+    for (UpConn* u : idle) u->detach_and_close();
+    ep->idle.clear();
+  }
+  uv_timer_stop(&dns_timer_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&dns_timer_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
+}
+
+static void on_connection(uv_stream_t* server, int status) {
+  WorkerListener* l = static_cast<WorkerListener*>(server->data);
+  Worker* w = l->worker;
+  if (status < 0) {
+    spdlog::warn("listener {}: accept error: {}", l->name, uv_strerror(status));
+    return;
+  }
+  DownConn* d = new DownConn(w, l);
+  if (uv_accept(server, d->stream()) != 0) {
+    d->close_handles();
+    return;
+  }
+  w->track(d);
+  d->start();
+}
+
+void Worker::track(DownConn* d) {
+  conns_.push_front(d);
+  d->pos_ = conns_.begin();
+  d->listener_->connections++;
+  rt_.metrics.downstream_connections_active.fetch_add(1, std::memory_order_relaxed);
+  rt_.metrics.downstream_connections_total.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Worker::down_closed(DownConn* d) {
+  if (d->pos_ != std::list<DownConn*>::iterator{}) {
+    conns_.erase(d->pos_);
+    d->pos_ = {};
+    d->listener_->connections--;
+    rt_.metrics.downstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
+    if (d->listener_->closing && d->listener_->connections == 0 &&
+        uv_is_closing(reinterpret_cast<uv_handle_t*>(&d->listener_->tcp))) {
+      // listener already closed; its memory is released in its close callback
+    }
+  }
+  maybe_finish_drain();
+}
+
+void Worker::open_listener(const ListenSocket& s) {
+  auto* l = new WorkerListener;
+  l->worker = this;
+  l->name = s.listener;
+  uv_tcp_init(&loop_, &l->tcp);
+  l->tcp.data = l;
+  int rc = uv_tcp_open(&l->tcp, s.fd);
+  if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&l->tcp), 1024, on_connection);
+  if (rc != 0) {
+    spdlog::error("worker {}: listener {} failed: {}", index_, s.listener, uv_strerror(rc));
+    uv_close(reinterpret_cast<uv_handle_t*>(&l->tcp), [](uv_handle_t* h) {
+      delete static_cast<WorkerListener*>(h->data);
+    });
+    return;
+  }
+  listeners_.push_back(l);
+}
+
+void Worker::close_listener(WorkerListener* l) {
+  l->closing = true;
+  for (auto it = listeners_.begin(); it != listeners_.end(); ++it) {
+    if (*it == l) {
+      listeners_.erase(it);
+      break;
+    }
+  }
+  // Connections keep their WorkerListener pointer for counting, so the
+  // struct outlives the handle: it is leaked into a graveyard freed at exit.
+  static thread_local std::vector<std::unique_ptr<WorkerListener>> graveyard;
+  uv_close(reinterpret_cast<uv_handle_t*>(&l->tcp), [](uv_handle_t* h) {
+    graveyard.emplace_back(static_cast<WorkerListener*>(h->data));
+  });
+}
+
+int Worker::write(Conn* c, const uv_buf_t* parts, unsigned n) {
+  if (c->closing()) return UV_ECANCELED;
+  uv_stream_t* s = c->stream();
+  int done = 0;
+  if (s->write_queue_size == 0) {
+    done = uv_try_write(s, parts, n);
+    if (done == UV_EAGAIN || done == UV_ENOSYS) done = 0;
+    if (done < 0) return done;
+  }
+  size_t total = 0;
+  for (unsigned i = 0; i < n; ++i) total += parts[i].len;
+  if (static_cast<size_t>(done) == total) return 0;
+  auto* pw = new PendingWrite;
+  pw->data.reserve(total - done);
+  size_t skip = static_cast<size_t>(done);
+  for (unsigned i = 0; i < n; ++i) {
+    if (skip >= parts[i].len) {
+      skip -= parts[i].len;
+      continue;
+    }
+    pw->data.append(parts[i].base + skip, parts[i].len - skip);
+    skip = 0;
+  }
+  pw->req.data = c;
+  uv_buf_t b = uv_buf_init(pw->data.data(), static_cast<unsigned>(pw->data.size()));
+  int rc = uv_write(&pw->req, s, &b, 1, [](uv_write_t* req, int status) {
+    auto* pw = reinterpret_cast<PendingWrite*>(req);
+    Conn* c = static_cast<Conn*>(req->data);
+    delete pw;
+    c->on_write_done(status);
+  });
+  if (rc != 0) {
+    delete pw;
+    return rc;
+  }
+  return 0;
+}
+
+EndpointState* Worker::endpoint(const HostPort& hp, const Upstream& u) {
+  std::string key = u.name + "|" + hp.to_string();
+  auto it = endpoints_.find(key);
+  EndpointState* ep;
+  if (it == endpoints_.end()) {
+    auto e = std::make_unique<EndpointState>();
+    e->hp = hp;
+    e->key = key;
+    e->worker = this;
+    e->gai_req.data = e.get();
+    sockaddr_storage ss{};
+    if (uv_ip4_addr(hp.host.c_str(), hp.port, reinterpret_cast<sockaddr_in*>(&ss)) == 0 ||
+        uv_ip6_addr(hp.host.c_str(), hp.port, reinterpret_cast<sockaddr_in6*>(&ss)) == 0) {
+      e->literal = true;
+      e->addrs.push_back(ss);
+    }
+    ep = e.get();
+    endpoints_.emplace(key, std::move(e));
+  } else {
+    ep = it->second.get();
+  }
+  ep->max_idle = u.pool.max_idle;
+  ep->idle_timeout = u.pool.idle_timeout;
+  return ep;
+}
+
+}  // namespace onelayer

@@ -1,0 +1,141 @@
+// One event loop thread: its own listeners (SO_REUSEPORT sockets handed in by
+// the server), downstream connections, and per-endpoint upstream pools.
+#pragma once
+
+#include <uv.h>
+
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/clock.h"
+#include "shell/runtime.h"
+
+namespace onelayer {
+
+class DownConn;
+class UpConn;
+struct EndpointState;
+class Worker;
+
+struct ListenSocket {
+  std::string listener;  // listener name
+  int fd = -1;
+};
+
+struct WorkerListener {
+  Worker* worker = nullptr;
+  std::string name;
+  uv_tcp_t tcp;
+  uint32_t connections = 0;
+  bool closing = false;
+  RouteMetrics* unrouted = nullptr;  // requests answered before a route matched
+};
+
+// A write that libuv could not complete at once: owns its bytes.
+struct PendingWrite {
+  uv_write_t req;
+  std::string data;
+};
+
+// Base of both connection kinds: a TCP handle plus one timer, freed once
+// both handles are closed (never from inside one of its own callbacks).
+class Conn {
+ public:
+  explicit Conn(Worker* w);
+  virtual ~Conn() = default;
+  virtual void on_write_done(int status) = 0;
+  void close_handles();
+  bool closing() const { return closing_; }
+  size_t write_queue() const { return tcp_.write_queue_size; }
+  uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp_); }
+
+  Worker* worker_;
+  uv_tcp_t tcp_;
+  uv_timer_t timer_;
+
+ protected:
+  bool closing_ = false;
+
+ public:
+  int closed_handles_ = 0;
+};
+
+class Worker {
+ public:
+  Worker(Runtime& rt, int index);
+  ~Worker();
+
+  void start(std::vector<ListenSocket> sockets);
+  void join();
+
+  // Thread-safe: queued to the worker's loop.
+  void post_listeners(std::vector<ListenSocket> add, std::vector<std::string> remove);
+  void post_drain();
+  void post_force_close();
+
+  // Called on the worker thread.
+  uv_loop_t* loop() { return &loop_; }
+  Runtime& runtime() { return rt_; }
+  const GenerationPtr& generation() {
+    rt_.refresh(gen_);
+    return gen_;
+  }
+  EndpointState* endpoint(const HostPort& hp, const Upstream& u);
+  char* read_buffer() { return read_buf_.get(); }
+  static constexpr size_t kReadBufferSize = 64 * 1024;
+
+  // Writes `parts` in order: tries a direct write first, queues the rest.
+  // Returns 0 or a negative libuv error.
+  int write(Conn* c, const uv_buf_t* parts, unsigned n);
+  int write(Conn* c, std::string_view s) {
+    uv_buf_t b = uv_buf_init(const_cast<char*>(s.data()), static_cast<unsigned>(s.size()));
+    return write(c, &b, 1);
+  }
+
+  void down_closed(DownConn* d);
+  void track(DownConn* d);
+  bool draining() const { return draining_; }
+  std::string& scratch() { return scratch_; }
+  DefaultRandom& random() { return random_; }
+  int index() const { return index_; }
+  std::function<void()> on_stopped;  // called on the worker thread when its loop ends
+
+ private:
+  void run();
+  void open_listener(const ListenSocket& s);
+  void close_listener(WorkerListener* l);
+  void on_async();
+  void maybe_finish_drain();
+  void close_everything();
+
+  Runtime& rt_;
+  int index_;
+  uv_loop_t loop_;
+  uv_async_t async_;
+  uv_timer_t dns_timer_;
+  std::thread thread_;
+  GenerationPtr gen_;
+  std::unique_ptr<char[]> read_buf_;
+  std::string scratch_;
+  DefaultRandom random_;
+
+  std::mutex mu_;
+  std::vector<std::function<void()>> inbox_;
+
+  std::vector<WorkerListener*> listeners_;
+  std::list<DownConn*> conns_;
+  std::unordered_map<std::string, std::unique_ptr<EndpointState>> endpoints_;
+  bool draining_ = false;
+  bool stopped_ = false;
+
+  friend class DownConn;
+  friend class UpConn;
+};
+
+}  // namespace onelayer

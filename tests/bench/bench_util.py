@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Process and port helpers for tests/bench/run.sh (standard library only).
+
+Subcommands print plain text (ports, readiness) or one JSON object per line
+(measurements) so the bash driver can append them to results.jsonl.
+"""
+import argparse
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------- ports
+
+def free_ports(count):
+    """Bind `count` sockets to port 0 at once so the ports are distinct, then
+    release them. Racy by nature; acceptable for nginx/haproxy, which cannot
+    report the port they bound."""
+    socks = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def wait_port(port, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def read_ports_file(path, names, timeout):
+    """Wait for onelayer's --ports-file to name every listener in `names`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = {}
+        try:
+            with open(path) as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) == 2 and parts[1].isdigit():
+                        found[parts[0]] = int(parts[1])
+        except OSError:
+            pass
+        if all(n in found for n in names):
+            return found
+        time.sleep(0.05)
+    return None
+
+
+# ---------------------------------------------------------------- /proc
+
+def tree_pids(root):
+    """The root pid and all its descendants (nginx master + workers)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        if os.path.exists(f"/proc/{pid}"):
+            out.append(pid)
+            todo.extend(children.get(pid, []))
+    return out
+
+
+def cpu_ticks(pids):
+    """utime + stime of each process (the tgid line already sums threads)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        total += int(fields[11]) + int(fields[12])  # fields 14 and 15 of stat(5)
+    return total
+
+
+def status_kib(pids, key):
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith(key + ":"):
+                        total += int(line.split()[1])
+        except OSError:
+            continue
+    return total
+
+
+def reset_hwm(pids):
+    """Writing 5 to clear_refs resets VmHWM to the current RSS (Linux >= 4.0)."""
+    ok = True
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/clear_refs", "w") as f:
+                f.write("5")
+        except OSError:
+            ok = False
+    return ok
+
+
+# ---------------------------------------------------------------- wrk
+
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "m": 60e3, "h": 3600e3}
+
+
+def to_ms(text):
+    m = re.fullmatch(r"([0-9.]+)(us|ms|s|m|h)", text)
+    return float(m.group(1)) * _UNITS[m.group(2)] if m else None
+
+
+def parse_wrk(text):
+    out = {"rps": None, "p50_ms": None, "p99_ms": None, "requests": None,
+           "duration_s": None, "socket_errors": 0, "non2xx": 0}
+    m = re.search(r"Requests/sec:\s+([0-9.]+)", text)
+    if m:
+        out["rps"] = float(m.group(1))
+    m = re.search(r"(\d+) requests in ([0-9.]+)(us|ms|s|m)", text)
+    if m:
+        out["requests"] = int(m.group(1))
+        out["duration_s"] = to_ms(m.group(2) + m.group(3)) / 1e3
+    for pct, key in (("50", "p50_ms"), ("99", "p99_ms")):
+        m = re.search(r"^\s+" + pct + r"(?:\.0+)?%\s+(\S+)", text, re.M)
+        if m:
+            out[key] = to_ms(m.group(1))
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    if m:
+        out["socket_errors"] = sum(int(x) for x in m.groups())
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    if m:
+        out["non2xx"] = int(m.group(1))
+    return out
+
+
+def run_wrk(args):
+    """Run wrk once, sampling CPU of the proxy tree and of the origin tree."""
+    proxy = tree_pids(args.pid) if args.pid else []
+    origin = tree_pids(args.origin_pid) if args.origin_pid else []
+    p0, o0 = cpu_ticks(proxy), cpu_ticks(origin)
+    cmd = ["wrk", "-t", str(args.threads), "-c", str(args.connections),
+           "-d", f"{args.duration}s", "--timeout", "5s", "--latency", args.url]
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          timeout=args.duration + 30)
+    p1, o1 = cpu_ticks(proxy), cpu_ticks(origin)
+    res = parse_wrk(proc.stdout)
+    res.update(phase="throughput", target=args.target, round=args.round,
+               wrk_rc=proc.returncode)
+    n = res["requests"] or 0
+    res["proxy_cpu_s"] = (p1 - p0) / CLK_TCK if proxy else None
+    res["origin_cpu_s"] = (o1 - o0) / CLK_TCK
+    per = (lambda s: s / n * 1e5 if (s is not None and n) else None)
+    res["cpu_s_per_100k"] = per(res["proxy_cpu_s"])
+    res["origin_cpu_s_per_100k"] = per(res["origin_cpu_s"])
+    if args.raw:
+        with open(args.raw, "w") as f:
+            f.write(" ".join(cmd) + "\n" + proc.stdout + proc.stderr)
+    print(json.dumps(res))
+    return 0 if res["rps"] is not None else 1
+
+
+# ---------------------------------------------------------------- main
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("freeports")
+    p.add_argument("count", type=int)
+    p = sub.add_parser("waitport")
+    p.add_argument("port", type=int)
+    p.add_argument("--timeout", type=float, default=10)
+    p = sub.add_parser("portsfile")
+    p.add_argument("path")
+    p.add_argument("names", nargs="+")
+    p.add_argument("--timeout", type=float, default=10)
+    p = sub.add_parser("rss", help="sum of VmRSS (KiB) over the process tree")
+    p.add_argument("pid", type=int)
+    p = sub.add_parser("tree", help="a pid and its descendants, one a line")
+    p.add_argument("pid", type=int)
+    p.add_argument("--exclude", type=int, action="append", default=[])
+    p = sub.add_parser("wrk")
+    p.add_argument("--url", required=True)
+    p.add_argument("--target", required=True)
+    p.add_argument("--round", type=int, default=0)
+    p.add_argument("--pid", type=int, default=0, help="proxy root pid (0: none)")
+    p.add_argument("--origin-pid", type=int, default=0)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--connections", type=int, default=64)
+    p.add_argument("--duration", type=int, default=10)
+    p.add_argument("--raw", help="file for the raw wrk output")
+    a = ap.parse_args()
+
+    if a.cmd == "freeports":
+        print(" ".join(str(p) for p in free_ports(a.count)))
+    elif a.cmd == "waitport":
+        return 0 if wait_port(a.port, a.timeout) else 1
+    elif a.cmd == "portsfile":
+        found = read_ports_file(a.path, a.names, a.timeout)
+        if not found:
+            return 1
+        print(" ".join(str(found[n]) for n in a.names))
+    elif a.cmd == "rss":
+        print(status_kib(tree_pids(a.pid), "VmRSS"))
+    elif a.cmd == "tree":
+        skip = set(a.exclude) | {os.getpid()}
+        for pid in tree_pids(a.pid):
+            if pid not in skip:
+                print(pid)
+    elif a.cmd == "wrk":
+        return run_wrk(a)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

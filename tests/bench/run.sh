@@ -1,0 +1,476 @@
+#!/usr/bin/env bash
+# onelayer benchmark suite (issue 7): onelayer side by side with HAProxy and
+# NGINX, on 127.0.0.1 only, in one command. See usage() and the README.
+#
+# Every process it starts is recorded and killed on exit; all files live in
+# one mktemp directory; a watchdog bounds the whole run.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+PY=${PYTHON:-python3}
+UTIL="$HERE/bench_util.py"
+CLIENTS="$HERE/load_clients.py"
+
+usage() {
+  cat <<EOF
+Usage: tests/bench/run.sh [--quick] [--out DIR] [--phases LIST] [--proxies LIST] [--keep]
+
+  --quick          CI smoke: 2 s wrk, 1 round, 500 idle connections, 1 MiB body,
+                   3 s storm outage; finishes in well under a minute
+  --out DIR        where latest.md, latest.json and the SVG plots go
+                   (default: tests/bench/results; with --quick: a temporary
+                   directory whose latest.md is printed, unless --out is given)
+  --phases LIST    comma list of memory,throughput,large,storm (default: all)
+  --proxies LIST   comma list of direct,onelayer,haproxy,nginx (default: all)
+  --keep           keep the temporary directory (configs, logs, raw output)
+
+Environment:
+  BUILD_DIR            where to find onelayer (default: $REPO/build)
+  ONELAYER_BIN         the onelayer binary (default: \$BUILD_DIR/onelayer)
+  BENCH_DURATION       seconds per wrk run (default 10; quick 2)
+  BENCH_ROUNDS         interleaved rounds (default 3; quick 1)
+  BENCH_IDLE_CONNS     idle keep-alive connections (default 10000; quick 500)
+  BENCH_STORM_OUTAGE   seconds of 503s in the retry storm (default 10; quick 3)
+  BENCH_STORM_CLIENTS  concurrent storm clients (default 200)
+EOF
+}
+
+QUICK=0 KEEP=0 OUT="" PHASES="memory,throughput,large,storm" TARGETS="direct,onelayer,haproxy,nginx"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --keep) KEEP=1 ;;
+    --out) OUT=$2; shift ;;
+    --phases) PHASES=$2; shift ;;
+    --proxies) TARGETS=$2; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "run.sh: unknown argument: $1" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if [[ $QUICK == 1 ]]; then
+  DURATION=${BENCH_DURATION:-2} ROUNDS=${BENCH_ROUNDS:-1} IDLE_N=${BENCH_IDLE_CONNS:-500}
+  OUTAGE=${BENCH_STORM_OUTAGE:-3} STORM_LEAD=0.5 STORM_TAIL=1.5 WARMUP=0
+  SIZES="1m" WATCHDOG=110 MODE=quick
+else
+  DURATION=${BENCH_DURATION:-10} ROUNDS=${BENCH_ROUNDS:-3} IDLE_N=${BENCH_IDLE_CONNS:-10000}
+  OUTAGE=${BENCH_STORM_OUTAGE:-10} STORM_LEAD=1 STORM_TAIL=5 WARMUP=2
+  SIZES="1m 100m" WATCHDOG=1500 MODE=full
+fi
+STORM_CLIENTS=${BENCH_STORM_CLIENTS:-200}
+BUILD_DIR=${BUILD_DIR:-$REPO/build}
+ONELAYER_BIN=${ONELAYER_BIN:-$BUILD_DIR/onelayer}
+
+has() { [[ ",$1," == *",$2,"* ]]; }
+log() { printf '[bench %s] %s\n' "$(date +%T)" "$*" >&2; }
+NOTES=()
+note() { NOTES+=("$*"); log "note: $*"; }
+
+for tool in wrk nginx haproxy curl "$PY"; do
+  command -v "$tool" >/dev/null || { echo "run.sh: $tool not found" >&2; exit 1; }
+done
+if has "$TARGETS" onelayer && [[ ! -x $ONELAYER_BIN ]]; then
+  note "onelayer binary not found at $ONELAYER_BIN: onelayer skipped"
+  TARGETS=$(tr ',' '\n' <<<"$TARGETS" | grep -vx onelayer | paste -sd,)
+fi
+PROXIES=$(tr ',' '\n' <<<"$TARGETS" | grep -vx direct | paste -sd, || true)
+
+# 10,000 idle connections need as many descriptors in the client and in the proxy.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+NOFILE=$(ulimit -n)
+if (( NOFILE < IDLE_N + 500 )); then
+  note "file descriptor limit $NOFILE: idle connections lowered from $IDLE_N to $((NOFILE - 500))"
+  IDLE_N=$((NOFILE - 500))
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/onelayer-bench.XXXXXX")
+chmod 755 "$TMP"
+mkdir -p "$TMP/logs" "$TMP/raw" "$TMP/www"
+RESULTS="$TMP/results.jsonl"
+: >"$RESULTS"
+if [[ -z $OUT ]]; then
+  if [[ $QUICK == 1 ]]; then OUT="$TMP/out"; PRINT_MD=1; else OUT="$HERE/results"; fi
+fi
+PRINT_MD=${PRINT_MD:-0}
+mkdir -p "$OUT"
+
+# ------------------------------------------------------------------ processes
+PIDS=()
+declare -A PID_OF PORT_OF
+WATCHDOG_PID=""
+
+alive() {  # alive PID...: true while one of them runs (a zombie counts as gone)
+  local p
+  for p in "$@"; do
+    [[ -e /proc/$p/status ]] && ! grep -q '^State:[[:space:]]*Z' "/proc/$p/status" 2>/dev/null && return 0
+  done
+  return 1
+}
+
+kill_tree() {  # TERM a process and its descendants, then KILL what is left after 3 s
+  local pids
+  pids=$("$PY" "$UTIL" tree "$1" 2>/dev/null || true)
+  [[ -z $pids ]] && return 0
+  kill -TERM $pids 2>/dev/null || true
+  for _ in $(seq 30); do
+    alive $pids || break
+    sleep 0.1
+  done
+  kill -KILL $pids 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  [[ -n $WATCHDOG_PID ]] && kill_tree "$WATCHDOG_PID"
+  for pid in "${PIDS[@]}"; do kill_tree "$pid"; done
+  if [[ $KEEP == 1 ]]; then log "kept $TMP"; else rm -rf "$TMP"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The watchdog ends the run if anything hangs: it kills the script's other
+# descendants (so a foreground client cannot delay the trap) and then the script.
+(
+  sleep "$WATCHDOG"
+  echo "run.sh: watchdog: over ${WATCHDOG}s, stopping" >&2
+  kill -TERM $("$PY" "$UTIL" tree $$ --exclude $$ --exclude "$BASHPID") 2>/dev/null || true
+  kill -TERM $$ 2>/dev/null || true
+) &
+WATCHDOG_PID=$!
+
+start_bg() {  # start_bg NAME CMD...: background, logged, killed on exit
+  local name=$1; shift
+  "$@" >"$TMP/logs/$name.log" 2>&1 &
+  PIDS+=($!)
+  PID_OF[$name]=$!
+}
+
+stop_bg() {
+  local name=$1
+  [[ -n ${PID_OF[$name]:-} ]] || return 0
+  kill_tree "${PID_OF[$name]}"
+  unset "PID_OF[$name]"
+}
+
+free_port() { "$PY" "$UTIL" freeports 1; }
+
+wait_ready() {  # wait_ready NAME PORT
+  if ! "$PY" "$UTIL" waitport "$2" --timeout 10; then
+    log "$1 did not listen on port $2; its log:"
+    tail -n 20 "$TMP/logs/$1.log" >&2 || true
+    return 1
+  fi
+}
+
+# ------------------------------------------------------------------ configs
+NGINX_USER=""
+[[ $EUID == 0 ]] && NGINX_USER="user root;"
+
+write_nginx_common() {  # write_nginx_common DIR
+  mkdir -p "$1/tmp"
+  cat <<EOF
+$NGINX_USER
+daemon off;
+master_process on;
+worker_processes 1;
+worker_rlimit_nofile $NOFILE;
+pid $1/nginx.pid;
+error_log $1/error.log warn;
+events { worker_connections $((NOFILE - 100)); }
+EOF
+}
+
+write_nginx_temp_paths() {
+  cat <<EOF
+  client_body_temp_path $1/tmp/body;
+  proxy_temp_path $1/tmp/proxy;
+  fastcgi_temp_path $1/tmp/fastcgi;
+  uwsgi_temp_path $1/tmp/uwsgi;
+  scgi_temp_path $1/tmp/scgi;
+EOF
+}
+
+# The origin: static files, keep-alive without a request cap so no proxy is
+# measured reconnecting.
+start_nginx_origin() {  # NAME PORT
+  local name=$1 port=$2 dir="$TMP/$1"
+  mkdir -p "$dir"
+  {
+    write_nginx_common "$dir"
+    echo "http {"
+    write_nginx_temp_paths "$dir"
+    cat <<EOF
+  access_log off;
+  default_type application/octet-stream;
+  sendfile on;
+  tcp_nopush on;
+  keepalive_requests 1000000;
+  keepalive_timeout 75s;
+  server {
+    listen 127.0.0.1:$port backlog=4096;
+    root $TMP/www;
+  }
+}
+EOF
+  } >"$dir/nginx.conf"
+  start_bg "$name" nginx -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log"
+  PORT_OF[$name]=$port
+  wait_ready "$name" "$port"
+}
+
+# NGINX as a reverse proxy. The origin is listed three times so that
+# proxy_next_upstream has peers to try (tries = min(peers, next_upstream_tries));
+# max_fails=0 keeps passive health checks off, as HAProxy and onelayer have none
+# configured here: the same "3 attempts, no breaker" setting for all three.
+start_nginx_proxy() {  # NAME PORT UPSTREAM_PORT
+  local name=$1 port=$2 up=$3 dir="$TMP/$1"
+  mkdir -p "$dir"
+  {
+    write_nginx_common "$dir"
+    echo "http {"
+    write_nginx_temp_paths "$dir"
+    cat <<EOF
+  access_log off;
+  keepalive_requests 1000000;
+  keepalive_timeout 75s;
+  upstream origin {
+    server 127.0.0.1:$up max_fails=0;
+    server 127.0.0.1:$up max_fails=0;
+    server 127.0.0.1:$up max_fails=0;
+    keepalive 64;
+    keepalive_requests 1000000;
+  }
+  server {
+    listen 127.0.0.1:$port backlog=4096;
+    location / {
+      proxy_pass http://origin;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_connect_timeout 1s;
+      proxy_read_timeout 15s;
+      proxy_next_upstream error timeout http_503;
+      proxy_next_upstream_tries 3;
+    }
+  }
+}
+EOF
+  } >"$dir/nginx.conf"
+  start_bg "$name" nginx -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log"
+  PORT_OF[$name]=$port
+  wait_ready "$name" "$port"
+}
+
+# HAProxy 2.6: 1 thread, keep-alive to the origin, 2 retries on 503 or
+# connection failure. maxconn is what the descriptor limit allows.
+start_haproxy() {  # NAME PORT UPSTREAM_PORT
+  local name=$1 port=$2 up=$3 dir="$TMP/$1"
+  mkdir -p "$dir"
+  cat >"$dir/haproxy.cfg" <<EOF
+global
+  nbthread 1
+  maxconn $(( (NOFILE - 200) / 2 > IDLE_N + 200 ? (NOFILE - 200) / 2 : IDLE_N + 200 ))
+  ulimit-n $NOFILE
+  no strict-limits
+
+defaults
+  mode http
+  timeout connect 1s
+  timeout client 60s
+  timeout server 15s
+  timeout http-request 10s
+  timeout http-keep-alive 60s
+  retries 2
+  retry-on 503 conn-failure
+  http-reuse always
+
+frontend fe
+  bind 127.0.0.1:$port
+  default_backend be
+
+backend be
+  server origin 127.0.0.1:$up
+EOF
+  start_bg "$name" haproxy -f "$dir/haproxy.cfg" -db
+  PORT_OF[$name]=$port
+  wait_ready "$name" "$port"
+}
+
+# onelayer: 1 worker, retries configured (not triggered by the healthy origin),
+# budget on. Binds port 0 and reports ports in --ports-file.
+start_onelayer() {  # NAME UPSTREAM_PORT LAYER_ID
+  local name=$1 up=$2 layer=$3 dir="$TMP/$1"
+  mkdir -p "$dir"
+  cat >"$dir/onelayer.yaml" <<EOF
+layer_id: $layer
+admin:
+  listen: 127.0.0.1:0
+workers: 1
+listeners:
+  - name: bench
+    listen: 127.0.0.1:0
+    limits: { max_connections: $((NOFILE - 200)), idle_timeout: 60s }
+    routes:
+      - name: all
+        upstream: origin
+        timeout: 15s
+        retry:
+          max_attempts: 3
+          retry_on: [connect-failure, reset, 503]
+          backoff: { base: 25ms, cap: 1s, jitter: full }
+upstreams:
+  - name: origin
+    endpoints: [127.0.0.1:$up]
+    connect_timeout: 1s
+    pool: { max_idle: 256, idle_timeout: 60s }
+    retry_budget: { ratio: 0.1, min_per_second: 5 }
+EOF
+  start_bg "$name" "$ONELAYER_BIN" --config "$dir/onelayer.yaml" \
+    --ports-file "$dir/ports" --log-level warn
+  local port
+  if ! port=$("$PY" "$UTIL" portsfile "$dir/ports" bench --timeout 10); then
+    log "$name wrote no ports file; its log:"
+    tail -n 20 "$TMP/logs/$name.log" >&2 || true
+    return 1
+  fi
+  PORT_OF[$name]=$port
+  wait_ready "$name" "$port"
+}
+
+start_proxy() {  # start_proxy KIND NAME UPSTREAM_PORT LAYER_ID
+  case "$1" in
+    onelayer) start_onelayer "$2" "$3" "$4" ;;
+    haproxy) start_haproxy "$2" "$(free_port)" "$3" ;;
+    nginx) start_nginx_proxy "$2" "$(free_port)" "$3" ;;
+  esac
+}
+
+check_get() {  # check_get NAME URL: one GET must answer 200
+  local code
+  code=$(curl -s -o /dev/null -m 5 -w '%{http_code}' "$2" || true)
+  if [[ $code != 200 ]]; then
+    log "$1: GET $2 answered '$code'"
+    return 1
+  fi
+}
+
+# ------------------------------------------------------------------ setup
+LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
+log "mode $MODE: wrk ${DURATION}s x $ROUNDS rounds, $IDLE_N idle conns, storm ${OUTAGE}s; targets $TARGETS; tmp $TMP"
+head -c 100 /dev/zero | tr '\0' 'x' >"$TMP/www/small.txt"
+head -c $((1 << 20)) /dev/urandom >"$TMP/www/1m.bin"
+if [[ $SIZES == *100m* ]]; then
+  head -c $((100 << 20)) /dev/urandom >"$TMP/www/100m.bin"
+fi
+
+start_nginx_origin origin "$(free_port)"
+ORIGIN=${PORT_OF[origin]}
+PORT_OF[direct]=$ORIGIN
+PID_OF[direct]=""
+
+for kind in ${PROXIES//,/ }; do
+  start_proxy "$kind" "$kind" "$ORIGIN" bench
+done
+
+for t in ${TARGETS//,/ }; do
+  check_get "$t" "http://127.0.0.1:${PORT_OF[$t]}/small.txt" \
+    || { echo "run.sh: $t does not serve; stopping" >&2; exit 1; }
+done
+
+# ------------------------------------------------------------------ memory
+# First, so that "RSS at start" is the RSS of a proxy that has served nothing.
+if has "$PHASES" memory; then
+  for kind in ${PROXIES//,/ }; do
+    log "memory: $kind, $IDLE_N idle keep-alive connections"
+    timeout 300 "$PY" "$CLIENTS" idle --port "${PORT_OF[$kind]}" --pid "${PID_OF[$kind]}" \
+      --target "$kind" --n "$IDLE_N" >>"$RESULTS" || note "memory test failed for $kind"
+  done
+  sleep 1  # let the proxies notice the closed connections
+fi
+
+# ------------------------------------------------------------------ throughput
+if has "$PHASES" throughput; then
+  if (( WARMUP > 0 )); then
+    for t in ${TARGETS//,/ }; do
+      wrk -t2 -c64 -d"${WARMUP}s" "http://127.0.0.1:${PORT_OF[$t]}/small.txt" >/dev/null 2>&1 || true
+    done
+  fi
+  for r in $(seq "$ROUNDS"); do
+    for t in ${TARGETS//,/ }; do  # interleaved A B C D A B C D: drift hits all alike
+      log "throughput: round $r/$ROUNDS $t"
+      "$PY" "$UTIL" wrk --url "http://127.0.0.1:${PORT_OF[$t]}/small.txt" --target "$t" \
+        --round "$r" --pid "${PID_OF[$t]:-0}" --origin-pid "${PID_OF[origin]}" \
+        --duration "$DURATION" --raw "$TMP/raw/wrk-$t-$r.txt" >>"$RESULTS" \
+        || note "wrk failed for $t round $r (see raw output)"
+    done
+  done
+fi
+
+# ------------------------------------------------------------------ large bodies
+if has "$PHASES" large; then
+  for size in $SIZES; do
+    if [[ $size == 1m ]]; then reqs=$([[ $QUICK == 1 ]] && echo 20 || echo 200); else reqs=5; fi
+    for t in ${TARGETS//,/ }; do
+      log "large: $size through $t"
+      timeout 120 "$PY" "$CLIENTS" body --port "${PORT_OF[$t]}" --pid "${PID_OF[$t]:-0}" \
+        --target "$t" --path "/$size.bin" --size-label "$size" --requests "$reqs" \
+        --max-seconds 60 >>"$RESULTS" || note "large body $size failed for $t"
+    done
+  done
+fi
+
+# ------------------------------------------------------------------ retry storm
+run_storm() {  # run_storm KIND DEPTH
+  local kind=$1 depth=$2 sname="storm-$1-$2" up names=()
+  mkdir -p "$TMP/$sname"
+  start_bg "$sname-origin" "$PY" "$HERE/storm_origin.py" --port-file "$TMP/$sname/port" \
+    --log "$TMP/$sname/arrivals.txt" --lifetime 300
+  names+=("$sname-origin")
+  for _ in $(seq 50); do [[ -s $TMP/$sname/port ]] && break; sleep 0.1; done
+  local origin_port
+  origin_port=$(cat "$TMP/$sname/port")
+  up=$origin_port
+  # Innermost hop first: hop N talks to the origin, hop 1 faces the clients.
+  for hop in $(seq "$depth" -1 1); do
+    start_proxy "$kind" "$sname-hop$hop" "$up" "hop$hop" || return 1
+    names+=("$sname-hop$hop")
+    up=${PORT_OF[$sname-hop$hop]}
+  done
+  local ok=1
+  check_get "$sname" "http://127.0.0.1:$up/storm" || ok=0
+  if [[ $ok == 1 ]]; then
+    log "storm: $kind depth $depth ($STORM_CLIENTS clients, ${OUTAGE}s of 503)"
+    timeout $((OUTAGE + 60)) "$PY" "$CLIENTS" storm --port "$up" --origin-port "$origin_port" \
+      --origin-log "$TMP/$sname/arrivals.txt" --target "$kind" --depth "$depth" \
+      --clients "$STORM_CLIENTS" --lead "$STORM_LEAD" --outage "$OUTAGE" --tail "$STORM_TAIL" \
+      --timeline "$OUT/storm-$kind-d$depth.tsv" >>"$RESULTS" || ok=0
+  fi
+  for n in "${names[@]}"; do stop_bg "$n"; done
+  [[ $ok == 1 ]]
+}
+
+if has "$PHASES" storm; then
+  for kind in ${PROXIES//,/ }; do
+    for depth in 1 3; do
+      run_storm "$kind" "$depth" || note "retry storm failed for $kind depth $depth"
+    done
+  done
+fi
+
+# ------------------------------------------------------------------ report
+ONELAYER_VERSION=""
+[[ -x $ONELAYER_BIN ]] && ONELAYER_VERSION=$("$ONELAYER_BIN" --version 2>&1 | head -n 1 || true)
+notes_json=$(printf '%s\n' "${NOTES[@]+"${NOTES[@]}"}" | "$PY" -c 'import json,sys; print(json.dumps([l for l in sys.stdin.read().splitlines() if l]))')
+"$PY" "$HERE/report.py" --results "$RESULTS" --out "$OUT" \
+  --set mode="$MODE" duration_s="$DURATION" rounds="$ROUNDS" idle_conns="$IDLE_N" \
+        outage_s="$OUTAGE" storm_clients="$STORM_CLIENTS" nofile="$NOFILE" \
+        onelayer_bin="$ONELAYER_BIN" onelayer_version="$ONELAYER_VERSION" \
+        loadavg_start="$LOADAVG_START" \
+  --notes "$notes_json"
+log "wrote $OUT/latest.md"
+[[ $PRINT_MD == 1 ]] && cat "$OUT/latest.md"
+exit 0

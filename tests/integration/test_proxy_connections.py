@@ -1,0 +1,159 @@
+"""Connection handling through the real onelayer (issue 2): upstream pooling,
+downstream keep-alive and pipelining, Connection: close, max_connections."""
+
+import socket
+import time
+import unittest
+
+import harness as h
+from harness import IntegrationTest
+
+
+class ConnectionReuseTest(IntegrationTest):
+    def test_1000_sequential_requests_on_one_client_connection_use_one_upstream_connection(self):
+        origin = self.start_origin(handler=lambda a: h.respond(200, body=a.target.encode()))
+        proxy = self.proxy_for(origin)
+        t0 = time.monotonic()
+        with h.Conn(proxy.port()) as c:
+            for i in range(1000):
+                r = c.request("GET", "/seq/%d" % i)
+                self.assertEqual((r.status, r.body), (200, b"/seq/%d" % i))
+        elapsed = time.monotonic() - t0
+        print("\n1000 sequential requests in %.2fs; upstream connections accepted: %d"
+              % (elapsed, origin.connections_accepted))
+        self.assertEqual(origin.count(), 1000)
+        self.assertEqual(origin.connections_accepted, 1)
+        self.assertEqual(set(origin.conn_ids()), {1})
+
+    def test_pipelined_requests_are_answered_in_request_order(self):
+        delays = {"/a": 0.3, "/b": 0.0, "/c": 0.15, "/d": 0.0}
+        origin = self.start_origin(handler=lambda a: h.delay(
+            delays.get(a.target, 0), h.respond(200, body=a.target.encode())))
+        proxy = self.proxy_for(origin)
+        reqs = (h.build_request("GET", "/a") + h.build_request("POST", "/b", body=b"bb")
+                + h.build_request("HEAD", "/c") + h.build_request("GET", "/d"))
+        data = h.raw_request(proxy.port(), reqs, timeout=5, responses=4,
+                             methods=["GET", "POST", "HEAD", "GET"])
+        resps = h.parse_responses(data, methods=["GET", "POST", "HEAD", "GET"])
+        self.assertEqual([(r.status, r.body) for r in resps],
+                         [(200, b"/a"), (200, b"/b"), (200, b""), (200, b"/d")])
+        self.assertEqual(sorted(a.target for a in origin.snapshot()), ["/a", "/b", "/c", "/d"])
+
+    def test_pipelined_requests_in_one_segment_with_bodies(self):
+        origin = self.start_origin(default=h.echo())
+        proxy = self.proxy_for(origin)
+        bodies = [b"first", b"", b"x" * 5000, b"last"]
+        reqs = b"".join(h.build_request("POST", "/p%d" % i, body=b) for i, b in enumerate(bodies))
+        data = h.raw_request(proxy.port(), reqs, timeout=5, responses=4)
+        self.assertEqual([r.body for r in h.parse_responses(data)], bodies)
+
+    def test_upstream_closing_an_idle_pooled_connection_does_not_fail_the_next_request(self):
+        origin = self.start_origin()
+        proxy = self.proxy_for(origin)
+        with h.Conn(proxy.port()) as c:
+            self.assertEqual(c.request("GET", "/1").status, 200)
+            time.sleep(0.1)
+            self.assertEqual(origin.close_idle(), 1, "the pooled connection was not idle")
+            time.sleep(0.3)  # let the proxy see the FIN
+            r = c.request("GET", "/2")
+            self.assertEqual((r.status, r.body), (200, b"ok"), repr(r))
+        self.assertEqual(origin.connections_accepted, 2)
+        self.assertEqual([a.target for a in origin.snapshot()], ["/1", "/2"])
+
+    def test_upstream_closing_right_after_a_response_does_not_fail_the_next_request(self):
+        # The origin closes without announcing it (keep-alive race).
+        origin = self.start_origin(script=[h.respond(200, body=b"one", close_after=True)])
+        proxy = self.proxy_for(origin)
+        with h.Conn(proxy.port()) as c:
+            self.assertEqual(c.request("GET", "/1").body, b"one")
+            time.sleep(0.3)
+            self.assertEqual(c.request("GET", "/2").body, b"ok")
+        self.assertEqual(origin.connections_accepted, 2)
+
+    def test_client_connection_close_is_honoured(self):
+        origin = self.start_origin()
+        proxy = self.proxy_for(origin)
+        with h.Conn(proxy.port()) as c:
+            r = c.request("GET", "/", headers=[("Connection", "close")])
+            self.assertEqual(r.status, 200)
+            self.assertTrue(c.closed_by_peer(3), "proxy kept the client connection open")
+        self.assertIn("close", [t.lower() for t in r.header_list("connection")])
+
+    def test_http10_client_without_keep_alive_is_closed_after_response(self):
+        origin = self.start_origin()
+        proxy = self.proxy_for(origin)
+        data = h.raw_request(proxy.port(), b"GET /old HTTP/1.0\r\nHost: x\r\n\r\n", timeout=5)
+        resps = h.parse_responses(data)
+        self.assertEqual([r.status for r in resps], [200])
+        self.assertEqual(resps[0].body, b"ok")
+
+    def test_upstream_connection_close_is_honoured_and_client_connection_survives(self):
+        origin = self.start_origin(script=[h.respond(200, body=b"one", close=True)])
+        proxy = self.proxy_for(origin)
+        with h.Conn(proxy.port()) as c:
+            r1 = c.request("GET", "/1")
+            self.assertEqual(r1.body, b"one")
+            if r1.wants_close():
+                self.fail("upstream Connection: close leaked to the client: %r" % r1)
+            r2 = c.request("GET", "/2")
+            self.assertEqual(r2.body, b"ok")
+        self.assertEqual(origin.connections_accepted, 2)
+        ids = origin.conn_ids()
+        self.assertNotEqual(ids[0], ids[1])
+
+    def test_max_connections_limits_concurrent_client_connections(self):
+        origin = self.start_origin()
+        proxy = self.proxy_for(origin, limits={"max_connections": 2})
+        port = proxy.port()
+        c1, c2 = h.Conn(port), h.Conn(port)
+        self.addCleanup(c1.close)
+        self.addCleanup(c2.close)
+        self.assertEqual(c1.request("GET", "/c1").status, 200)
+        self.assertEqual(c2.request("GET", "/c2").status, 200)
+        # A third connection must not be served while two are open: it is
+        # refused, closed, left unaccepted or answered with an error.
+        served = False
+        c3 = None
+        try:
+            c3 = h.Conn(port, timeout=2)
+            self.addCleanup(c3.close)
+            c3.send(h.build_request("GET", "/c3"))
+            if c3.wait_for_data(1.0):
+                try:
+                    r3 = c3.read_response()
+                    served = r3.status == 200
+                except (h.IncompleteMessage, OSError):
+                    pass
+        except OSError:
+            pass
+        self.assertFalse(served, "third connection served over max_connections: 2")
+        self.assertEqual([a.target for a in origin.snapshot()], ["/c1", "/c2"])
+        # Freeing slots lets a new client in (c3 may be accepted late: close it too).
+        c1.close()
+        if c3 is not None:
+            c3.close()
+        time.sleep(0.3)
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                with h.Conn(port, timeout=3) as c4:
+                    r4 = c4.request("GET", "/c4")
+                    break
+            except (h.IncompleteMessage, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        self.assertEqual(r4.status, 200)
+
+    def test_idle_client_connection_is_closed_after_idle_timeout(self):
+        origin = self.start_origin()
+        proxy = self.proxy_for(origin, limits={"idle_timeout": "500ms"})
+        with h.Conn(proxy.port()) as c:
+            self.assertEqual(c.request("GET", "/").status, 200)
+            t0 = time.monotonic()
+            self.assertTrue(c.closed_by_peer(5), "idle connection still open after 5 s")
+            self.assertGreaterEqual(time.monotonic() - t0, 0.3)
+
+
+if __name__ == "__main__":
+    unittest.main()

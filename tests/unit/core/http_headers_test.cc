@@ -1,0 +1,616 @@
+#include "core/http_headers.h"
+
+#include <doctest/doctest.h>
+
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "core/baggage.h"
+
+using namespace onelayer;
+
+namespace {
+
+const std::vector<std::string> kForeignDirectives = {
+    "x-envoy-retry-on",
+    "x-envoy-retry-grpc-on",
+    "x-envoy-max-retries",
+    "x-envoy-retriable-status-codes",
+    "x-envoy-retriable-header-names",
+    "x-envoy-hedge-on-per-try-timeout",
+    "x-envoy-upstream-rq-per-try-timeout-ms",
+    "l5d-retry-http",
+    "l5d-retry-grpc",
+    "l5d-retry-limit",
+    "l5d-retry-timeout",
+};
+
+Config make_config(std::string layer = "orders", bool baggage = true) {
+  Config c;
+  c.layer_id = std::move(layer);
+  c.propagate_baggage = baggage;
+  return c;
+}
+
+// Only the rules under test: no Via / XFF / XFP unless a test sets them.
+RequestRewrite bare_rewrite(const Config& c, InnerHops mode) {
+  RequestRewrite rw{&c};
+  rw.inner_hops = mode;
+  rw.proto = "";
+  rw.via = "";
+  return rw;
+}
+
+Headers rewrite(const Headers& in, const RequestRewrite& rw) {
+  Headers out{Header{"stale", "x"}};  // proves out is cleared
+  rewrite_request_headers(in, rw, out);
+  return out;
+}
+
+std::string value_of(const Headers& h, std::string_view name) {
+  const Header* f = find_header(h, name);
+  return f ? f->value : std::string("<absent>");
+}
+
+std::string serialize(const Headers& h) {
+  std::string s;
+  append_serialized(h, s);
+  return s;
+}
+
+}  // namespace
+
+TEST_SUITE("header primitives") {
+  TEST_CASE("iequals ignores ASCII case only") {
+    CHECK(iequals("Content-Length", "content-LENGTH"));
+    CHECK(iequals("", ""));
+    CHECK_FALSE(iequals("host", "hos"));
+    CHECK_FALSE(iequals("a-b", "a_b"));
+    CHECK_FALSE(iequals("\xC3\xA9", "\xC3\x89"));  // no Unicode folding
+  }
+
+  TEST_CASE("is_token accepts tchar and rejects separators, space and empty") {
+    CHECK(is_token("X-Custom_Header.1"));
+    CHECK(is_token("!#$%&'*+-.^_`|~09azAZ"));
+    CHECK_FALSE(is_token(""));
+    CHECK_FALSE(is_token("Bad Name"));
+    for (char c : std::string("\"(),/:;<=>?@[\\]{}\t")) {
+      CAPTURE(c);
+      CHECK_FALSE(is_token(std::string("a") + c));
+    }
+    CHECK_FALSE(is_token("caf\xC3\xA9"));
+  }
+
+  TEST_CASE("is_valid_field_value rejects CR LF NUL and other CTLs, allows HTAB and obs-text") {
+    CHECK(is_valid_field_value("text/html; q=0.9"));
+    CHECK(is_valid_field_value("a\tb"));
+    CHECK(is_valid_field_value("caf\xC3\xA9"));
+    CHECK(is_valid_field_value(""));
+    CHECK_FALSE(is_valid_field_value("a\rb"));
+    CHECK_FALSE(is_valid_field_value("a\nb"));
+    CHECK_FALSE(is_valid_field_value(std::string("a\0b", 3)));
+    CHECK_FALSE(is_valid_field_value("a\x01"));
+    CHECK_FALSE(is_valid_field_value("a\x7F"));
+  }
+
+  TEST_CASE("find_header returns the first match case-insensitively, count_headers counts all") {
+    Headers h{{"Accept", "1"}, {"ACCEPT", "2"}, {"Host", "h"}};
+    REQUIRE(find_header(h, "accept") != nullptr);
+    CHECK(find_header(h, "accept")->value == "1");
+    CHECK(find_header(h, "missing") == nullptr);
+    CHECK(count_headers(h, "Accept") == 2);
+    CHECK(count_headers(h, "host") == 1);
+    CHECK(count_headers(h, "nope") == 0);
+  }
+
+  TEST_CASE("is_hop_by_hop covers the fixed set in any case") {
+    Headers none;
+    for (const char* n : {"Connection", "keep-alive", "PROXY-CONNECTION", "TE", "Trailer", "transfer-encoding", "Upgrade"}) {
+      CAPTURE(n);
+      CHECK(is_hop_by_hop(n, none));
+    }
+    CHECK_FALSE(is_hop_by_hop("Content-Length", none));
+    CHECK_FALSE(is_hop_by_hop("Trailers", none));
+    CHECK_FALSE(is_hop_by_hop("Host", none));
+  }
+
+  TEST_CASE("is_hop_by_hop includes names listed in every Connection field") {
+    Headers h{{"Connection", " close , X-Secret,,\tX-Other "}, {"connection", "x-third"}};
+    CHECK(is_hop_by_hop("x-secret", h));
+    CHECK(is_hop_by_hop("X-OTHER", h));
+    CHECK(is_hop_by_hop("X-Third", h));
+    CHECK(is_hop_by_hop("close", h));
+    CHECK_FALSE(is_hop_by_hop("X-Secre", h));
+    CHECK_FALSE(is_hop_by_hop("", h));
+  }
+}
+
+TEST_SUITE("validate_request_headers") {
+  const Headers good{{"Host", "example.com"}, {"Accept", "*/*"}};
+
+  TEST_CASE("well-formed HTTP/1.1 request has no problem") {
+    CHECK(validate_request_headers(good, true, 100) == RequestHeaderProblem::none);
+  }
+
+  TEST_CASE("space inside a header name is invalid_name") {
+    Headers h = good;
+    h.push_back({"Bad Name", "1"});
+    CHECK(validate_request_headers(h, true, 100) == RequestHeaderProblem::invalid_name);
+  }
+
+  TEST_CASE("empty or separator-bearing header name is invalid_name") {
+    CHECK(validate_request_headers({{"Host", "a"}, {"", "1"}}, true, 100) == RequestHeaderProblem::invalid_name);
+    CHECK(validate_request_headers({{"Host", "a"}, {"X:Y", "1"}}, true, 100) == RequestHeaderProblem::invalid_name);
+  }
+
+  TEST_CASE("CR, LF or NUL in a value is invalid_value") {
+    CHECK(validate_request_headers({{"Host", "a"}, {"X", "a\rb"}}, true, 100) == RequestHeaderProblem::invalid_value);
+    CHECK(validate_request_headers({{"Host", "a"}, {"X", "a\nb"}}, true, 100) == RequestHeaderProblem::invalid_value);
+    CHECK(validate_request_headers({{"Host", "a"}, {"X", std::string("a\0b", 3)}}, true, 100) ==
+          RequestHeaderProblem::invalid_value);
+  }
+
+  TEST_CASE("a fold kept in the value by the parser wrapper is obs_fold") {
+    CHECK(validate_request_headers({{"Host", "a"}, {"X", "a\r\n b"}}, true, 100) == RequestHeaderProblem::obs_fold);
+    CHECK(validate_request_headers({{"Host", "a"}, {"X", "a\r\n\tb"}}, true, 100) == RequestHeaderProblem::obs_fold);
+  }
+
+  TEST_CASE("HTTP/1.1 without Host is missing_host, HTTP/1.0 without Host is fine") {
+    Headers h{{"Accept", "*/*"}};
+    CHECK(validate_request_headers(h, true, 100) == RequestHeaderProblem::missing_host);
+    CHECK(validate_request_headers(h, false, 100) == RequestHeaderProblem::none);
+  }
+
+  TEST_CASE("two Host fields are duplicate_host in any version and any case") {
+    Headers h{{"Host", "a"}, {"HOST", "a"}};
+    CHECK(validate_request_headers(h, true, 100) == RequestHeaderProblem::duplicate_host);
+    CHECK(validate_request_headers(h, false, 100) == RequestHeaderProblem::duplicate_host);
+  }
+
+  TEST_CASE("more fields than max_headers is too_many_headers; 0 means no limit") {
+    CHECK(validate_request_headers(good, true, 2) == RequestHeaderProblem::none);
+    CHECK(validate_request_headers(good, true, 1) == RequestHeaderProblem::too_many_headers);
+    CHECK(validate_request_headers(good, true, 0) == RequestHeaderProblem::none);
+  }
+
+  TEST_CASE("Host values that are not uri-host[:port] are invalid_value") {
+    for (const char* bad : {"a b", "a/b", "user@host", "host:80x", "[::1", "[]", "h:1:2", "a%zz", "[::1]x"}) {
+      CAPTURE(bad);
+      CHECK(validate_request_headers({{"Host", bad}}, true, 10) == RequestHeaderProblem::invalid_value);
+    }
+    for (const char* ok : {"example.com", "example.com:8080", "127.0.0.1:80", "[::1]:80", "[fe80::1%25eth0]", "", "h:",
+                           "a%2Db"}) {
+      CAPTURE(ok);
+      CHECK(validate_request_headers({{"Host", ok}}, true, 10) == RequestHeaderProblem::none);
+    }
+  }
+
+  TEST_CASE("the first problem in field order is reported") {
+    Headers h{{"Bad Name", "1"}, {"X", "a\nb"}};
+    CHECK(validate_request_headers(h, true, 100) == RequestHeaderProblem::invalid_name);
+  }
+
+  TEST_CASE("to_string names each problem") {
+    CHECK(std::string(to_string(RequestHeaderProblem::obs_fold)) == "obs_fold");
+    CHECK(std::string(to_string(RequestHeaderProblem::duplicate_host)) == "duplicate_host");
+  }
+}
+
+TEST_SUITE("detect_outer_owner") {
+  const HeaderNames names;
+
+  TEST_CASE("x-retry-owner header makes the request outer-owned, any case") {
+    auto r = detect_outer_owner({{"X-Retry-Owner", "edge"}}, names);
+    CHECK(r.outer_owned);
+    CHECK(r.owner == "edge");
+  }
+
+  TEST_CASE("x-retry-owner wins over a baggage member") {
+    auto r = detect_outer_owner({{"baggage", "retry-owner=b"}, {"x-retry-owner", "a"}}, names);
+    CHECK(r.owner == "a");
+  }
+
+  TEST_CASE("baggage member with properties, whitespace, encoding and other members is detected") {
+    auto r = detect_outer_owner({{"Baggage", "userId=alice , retry-owner = edge%20gw ;ttl=3;x , tenant=1"}}, names);
+    CHECK(r.outer_owned);
+    CHECK(r.owner == "edge gw");
+  }
+
+  TEST_CASE("baggage member in a second baggage field is detected") {
+    auto r = detect_outer_owner({{"baggage", "a=1"}, {"baggage", "retry-owner=edge"}}, names);
+    CHECK(r.outer_owned);
+    CHECK(r.owner == "edge");
+  }
+
+  TEST_CASE("no header and no member: not owned") {
+    CHECK_FALSE(detect_outer_owner({{"Host", "h"}, {"baggage", "a=1"}}, names).outer_owned);
+    CHECK_FALSE(detect_outer_owner({}, names).outer_owned);
+  }
+
+  TEST_CASE("empty owner values do not count") {
+    CHECK_FALSE(detect_outer_owner({{"x-retry-owner", ""}}, names).outer_owned);
+    CHECK_FALSE(detect_outer_owner({{"baggage", "retry-owner="}}, names).outer_owned);
+  }
+
+  TEST_CASE("empty x-retry-owner falls through to baggage") {
+    auto r = detect_outer_owner({{"x-retry-owner", ""}, {"baggage", "retry-owner=edge"}}, names);
+    CHECK(r.owner == "edge");
+  }
+
+  TEST_CASE("malformed baggage does not make the request owned and does not throw") {
+    CHECK_FALSE(detect_outer_owner({{"baggage", "retry-owner"}}, names).outer_owned);
+    CHECK_FALSE(detect_outer_owner({{"baggage", ",,;;==,retry-owner=a b"}}, names).outer_owned);
+    CHECK_FALSE(detect_outer_owner({{"baggage", "Retry-Owner=edge"}}, names).outer_owned);  // keys are case-sensitive
+  }
+
+  TEST_CASE("configured header names are used instead of the defaults") {
+    HeaderNames custom;
+    custom.retry_owner = "x-owner";
+    custom.baggage_member = "owner";
+    CHECK_FALSE(detect_outer_owner({{"x-retry-owner", "edge"}}, custom).outer_owned);
+    CHECK(detect_outer_owner({{"X-Owner", "edge"}}, custom).outer_owned);
+    CHECK(detect_outer_owner({{"baggage", "owner=edge"}}, custom).owner == "edge");
+  }
+}
+
+TEST_SUITE("incoming_timeout_ms") {
+  const HeaderNames names;
+
+  TEST_CASE("non-negative integer is returned") {
+    CHECK(incoming_timeout_ms({{"X-Request-Timeout-Ms", "1500"}}, names) == std::optional<int64_t>(1500));
+    CHECK(incoming_timeout_ms({{"x-request-timeout-ms", "0"}}, names) == std::optional<int64_t>(0));
+    CHECK(incoming_timeout_ms({{"x-request-timeout-ms", "007"}}, names) == std::optional<int64_t>(7));
+  }
+
+  TEST_CASE("anything that is not plain digits gives nullopt") {
+    for (const char* bad : {"-5", "+5", "1.5", "abc", "", "10ms", "1 0", "1,2", "99999999999999999999"}) {
+      CAPTURE(bad);
+      CHECK_FALSE(incoming_timeout_ms({{"x-request-timeout-ms", bad}}, names).has_value());
+    }
+  }
+
+  TEST_CASE("absent header gives nullopt") { CHECK_FALSE(incoming_timeout_ms({{"Host", "h"}}, names).has_value()); }
+
+  TEST_CASE("several fields: the smallest valid one") {
+    Headers h{{"x-request-timeout-ms", "900"}, {"x-request-timeout-ms", "junk"}, {"x-request-timeout-ms", "300"}};
+    CHECK(incoming_timeout_ms(h, names) == std::optional<int64_t>(300));
+  }
+}
+
+TEST_SUITE("rewrite_request_headers: hop-by-hop, framing, Via, X-Forwarded") {
+  TEST_CASE("hop-by-hop, Connection-listed and framing fields are dropped, the rest kept in order with Host") {
+    const Config c = make_config();
+    Headers in{{"Host", "inv"},
+               {"Connection", "keep-alive, X-Hop"},
+               {"Keep-Alive", "timeout=5"},
+               {"X-Hop", "secret"},
+               {"Accept", "*/*"},
+               {"Proxy-Connection", "keep-alive"},
+               {"TE", "trailers"},
+               {"Trailer", "X-T"},
+               {"Upgrade", "websocket"},
+               {"Transfer-Encoding", "chunked"},
+               {"Content-Length", "5"},
+               {"X-App", "1"}};
+    Headers out = rewrite(in, bare_rewrite(c, InnerHops::pass));
+    CHECK(serialize(out) == "Host: inv\r\nAccept: */*\r\nX-App: 1\r\n");
+  }
+
+  TEST_CASE("a Connection option cannot remove Host or the protocol fields") {
+    const Config c = make_config();
+    Headers in{{"Host", "inv"},
+               {"Connection", "host, x-retry-owner, baggage, x-retry-attempt, x-request-timeout-ms, x-gone"},
+               {"x-retry-owner", "edge"},
+               {"x-retry-attempt", "2"},
+               {"baggage", "retry-owner=edge"},
+               {"x-request-timeout-ms", "100"},
+               {"x-gone", "1"}};
+    Headers out = rewrite(in, bare_rewrite(c, InnerHops::forbid));
+    CHECK(serialize(out) ==
+          "Host: inv\r\nx-retry-owner: edge\r\nx-retry-attempt: 2\r\nbaggage: retry-owner=edge\r\n"
+          "x-request-timeout-ms: 100\r\n");
+  }
+
+  TEST_CASE("fields with invalid names or values are never forwarded") {
+    const Config c = make_config();
+    Headers in{{"Host", "h"}, {"Bad Name", "1"}, {"X-Inject", "a\r\nEvil: 1"}, {"X-Ok", "1"}};
+    CHECK(serialize(rewrite(in, bare_rewrite(c, InnerHops::pass))) == "Host: h\r\nX-Ok: 1\r\n");
+  }
+
+  TEST_CASE("Via, X-Forwarded-For and X-Forwarded-Proto are created when absent") {
+    const Config c = make_config();
+    RequestRewrite rw{&c};
+    rw.inner_hops = InnerHops::pass;
+    rw.client_ip = "10.0.0.7";
+    Headers out = rewrite({{"Host", "h"}}, rw);
+    CHECK(serialize(out) == "Host: h\r\nVia: 1.1 onelayer\r\nX-Forwarded-For: 10.0.0.7\r\nX-Forwarded-Proto: http\r\n");
+  }
+
+  TEST_CASE("Via and X-Forwarded-* are comma-joined onto existing fields, several merged into the first") {
+    const Config c = make_config();
+    RequestRewrite rw{&c};
+    rw.inner_hops = InnerHops::pass;
+    rw.client_ip = "10.0.0.7";
+    Headers in{{"via", "1.0 edge"},
+               {"X-Forwarded-For", "1.2.3.4"},
+               {"Accept", "*/*"},
+               {"x-forwarded-for", "5.6.7.8"},
+               {"X-Forwarded-Proto", "https"}};
+    Headers out = rewrite(in, rw);
+    CHECK(serialize(out) ==
+          "via: 1.0 edge, 1.1 onelayer\r\nX-Forwarded-For: 1.2.3.4, 5.6.7.8, 10.0.0.7\r\nAccept: */*\r\n"
+          "X-Forwarded-Proto: https, http\r\n");
+  }
+
+  TEST_CASE("empty client_ip, proto and via append nothing") {
+    const Config c = make_config();
+    Headers out = rewrite({{"Host", "h"}}, bare_rewrite(c, InnerHops::pass));
+    CHECK(count_headers(out, "x-forwarded-for") == 0);
+    CHECK(count_headers(out, "via") == 0);
+    CHECK(count_headers(out, "x-forwarded-proto") == 0);
+  }
+
+  TEST_CASE("a Connection-listed Via is replaced by ours, not joined") {
+    const Config c = make_config();
+    RequestRewrite rw = bare_rewrite(c, InnerHops::pass);
+    rw.via = "1.1 onelayer";
+    Headers out = rewrite({{"Connection", "via"}, {"Via", "1.0 hidden"}}, rw);
+    CHECK(serialize(out) == "Via: 1.1 onelayer\r\n");
+  }
+}
+
+TEST_SUITE("rewrite_request_headers: inner_hops") {
+  Headers with_all_directives() {
+    Headers in{{"Host", "inv"}};
+    for (const auto& d : kForeignDirectives) in.push_back({d, "5xx"});
+    in.push_back({"X-App", "1"});
+    return in;
+  }
+
+  TEST_CASE("forbid + claim writes exactly the protocol set and strips every foreign directive") {
+    const Config c = make_config("orders");
+    RequestRewrite rw = bare_rewrite(c, InnerHops::forbid);
+    rw.claim_ownership = true;
+    rw.attempt = 2;
+    rw.time_left_ms = 480;
+    Headers out = rewrite(with_all_directives(), rw);
+    CHECK(serialize(out) ==
+          "Host: inv\r\nX-App: 1\r\nbaggage: retry-owner=orders\r\nx-retry-owner: orders\r\nx-retry-attempt: 2\r\n"
+          "x-envoy-max-retries: 0\r\nx-request-timeout-ms: 480\r\n");
+  }
+
+  TEST_CASE("forbid + claim replaces incoming owner and attempt instead of duplicating them") {
+    const Config c = make_config("orders");
+    RequestRewrite rw = bare_rewrite(c, InnerHops::forbid);
+    rw.claim_ownership = true;
+    rw.attempt = 3;
+    Headers in{{"X-Retry-Owner", "spoof"}, {"X-Retry-Attempt", "9"}, {"x-envoy-max-retries", "10"}};
+    Headers out = rewrite(in, rw);
+    CHECK(count_headers(out, "x-retry-owner") == 1);
+    CHECK(value_of(out, "x-retry-owner") == "orders");
+    CHECK(count_headers(out, "x-retry-attempt") == 1);
+    CHECK(value_of(out, "x-retry-attempt") == "3");
+    CHECK(count_headers(out, "x-envoy-max-retries") == 1);
+    CHECK(value_of(out, "x-envoy-max-retries") == "0");
+  }
+
+  TEST_CASE("forbid + claim merges into existing baggage, preserving members and joining several fields") {
+    const Config c = make_config("orders");
+    RequestRewrite rw = bare_rewrite(c, InnerHops::forbid);
+    rw.claim_ownership = true;
+    Headers in{{"Baggage", "userId=alice;p=1"}, {"X-App", "1"}, {"baggage", "tenant=42"}};
+    Headers out = rewrite(in, rw);
+    CHECK(count_headers(out, "baggage") == 1);
+    CHECK(out[0].name == "Baggage");
+    CHECK(out[0].value == "userId=alice;p=1,tenant=42,retry-owner=orders");
+  }
+
+  TEST_CASE("forbid + claim replaces a stale baggage owner instead of adding a second member") {
+    const Config c = make_config("orders");
+    RequestRewrite rw = bare_rewrite(c, InnerHops::forbid);
+    rw.claim_ownership = true;
+    Headers out = rewrite({{"baggage", "retry-owner=old,a=1"}}, rw);
+    CHECK(value_of(out, "baggage") == "retry-owner=orders,a=1");
+  }
+
+  TEST_CASE("forbid + claim with a layer_id needing encoding: raw in the header, encoded in baggage") {
+    const Config c = make_config("orders svc");
+    RequestRewrite rw = bare_rewrite(c, InnerHops::forbid);
+    rw.claim_ownership = true;
+    Headers out = rewrite({}, rw);
+    CHECK(value_of(out, "x-retry-owner") == "orders svc");
+    CHECK(value_of(out, "baggage") == "retry-owner=orders%20svc");
+    CHECK(detect_outer_owner({{"baggage", value_of(out, "baggage")}}, c.headers).owner == "orders svc");
+  }
+
+  TEST_CASE("forbid + claim with an unusable layer_id still claims, as onelayer") {
+    const Config c = make_config("bad\r\nInjected: 1");
+    RequestRewrite rw = bare_rewrite(c, InnerHops::forbid);
+    rw.claim_ownership = true;
+    Headers out = rewrite({}, rw);
+    CHECK(value_of(out, "x-retry-owner") == "onelayer");
+    CHECK(serialize(out).find("Injected") == std::string::npos);
+  }
+
+  TEST_CASE("forbid + claim leaves baggage as it was when the merge would pass 8192 bytes") {
+    const Config c = make_config("orders");
+    RequestRewrite rw = bare_rewrite(c, InnerHops::forbid);
+    rw.claim_ownership = true;
+    const std::string big1 = "a=" + std::string(5000, 'x');
+    const std::string big2 = "b=" + std::string(3180, 'y');
+    Headers out = rewrite({{"baggage", big1}, {"baggage", big2}}, rw);
+    REQUIRE(count_headers(out, "baggage") == 2);
+    CHECK(out[0].value == big1);
+    CHECK(out[1].value == big2);
+    CHECK(value_of(out, "x-retry-owner") == "orders");  // the header form still carries ownership
+  }
+
+  TEST_CASE("forbid + claim without propagate_baggage neither adds nor touches baggage") {
+    const Config c = make_config("orders", false);
+    RequestRewrite rw = bare_rewrite(c, InnerHops::forbid);
+    rw.claim_ownership = true;
+    CHECK(count_headers(rewrite({}, rw), "baggage") == 0);
+    CHECK(value_of(rewrite({{"baggage", "a=1"}}, rw), "baggage") == "a=1");
+  }
+
+  TEST_CASE("forbid, outer-owned: owner, attempt and baggage pass unchanged, directives stripped") {
+    const Config c = make_config("orders");
+    RequestRewrite rw = bare_rewrite(c, InnerHops::forbid);
+    Headers in = with_all_directives();
+    in.push_back({"x-retry-owner", "edge"});
+    in.push_back({"x-retry-attempt", "2"});
+    in.push_back({"baggage", " retry-owner = edge ;p"});
+    Headers out = rewrite(in, rw);
+    CHECK(serialize(out) ==
+          "Host: inv\r\nX-App: 1\r\nx-retry-owner: edge\r\nx-retry-attempt: 2\r\nbaggage:  retry-owner = edge ;p\r\n");
+  }
+
+  TEST_CASE("forbid, outer_owned flag: x-envoy-max-retries 0 replaces the stripped incoming one") {
+    const Config c = make_config("orders");
+    RequestRewrite rw = bare_rewrite(c, InnerHops::forbid);
+    rw.outer_owned = true;
+    Headers out = rewrite({{"x-retry-owner", "edge"}, {"x-envoy-max-retries", "10"}}, rw);
+    CHECK(serialize(out) == "x-retry-owner: edge\r\nx-envoy-max-retries: 0\r\n");
+  }
+
+  TEST_CASE("forbid on a route that does not retry writes no protocol headers") {
+    const Config c = make_config("orders");
+    Headers out = rewrite(with_all_directives(), bare_rewrite(c, InnerHops::forbid));
+    CHECK(serialize(out) == "Host: inv\r\nX-App: 1\r\n");
+  }
+
+  TEST_CASE("strip removes foreign directives but never claims, even if asked") {
+    const Config c = make_config("orders");
+    RequestRewrite rw = bare_rewrite(c, InnerHops::strip);
+    rw.claim_ownership = true;
+    rw.outer_owned = true;
+    Headers in = with_all_directives();
+    in.push_back({"x-retry-owner", "edge"});
+    in.push_back({"baggage", "a=1"});
+    Headers out = rewrite(in, rw);
+    CHECK(serialize(out) == "Host: inv\r\nX-App: 1\r\nx-retry-owner: edge\r\nbaggage: a=1\r\n");
+  }
+
+  TEST_CASE("pass forwards foreign directives and protocol headers untouched") {
+    const Config c = make_config("orders");
+    RequestRewrite rw = bare_rewrite(c, InnerHops::pass);
+    rw.claim_ownership = true;
+    Headers in = with_all_directives();
+    in.push_back({"x-retry-owner", "edge"});
+    in.push_back({"baggage", "a=1"});
+    Headers out = rewrite(in, rw);
+    CHECK(out == in);
+  }
+
+  TEST_CASE("each foreign directive is stripped in any case under forbid and strip, kept under pass") {
+    const Config c = make_config();
+    for (const auto& d : kForeignDirectives) {
+      std::string upper = d;
+      for (char& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      CAPTURE(d);
+      Headers in{{upper, "1"}};
+      CHECK(rewrite(in, bare_rewrite(c, InnerHops::forbid)).empty());
+      CHECK(rewrite(in, bare_rewrite(c, InnerHops::strip)).empty());
+      CHECK(rewrite(in, bare_rewrite(c, InnerHops::pass)).size() == 1);
+    }
+  }
+
+  TEST_CASE("x-request-timeout-ms is replaced in every mode when time_left_ms >= 0, else passes") {
+    const Config c = make_config();
+    for (InnerHops mode : {InnerHops::forbid, InnerHops::strip, InnerHops::pass}) {
+      RequestRewrite rw = bare_rewrite(c, mode);
+      Headers in{{"X-Request-Timeout-Ms", "9000"}};
+      rw.time_left_ms = 0;
+      Headers out = rewrite(in, rw);
+      CHECK(count_headers(out, "x-request-timeout-ms") == 1);
+      CHECK(value_of(out, "x-request-timeout-ms") == "0");
+      rw.time_left_ms = -1;
+      CHECK(rewrite(in, rw) == in);
+    }
+  }
+
+  TEST_CASE("custom header names are written instead of the defaults") {
+    Config c = make_config("orders");
+    c.headers.retry_owner = "x-owner";
+    c.headers.retry_attempt = "x-attempt";
+    c.headers.request_timeout_ms = "x-deadline";
+    c.headers.baggage_member = "owner";
+    RequestRewrite rw = bare_rewrite(c, InnerHops::forbid);
+    rw.claim_ownership = true;
+    rw.time_left_ms = 10;
+    Headers out = rewrite({}, rw);
+    CHECK(serialize(out) ==
+          "baggage: owner=orders\r\nx-owner: orders\r\nx-attempt: 1\r\nx-envoy-max-retries: 0\r\nx-deadline: 10\r\n");
+  }
+
+  TEST_CASE("an owner written by one layer is seen as outer owner by the next, through baggage only") {
+    const Config outer = make_config("edge");
+    RequestRewrite rw = bare_rewrite(outer, InnerHops::forbid);
+    rw.claim_ownership = true;
+    Headers sent = rewrite({{"baggage", "userId=alice"}}, rw);
+    // An app that propagates only baggage into its own outbound call:
+    Headers app_call{{"Host", "next"}, {"baggage", value_of(sent, "baggage")}};
+    RetryOwnership own = detect_outer_owner(app_call, outer.headers);
+    CHECK(own.outer_owned);
+    CHECK(own.owner == "edge");
+    const Config inner = make_config("orders");
+    RequestRewrite inner_rw = bare_rewrite(inner, InnerHops::forbid);
+    inner_rw.outer_owned = own.outer_owned;
+    Headers forwarded = rewrite(app_call, inner_rw);
+    CHECK(value_of(forwarded, "baggage") == "userId=alice,retry-owner=edge");
+    CHECK(count_headers(forwarded, "x-retry-owner") == 0);
+  }
+}
+
+TEST_SUITE("rewrite_response_headers") {
+  TEST_CASE("hop-by-hop, Connection-listed and framing fields are dropped, Via appended") {
+    Headers in{{"Content-Type", "text/plain"},
+               {"Connection", "close, X-Internal"},
+               {"X-Internal", "1"},
+               {"Keep-Alive", "timeout=5"},
+               {"Transfer-Encoding", "chunked"},
+               {"Content-Length", "10"},
+               {"Upgrade", "h2c"},
+               {"Via", "1.1 origin"},
+               {"Set-Cookie", "a=1"},
+               {"Set-Cookie", "b=2"}};
+    Headers out;
+    rewrite_response_headers(in, "1.1 onelayer", out);
+    CHECK(serialize(out) ==
+          "Content-Type: text/plain\r\nVia: 1.1 origin, 1.1 onelayer\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n");
+  }
+
+  TEST_CASE("values with CR or LF and invalid names are dropped") {
+    Headers in{{"X-Split", "a\r\nSet-Cookie: evil"}, {"X-Lf", "a\nb"}, {"Bad Name", "1"}, {"X-Ok", "1"}};
+    Headers out{Header{"stale", "x"}};
+    rewrite_response_headers(in, "", out);
+    CHECK(serialize(out) == "X-Ok: 1\r\n");
+  }
+
+  TEST_CASE("Via is added when the upstream sent none") {
+    Headers out;
+    rewrite_response_headers({{"Server", "x"}}, "1.1 onelayer", out);
+    CHECK(serialize(out) == "Server: x\r\nVia: 1.1 onelayer\r\n");
+  }
+
+  TEST_CASE("x-retry-exhausted passes through and marks the response") {
+    HeaderNames names;
+    Headers in{{"X-Retry-Exhausted", "3"}};
+    Headers out;
+    rewrite_response_headers(in, "", out);
+    CHECK(response_marks_exhausted(out, names));
+    CHECK_FALSE(response_marks_exhausted({{"Server", "x"}}, names));
+    names.retry_exhausted = "x-gave-up";
+    CHECK_FALSE(response_marks_exhausted(in, names));
+    CHECK(response_marks_exhausted({{"X-Gave-Up", "2"}}, names));
+  }
+}
+
+TEST_SUITE("append_serialized") {
+  TEST_CASE("writes Name: value CRLF per field and appends to existing text") {
+    std::string s = "HTTP/1.1 200 OK\r\n";
+    append_serialized({{"A", "1"}, {"b", ""}}, s);
+    CHECK(s == "HTTP/1.1 200 OK\r\nA: 1\r\nb: \r\n");
+  }
+}
