@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
     --origin) origin_mode="$2"; shift 2 ;;
     --control) control=1; shift ;;
     --keep) keep=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "local-three-hop: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -160,7 +160,9 @@ mode="protocol on (inner_hops: forbid, baggage)"
 echo "three hops up: client -> A:$a_port -> app1:$app1_port -> B:$b_port -> app2:$app2_port -> C:$c_port -> origin:$origin_port"
 echo "every layer max_attempts 3, origin mode $origin_mode, $mode"
 
-python3 - "$a_port" "$origin_port" "$requests" <<'PY'
+# The client runs in the background so that a signal to this script is
+# handled at once (bash runs traps only between foreground commands).
+python3 - "$a_port" "$origin_port" "$requests" <<'PY' &
 import http.client, sys
 
 a_port, origin_port, requests = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
@@ -196,3 +198,5 @@ print(f"summary requests={requests} answered={answered} ok={ok} origin_arrivals=
       f"max_per_request={max(arrivals, default=0)} mean_per_request={total / max(requests, 1):.2f}")
 sys.exit(0 if answered == requests else 1)
 PY
+pids+=($!)
+wait "$!"

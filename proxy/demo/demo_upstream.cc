@@ -1,1 +1,694 @@
-int main() { return 0; }
+// onelayer-demo-upstream: a small HTTP/1.1 origin for the README demo and for
+// integration tests. Its answers are deterministic so a retrying proxy in
+// front of it behaves the same way every run:
+//
+//   /hello            200 "hello from the demo upstream"
+//   /flaky            of every 3 requests the first two get 503, the third 200
+//   /slow?ms=N        200 after N ms (default 1000, at most 10000)
+//   /status/NNN       status NNN (200..599)
+//   /echo             the request body back (any method)
+//   /headers          the request line and headers as text
+//   /retry-after?s=N  503 with Retry-After: N (default 1)
+//   anything else     404
+//
+// Usage: onelayer-demo-upstream [--listen HOST:PORT] [--ports-file P]
+// Port 0 picks a free port; --ports-file then receives "demo <port>".
+// One log line per request goes to stderr. SIGINT/SIGTERM exit 0.
+#include <llhttp.h>
+#include <uv.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace {
+
+constexpr size_t kMaxHeadBytes = 64 * 1024;
+constexpr size_t kMaxBodyBytes = 64 * 1024 * 1024;
+constexpr size_t kMaxBufferedInput = 1024 * 1024;  // pipelined bytes kept while a reply is delayed
+constexpr uint64_t kMaxSlowMs = 10'000;
+constexpr uint64_t kDefaultSlowMs = 1'000;
+
+struct Server;
+
+// One client connection: a socket and a timer (for /slow). Deleted when both
+// handles have closed.
+struct Conn {
+  Server* server = nullptr;
+  uv_tcp_t tcp{};
+  uv_timer_t delay{};
+  llhttp_t parser{};
+  int open_handles = 0;
+  bool closing = false;
+  bool close_after_write = false;  // last response queued: close once written
+  bool waiting = false;            // a delayed response is pending; parser paused
+  bool peer_done = false;          // client sent EOF
+  size_t writes_pending = 0;
+  std::string pending_input;       // bytes after the paused request
+  std::string delayed_response;
+  uint64_t delayed_start_ns = 0;
+  std::string delayed_log;
+
+  // The request being parsed.
+  std::string url;
+  std::vector<std::pair<std::string, std::string>> headers;
+  bool last_was_value = false;
+  size_t head_bytes = 0;
+  std::string body;
+  bool keep_alive = true;
+  uint64_t start_ns = 0;
+  int reject_status = 0;
+};
+
+struct Server {
+  uv_loop_t* loop = nullptr;
+  uv_tcp_t listener{};
+  uv_signal_t sigint{}, sigterm{};
+  std::vector<Conn*> conns;
+  uint64_t flaky_count = 0;
+  int port = 0;
+  bool stopping = false;
+  char read_buffer[64 * 1024];
+};
+
+struct WriteReq {
+  uv_write_t req{};
+  std::string data;
+};
+
+struct Reply {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  uint64_t delay_ms = 0;
+};
+
+// ---- small helpers ----
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 413: return "Content Too Large";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Status";
+  }
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+// Parses decimal digits only; false on anything else or overflow past `max`.
+bool parse_uint(std::string_view s, uint64_t max, uint64_t* out) {
+  if (s.empty() || s.size() > 19) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v > max) return false;
+  *out = v;
+  return true;
+}
+
+// Finds `name` in a query string ("a=1&b=2"); false when absent.
+bool query_param(std::string_view query, std::string_view name, std::string_view* value) {
+  while (!query.empty()) {
+    size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    size_t eq = pair.find('=');
+    if (pair.substr(0, eq) == name) {
+      *value = eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1);
+      return true;
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return false;
+}
+
+const std::string* find_header(const Conn& c, std::string_view name) {
+  for (const auto& [k, v] : c.headers) {
+    if (iequals(k, name)) return &v;
+  }
+  return nullptr;
+}
+
+Reply text(int status, std::string body) {
+  Reply r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+// ---- the endpoints ----
+
+Reply handle(Server& s, Conn& c) {
+  const std::string_view url = c.url;
+  const size_t qpos = url.find('?');
+  const std::string_view path = url.substr(0, qpos);
+  const std::string_view query = qpos == std::string_view::npos ? std::string_view() : url.substr(qpos + 1);
+  const char* method = llhttp_method_name(static_cast<llhttp_method_t>(c.parser.method));
+
+  if (path == "/hello") return text(200, "hello from the demo upstream\n");
+
+  if (path == "/flaky") {
+    const uint64_t n = s.flaky_count++ % 3;  // 0, 1 fail; 2 succeeds
+    if (n < 2) return text(503, "flaky: failure " + std::to_string(n + 1) + " of 2, try again\n");
+    return text(200, "flaky: third time lucky\n");
+  }
+
+  if (path == "/slow") {
+    uint64_t ms = kDefaultSlowMs;
+    std::string_view v;
+    if (query_param(query, "ms", &v) && !parse_uint(v, UINT32_MAX, &ms)) {
+      return text(400, "ms must be a whole number of milliseconds\n");
+    }
+    if (ms > kMaxSlowMs) ms = kMaxSlowMs;
+    Reply r = text(200, "slept " + std::to_string(ms) + " ms\n");
+    r.delay_ms = ms;
+    return r;
+  }
+
+  if (path.rfind("/status/", 0) == 0) {
+    uint64_t code = 0;
+    if (!parse_uint(path.substr(8), 599, &code) || code < 200 || path.size() != 11) {
+      return text(400, "status must be a code from 200 to 599\n");
+    }
+    return text(static_cast<int>(code), "status " + std::to_string(code) + "\n");
+  }
+
+  if (path == "/echo") {
+    Reply r = text(200, c.body);
+    const std::string* ct = find_header(c, "content-type");
+    r.content_type = ct != nullptr ? *ct : "application/octet-stream";
+    return r;
+  }
+
+  if (path == "/headers") {
+    std::string out = std::string(method) + " " + c.url + " HTTP/" + std::to_string(c.parser.http_major) + "." +
+                      std::to_string(c.parser.http_minor) + "\n";
+    for (const auto& [k, v] : c.headers) out += k + ": " + v + "\n";
+    return text(200, std::move(out));
+  }
+
+  if (path == "/retry-after") {
+    uint64_t secs = 1;
+    std::string_view v;
+    if (query_param(query, "s", &v) && !parse_uint(v, 86'400, &secs)) {
+      return text(400, "s must be a whole number of seconds\n");
+    }
+    Reply r = text(503, "busy: retry after " + std::to_string(secs) + " s\n");
+    r.headers.emplace_back("Retry-After", std::to_string(secs));
+    return r;
+  }
+
+  return text(404,
+              "not found. Try /hello /flaky /slow?ms=N /status/NNN /echo /headers /retry-after?s=N\n");
+}
+
+// ---- connection plumbing ----
+
+void close_conn(Conn* c);
+void feed(Conn* c, const char* data, size_t len);
+void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf);
+void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+
+void on_conn_handle_closed(uv_handle_t* h) {
+  Conn* c = static_cast<Conn*>(h->data);
+  if (--c->open_handles > 0) return;
+  if (c->server != nullptr) {
+    auto& v = c->server->conns;
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i] == c) {
+        v[i] = v.back();
+        v.pop_back();
+        break;
+      }
+    }
+  }
+  delete c;
+}
+
+void close_conn(Conn* c) {
+  if (c->closing) return;
+  c->closing = true;
+  uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), on_conn_handle_closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&c->delay), on_conn_handle_closed);
+}
+
+void on_shutdown(uv_shutdown_t* req, int) {
+  Conn* c = static_cast<Conn*>(req->data);
+  delete req;
+  close_conn(c);
+}
+
+// Half-closes after the last response so the client reads it before the
+// socket goes away, then closes.
+void finish_conn(Conn* c) {
+  if (c->closing) return;
+  auto* req = new uv_shutdown_t;
+  req->data = c;
+  if (uv_shutdown(req, reinterpret_cast<uv_stream_t*>(&c->tcp), on_shutdown) < 0) {
+    delete req;
+    close_conn(c);
+  }
+}
+
+void on_write(uv_write_t* req, int status) {
+  auto* w = reinterpret_cast<WriteReq*>(req);
+  Conn* c = static_cast<Conn*>(req->data);
+  delete w;
+  --c->writes_pending;
+  if (status < 0) {
+    close_conn(c);
+  } else if (c->close_after_write && !c->waiting && c->writes_pending == 0) {
+    finish_conn(c);
+  }
+}
+
+void write(Conn* c, std::string data) {
+  if (c->closing) return;
+  auto* w = new WriteReq;
+  w->data = std::move(data);
+  w->req.data = c;
+  uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
+  if (uv_write(&w->req, reinterpret_cast<uv_stream_t*>(&c->tcp), &buf, 1, on_write) < 0) {
+    delete w;
+    close_conn(c);
+    return;
+  }
+  ++c->writes_pending;
+}
+
+std::string serialize(const Conn& c, const Reply& r, bool close) {
+  const bool head = c.parser.method == HTTP_HEAD;
+  const bool no_body_status = r.status == 204 || r.status == 304;
+  std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + reason_phrase(r.status) + "\r\n";
+  if (!no_body_status) {
+    out += "Content-Type: " + r.content_type + "\r\n";
+  }
+  if (r.status != 204) out += "Content-Length: " + std::to_string(no_body_status ? 0 : r.body.size()) + "\r\n";
+  out += "x-served-by: demo:" + std::to_string(c.server != nullptr ? c.server->port : 0) + "\r\n";
+  for (const auto& [k, v] : r.headers) out += k + ": " + v + "\r\n";
+  if (close) {
+    out += "Connection: close\r\n";
+  } else if (c.parser.http_major == 1 && c.parser.http_minor == 0) {
+    out += "Connection: keep-alive\r\n";
+  }
+  out += "\r\n";
+  if (!head && !no_body_status) out += r.body;
+  return out;
+}
+
+void log_request(const Conn& c, std::string_view method, std::string_view url, int status, size_t body_bytes,
+                 uint64_t start_ns) {
+  const double ms = static_cast<double>(uv_hrtime() - start_ns) / 1e6;
+  std::fprintf(stderr, "demo:%d %.*s %.*s -> %d (%zu bytes in, %.1f ms)\n", c.server != nullptr ? c.server->port : 0,
+               static_cast<int>(method.size()), method.data(), static_cast<int>(url.size()), url.data(), status,
+               body_bytes, ms);
+}
+
+void on_delay(uv_timer_t* t) {
+  Conn* c = static_cast<Conn*>(t->data);
+  c->waiting = false;
+  std::fprintf(stderr, "%s", c->delayed_log.c_str());
+  write(c, std::move(c->delayed_response));
+  c->delayed_response.clear();
+  if (c->close_after_write || c->peer_done) {
+    c->close_after_write = true;
+    if (c->writes_pending == 0) finish_conn(c);
+    return;
+  }
+  llhttp_resume(&c->parser);
+  std::string rest = std::move(c->pending_input);
+  c->pending_input.clear();
+  if (!rest.empty()) feed(c, rest.data(), rest.size());
+  if (!c->closing && !c->waiting && !c->close_after_write) {
+    // Reading stops when too much pipelined input was buffered; resume it.
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&c->tcp), on_alloc, on_read);
+  }
+}
+
+// ---- llhttp callbacks ----
+
+Conn* conn_of(llhttp_t* p) { return static_cast<Conn*>(p->data); }
+
+int add_head(Conn* c, size_t n) {
+  c->head_bytes += n;
+  if (c->head_bytes > kMaxHeadBytes) {
+    c->reject_status = 431;
+    llhttp_set_error_reason(&c->parser, "request head too large");
+    return HPE_USER;
+  }
+  return 0;
+}
+
+int on_message_begin(llhttp_t* p) {
+  Conn* c = conn_of(p);
+  c->url.clear();
+  c->headers.clear();
+  c->last_was_value = false;
+  c->head_bytes = 0;
+  c->body.clear();
+  c->keep_alive = true;
+  c->start_ns = uv_hrtime();
+  return 0;
+}
+
+int on_url(llhttp_t* p, const char* at, size_t len) {
+  Conn* c = conn_of(p);
+  c->url.append(at, len);
+  return add_head(c, len);
+}
+
+int on_header_field(llhttp_t* p, const char* at, size_t len) {
+  Conn* c = conn_of(p);
+  if (c->last_was_value || c->headers.empty()) c->headers.emplace_back();
+  c->last_was_value = false;
+  c->headers.back().first.append(at, len);
+  return add_head(c, len + 4);
+}
+
+int on_header_value(llhttp_t* p, const char* at, size_t len) {
+  Conn* c = conn_of(p);
+  c->last_was_value = true;
+  if (!c->headers.empty()) c->headers.back().second.append(at, len);
+  return add_head(c, len);
+}
+
+int on_headers_complete(llhttp_t* p) {
+  Conn* c = conn_of(p);
+  c->keep_alive = llhttp_should_keep_alive(p) != 0;
+  const std::string* expect = find_header(*c, "expect");
+  if (expect != nullptr && iequals(*expect, "100-continue") && p->http_minor == 1) {
+    write(c, "HTTP/1.1 100 Continue\r\n\r\n");
+  }
+  return 0;
+}
+
+int on_body(llhttp_t* p, const char* at, size_t len) {
+  Conn* c = conn_of(p);
+  if (c->body.size() + len > kMaxBodyBytes) {
+    c->reject_status = 413;
+    llhttp_set_error_reason(&c->parser, "request body too large");
+    return HPE_USER;
+  }
+  c->body.append(at, len);
+  return 0;
+}
+
+int on_message_complete(llhttp_t* p) {
+  Conn* c = conn_of(p);
+  if (c->server == nullptr || c->closing) return HPE_PAUSED;
+  Reply r = handle(*c->server, *c);
+  const bool close = !c->keep_alive || c->server->stopping;
+  std::string out = serialize(*c, r, close);
+  const char* method = llhttp_method_name(static_cast<llhttp_method_t>(p->method));
+  if (close) c->close_after_write = true;
+  if (r.delay_ms > 0) {
+    // Hold this response (and everything pipelined after it) until the timer.
+    c->waiting = true;
+    c->delayed_response = std::move(out);
+    char line[512];
+    std::snprintf(line, sizeof line, "demo:%d %s %.*s -> %d (%zu bytes in, %llu ms delay)\n", c->server->port, method,
+                  static_cast<int>(std::min<size_t>(c->url.size(), 300)), c->url.data(), r.status, c->body.size(),
+                  static_cast<unsigned long long>(r.delay_ms));
+    c->delayed_log = line;
+    uv_timer_start(&c->delay, on_delay, r.delay_ms, 0);
+    return HPE_PAUSED;
+  }
+  log_request(*c, method, c->url, r.status, c->body.size(), c->start_ns);
+  write(c, std::move(out));
+  return close ? HPE_PAUSED : 0;
+}
+
+const llhttp_settings_t& settings() {
+  static const llhttp_settings_t s = [] {
+    llhttp_settings_t st;
+    llhttp_settings_init(&st);
+    st.on_message_begin = on_message_begin;
+    st.on_url = on_url;
+    st.on_header_field = on_header_field;
+    st.on_header_value = on_header_value;
+    st.on_headers_complete = on_headers_complete;
+    st.on_body = on_body;
+    st.on_message_complete = on_message_complete;
+    return st;
+  }();
+  return s;
+}
+
+void reject(Conn* c, llhttp_errno_t err) {
+  const int status = c->reject_status != 0 ? c->reject_status : 400;
+  std::fprintf(stderr, "demo:%d bad request -> %d: %s %s\n", c->server != nullptr ? c->server->port : 0, status,
+               llhttp_errno_name(err), c->parser.reason != nullptr ? c->parser.reason : "");
+  Reply r = text(status, std::string(reason_phrase(status)) + "\n");
+  c->close_after_write = true;
+  write(c, serialize(*c, r, true));
+}
+
+void feed(Conn* c, const char* data, size_t len) {
+  const llhttp_errno_t err = llhttp_execute(&c->parser, data, len);
+  if (err == HPE_OK || c->closing) return;
+  if (err == HPE_PAUSED) {
+    if (c->waiting) {
+      const char* pos = llhttp_get_error_pos(&c->parser);
+      if (pos != nullptr && pos >= data && pos < data + len) {
+        c->pending_input.append(pos, static_cast<size_t>(data + len - pos));
+      }
+    }
+    // Otherwise paused after a final (Connection: close) response: drop the rest.
+    return;
+  }
+  if (err == HPE_PAUSED_UPGRADE) {
+    c->close_after_write = true;  // answered; this server never switches protocols
+    if (c->writes_pending == 0) finish_conn(c);
+    return;
+  }
+  reject(c, err);
+}
+
+void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
+  Conn* c = static_cast<Conn*>(h->data);
+  *buf = uv_buf_init(c->server->read_buffer, sizeof c->server->read_buffer);
+}
+
+void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  Conn* c = static_cast<Conn*>(stream->data);
+  if (nread == UV_EOF) {
+    c->peer_done = true;
+    if (c->waiting || c->writes_pending > 0) {
+      c->close_after_write = true;  // answer what was asked, then close
+      uv_read_stop(stream);
+    } else {
+      close_conn(c);
+    }
+    return;
+  }
+  if (nread < 0) {
+    close_conn(c);
+    return;
+  }
+  if (nread == 0 || c->closing || c->close_after_write) return;
+  if (c->waiting) {
+    c->pending_input.append(buf->base, static_cast<size_t>(nread));
+    if (c->pending_input.size() > kMaxBufferedInput) uv_read_stop(stream);  // back-pressure
+    return;
+  }
+  feed(c, buf->base, static_cast<size_t>(nread));
+}
+
+void on_connection(uv_stream_t* listener, int status) {
+  auto* s = static_cast<Server*>(listener->data);
+  if (status < 0 || s->stopping) return;
+  auto* c = new Conn;
+  c->server = s;
+  c->tcp.data = c;
+  c->delay.data = c;
+  if (uv_tcp_init(s->loop, &c->tcp) < 0) {
+    delete c;
+    return;
+  }
+  uv_timer_init(s->loop, &c->delay);
+  c->open_handles = 2;
+  s->conns.push_back(c);
+  if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(&c->tcp)) < 0) {
+    close_conn(c);
+    return;
+  }
+  uv_tcp_nodelay(&c->tcp, 1);
+  llhttp_init(&c->parser, HTTP_REQUEST, &settings());
+  c->parser.data = c;
+  if (uv_read_start(reinterpret_cast<uv_stream_t*>(&c->tcp), on_alloc, on_read) < 0) close_conn(c);
+}
+
+void on_signal(uv_signal_t* sig, int signum) {
+  auto* s = static_cast<Server*>(sig->data);
+  if (s->stopping) return;
+  s->stopping = true;
+  std::fprintf(stderr, "demo:%d signal %d: shutting down\n", s->port, signum);
+  uv_close(reinterpret_cast<uv_handle_t*>(&s->listener), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&s->sigint), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&s->sigterm), nullptr);
+  for (Conn* c : std::vector<Conn*>(s->conns)) close_conn(c);
+}
+
+// ---- command line ----
+
+struct Options {
+  std::string host = "127.0.0.1";
+  int port = 8081;
+  std::string ports_file;
+};
+
+bool parse_listen(std::string_view v, Options* o) {
+  std::string_view host, port;
+  if (!v.empty() && v.front() == '[') {
+    size_t close = v.find(']');
+    if (close == std::string_view::npos || close + 1 >= v.size() || v[close + 1] != ':') return false;
+    host = v.substr(1, close - 1);
+    port = v.substr(close + 2);
+  } else {
+    size_t colon = v.rfind(':');
+    if (colon == std::string_view::npos) {
+      port = v;  // a bare port
+    } else {
+      host = v.substr(0, colon);
+      port = v.substr(colon + 1);
+    }
+  }
+  uint64_t p = 0;
+  if (!parse_uint(port, 65535, &p)) return false;
+  if (!host.empty()) o->host = std::string(host);
+  o->port = static_cast<int>(p);
+  return true;
+}
+
+void usage(FILE* to) {
+  std::fprintf(to,
+               "usage: onelayer-demo-upstream [--listen HOST:PORT] [--ports-file FILE]\n"
+               "  --listen      address to serve on (default 127.0.0.1:8081; port 0 picks one)\n"
+               "  --ports-file  write \"demo <port>\" there once listening\n"
+               "paths: /hello /flaky /slow?ms=N /status/NNN /echo /headers /retry-after?s=N\n");
+}
+
+// Written to a temporary name first so a reader polling the file never sees
+// half of it.
+bool write_ports_file(const std::string& path, int port) {
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return false;
+  const bool ok = std::fprintf(f, "demo %d\n", port) > 0;
+  if (std::fclose(f) != 0 || !ok) return false;
+  return std::rename(tmp.c_str(), path.c_str()) == 0;
+}
+
+int bound_port(const uv_tcp_t* tcp) {
+  sockaddr_storage ss{};
+  int len = sizeof ss;
+  if (uv_tcp_getsockname(tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--help" || a == "-h") {
+      usage(stdout);
+      return 0;
+    }
+    if ((a == "--listen" || a == "--ports-file") && i + 1 >= argc) {
+      std::fprintf(stderr, "demo: %s needs a value\n", argv[i]);
+      return 2;
+    }
+    if (a == "--listen") {
+      if (!parse_listen(argv[++i], &opt)) {
+        std::fprintf(stderr, "demo: bad --listen %s (want HOST:PORT)\n", argv[i]);
+        return 2;
+      }
+    } else if (a == "--ports-file") {
+      opt.ports_file = argv[++i];
+    } else {
+      std::fprintf(stderr, "demo: unknown argument %s\n", argv[i]);
+      usage(stderr);
+      return 2;
+    }
+  }
+
+  std::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error code, not a crash
+  static Server server;
+  uv_loop_t* loop = uv_default_loop();
+  server.loop = loop;
+
+  sockaddr_storage addr{};
+  if (uv_ip4_addr(opt.host.c_str(), opt.port, reinterpret_cast<sockaddr_in*>(&addr)) != 0 &&
+      uv_ip6_addr(opt.host.c_str(), opt.port, reinterpret_cast<sockaddr_in6*>(&addr)) != 0) {
+    std::fprintf(stderr, "demo: --listen host must be an IP address: %s\n", opt.host.c_str());
+    return 2;
+  }
+  uv_tcp_init(loop, &server.listener);
+  server.listener.data = &server;
+  int r = uv_tcp_bind(&server.listener, reinterpret_cast<const sockaddr*>(&addr), 0);
+  if (r == 0) r = uv_listen(reinterpret_cast<uv_stream_t*>(&server.listener), 511, on_connection);
+  if (r != 0) {
+    std::fprintf(stderr, "demo: cannot listen on %s:%d: %s\n", opt.host.c_str(), opt.port, uv_strerror(r));
+    return 1;
+  }
+  server.port = bound_port(&server.listener);
+  if (!opt.ports_file.empty() && !write_ports_file(opt.ports_file, server.port)) {
+    std::fprintf(stderr, "demo: cannot write %s\n", opt.ports_file.c_str());
+    return 1;
+  }
+
+  uv_signal_init(loop, &server.sigint);
+  uv_signal_init(loop, &server.sigterm);
+  server.sigint.data = &server;
+  server.sigterm.data = &server;
+  uv_signal_start(&server.sigint, on_signal, SIGINT);
+  uv_signal_start(&server.sigterm, on_signal, SIGTERM);
+
+  std::fprintf(stderr, "demo: listening on %s:%d\n", opt.host.c_str(), server.port);
+  uv_run(loop, UV_RUN_DEFAULT);
+  const int rc = uv_loop_close(loop);
+  if (rc != 0) std::fprintf(stderr, "demo: loop closed with handles open: %s\n", uv_strerror(rc));
+  std::fprintf(stderr, "demo: bye\n");
+  return 0;
+}

@@ -312,10 +312,12 @@ void Exchange::count_breaker(bool failure) {
 
 bool Exchange::decide_retry(const AttemptResult& r) {
   TimePoint now = Clock::now();
-  RetryState::Decision d = rs_->on_attempt_result(r, now, response_started_, w_->random(), &ups_->budget);
-  if (d.retry && ups_->breaker.state(now) == CircuitBreaker::State::open) {
-    d = rs_->on_circuit_open();
-  }
+  // An open breaker refuses the retry before a budget token is spent on it.
+  bool breaker_open = is_retryable_outcome(r, route_->retry.retry_on) && !response_started_ &&
+                      rs_->owns_retries() && rs_->attempts_started() < route_->retry.max_attempts &&
+                      ups_->breaker.state(now) == CircuitBreaker::State::open;
+  RetryState::Decision d = breaker_open ? rs_->on_circuit_open()
+                                        : rs_->on_attempt_result(r, now, response_started_, w_->random(), &ups_->budget);
   if (d.retry) {
     rm_->on_retry(d.trigger);
     if (!triggers_.empty()) triggers_ += ',';
@@ -539,6 +541,7 @@ void Exchange::abort() {
   if (finished_) return;
   finished_ = true;
   stop_timer();
+  if (up_ && !response_started_) ups_->breaker.on_cancel(Clock::now());  // no result: free a probe slot
   drop_upstream();
   if (!error_reason_) error_reason_ = "client_closed";
   record(499);  // the client went away before the answer was complete

@@ -25,6 +25,7 @@ struct AccessRecord {
   int64_t unix_ms = 0;
 };
 void write_access_log(const AccessRecord& r);
+void flush_access_log();
 
 // JSON string escaping for log lines.
 void append_json_string(std::string& out, std::string_view s);

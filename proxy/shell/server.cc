@@ -15,6 +15,7 @@
 
 #include "core/config_loader.h"
 #include "shell/admin_server.h"
+#include "shell/logging.h"
 #include "shell/runtime.h"
 #include "shell/worker.h"
 
@@ -89,6 +90,7 @@ class Server {
   uv_loop_t loop_;
   uv_signal_t sighup_, sigterm_, sigint_;
   uv_timer_t drain_timer_;
+  uv_timer_t flush_timer_;
   uv_async_t worker_done_;
   std::atomic<int> workers_done_{0};
   std::vector<std::unique_ptr<Worker>> workers_;
@@ -193,6 +195,7 @@ void Server::worker_finished() {
   if (workers_done_.load() < static_cast<int>(workers_.size())) return;
   uv_timer_stop(&drain_timer_);
   uv_close(reinterpret_cast<uv_handle_t*>(&drain_timer_), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&flush_timer_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sighup_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
@@ -246,6 +249,8 @@ int Server::run() {
   uv_signal_start(&sigint_, [](uv_signal_t* s, int) { static_cast<Server*>(s->data)->start_drain("SIGINT"); }, SIGINT);
   uv_timer_init(&loop_, &drain_timer_);
   drain_timer_.data = this;
+  uv_timer_init(&loop_, &flush_timer_);
+  uv_timer_start(&flush_timer_, [](uv_timer_t*) { flush_access_log(); }, 200, 200);
   uv_async_init(&loop_, &worker_done_, [](uv_async_t* a) { static_cast<Server*>(a->data)->worker_finished(); });
   worker_done_.data = this;
 
@@ -268,6 +273,7 @@ int Server::run() {
   admin_.reset();
   uv_run(&loop_, UV_RUN_NOWAIT);
   if (uv_loop_close(&loop_) != 0) spdlog::warn("main loop closed with open handles");
+  flush_access_log();
   spdlog::info("stopped{}", forced_ ? " (drain_timeout cut connections)" : "");
   return forced_ ? 3 : 0;
 }

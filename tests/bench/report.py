@@ -220,6 +220,26 @@ def targets_table(tp, mem, st):
     return out + [""]
 
 
+def sanity(by):
+    """Problems that mean the run did not measure what it claims (CI smoke fails on them)."""
+    out = []
+    for r in by["throughput"]:
+        bad = (r.get("socket_errors") or 0) + (r.get("non2xx") or 0)
+        if r.get("rps") is None or bad:
+            out.append(f"throughput {r['target']} round {r['round']}: {bad} errors, rps {r.get('rps')}")
+    for r in by["memory"]:
+        if r["failures"] or r["alive"] < r["n"]:
+            out.append(f"memory {r['target']}: {r['failures']} failed ({r['failure_kinds']}), "
+                       f"{r['alive']} of {r['n']} held")
+    for r in by["large"]:
+        if r["statuses"] != [200] or not r["requests"]:
+            out.append(f"large {r['size']} {r['target']}: statuses {r['statuses']}")
+    for r in by["storm"]:
+        if not r["downstream_outage"] or not r["arrivals_outage"]:
+            out.append(f"storm {r['target']} depth {r['depth']}: no traffic measured")
+    return out
+
+
 # ---------------------------------------------------------------- plots
 
 def gnuplot(script, cwd):
@@ -249,7 +269,7 @@ def plot_throughput(tp, out_dir):
               '"" using 0:2:(sprintf("%.0f",$2)) with labels offset 0,0.8 notitle\n'
               + SVG_HEAD.format(w=640, h=400) + 'set output "latency.svg"\n' + common +
               'set title "Small-body latency under load (median of rounds, lower is better)"\n'
-              'set ylabel "milliseconds"\nset offsets 0,0,graph 0.1,0\n'
+              'set ylabel "milliseconds"\nset offsets 0,0,graph 0.1,0\nset key below horizontal\n'
               'plot "throughput.dat" using 3:xtic(1) title "p50" lc rgb "#66ccee", '
               '"" using 4 title "p99" lc rgb "#ee6677", '
               '"" using ($0-1.0/6):3:(sprintf("%.2f",$3)) with labels offset 0,0.8 notitle, '
@@ -275,7 +295,7 @@ def plot_storm(st, settings, out_dir):
               'set output "storm.svg"\n',
               f'set multiplot layout {len(depths)},{len(kinds)} title '
               f'"Retry storm: origin arrivals vs downstream requests per 100 ms (outage shaded)"\n',
-              f"set yrange [0:{ymax * 1.05:.0f}]\nset grid\nset key top right font ',9'\n"
+              f"set yrange [0:{ymax * 1.05:.0f}]\nset grid\nset key below horizontal font ',9'\n"
               "set xlabel 'seconds from outage start' font ',10'\nset ylabel 'per 100 ms' font ',10'\n",
               f"set object 1 rect from 0, graph 0 to {outage}, graph 1 fillcolor rgb '#f4d6d6' "
               "fillstyle solid 1.0 noborder behind\n"]
@@ -338,6 +358,8 @@ def main():
         md += sec
     md += targets_table(tp, mem, st)
 
+    problems = sanity(by)
+    notes += [f"CHECK FAILED: {p}" for p in problems]
     plot_notes = []
     if tp:
         plot_notes.append(plot_throughput(tp, a.out))
@@ -359,7 +381,9 @@ def main():
         f.write("\n".join(md))
     with open(os.path.join(a.out, "latest.json"), "w") as f:
         json.dump({"machine": info, "settings": settings, "notes": notes, "results": rows}, f, indent=1)
-    return 0
+    for p in problems:
+        print(f"report.py: check failed: {p}", file=sys.stderr)
+    return 3 if problems else 0
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ usage() {
 Usage: tests/bench/run.sh [--quick] [--out DIR] [--phases LIST] [--proxies LIST] [--keep]
 
   --quick          CI smoke: 2 s wrk, 1 round, 500 idle connections, 1 MiB body,
-                   3 s storm outage; finishes in well under a minute
+                   3 s storm outage at depth 3 only; finishes in under a minute
   --out DIR        where latest.md, latest.json and the SVG plots go
                    (default: tests/bench/results; with --quick: a temporary
                    directory whose latest.md is printed, unless --out is given)
@@ -33,6 +33,7 @@ Environment:
   BENCH_IDLE_CONNS     idle keep-alive connections (default 10000; quick 500)
   BENCH_STORM_OUTAGE   seconds of 503s in the retry storm (default 10; quick 3)
   BENCH_STORM_CLIENTS  concurrent storm clients (default 200)
+  BENCH_STORM_DEPTHS   proxy stack depths for the storm (default "1 3"; quick "3")
 EOF
 }
 
@@ -52,26 +53,33 @@ done
 
 if [[ $QUICK == 1 ]]; then
   DURATION=${BENCH_DURATION:-2} ROUNDS=${BENCH_ROUNDS:-1} IDLE_N=${BENCH_IDLE_CONNS:-500}
-  OUTAGE=${BENCH_STORM_OUTAGE:-3} STORM_LEAD=0.5 STORM_TAIL=1.5 WARMUP=0
+  OUTAGE=${BENCH_STORM_OUTAGE:-3} STORM_LEAD=0.3 STORM_TAIL=1 WARMUP=0
+  STORM_DEPTHS=${BENCH_STORM_DEPTHS:-3}
   SIZES="1m" WATCHDOG=110 MODE=quick
 else
   DURATION=${BENCH_DURATION:-10} ROUNDS=${BENCH_ROUNDS:-3} IDLE_N=${BENCH_IDLE_CONNS:-10000}
   OUTAGE=${BENCH_STORM_OUTAGE:-10} STORM_LEAD=1 STORM_TAIL=5 WARMUP=2
+  STORM_DEPTHS=${BENCH_STORM_DEPTHS:-1 3}
   SIZES="1m 100m" WATCHDOG=1500 MODE=full
 fi
 STORM_CLIENTS=${BENCH_STORM_CLIENTS:-200}
 BUILD_DIR=${BUILD_DIR:-$REPO/build}
+ONELAYER_EXPLICIT=${ONELAYER_BIN:+1}
 ONELAYER_BIN=${ONELAYER_BIN:-$BUILD_DIR/onelayer}
 
 has() { [[ ",$1," == *",$2,"* ]]; }
 log() { printf '[bench %s] %s\n' "$(date +%T)" "$*" >&2; }
 NOTES=()
+FAILED=0
 note() { NOTES+=("$*"); log "note: $*"; }
+fail() { FAILED=1; note "FAILED: $*"; }
 
 for tool in wrk nginx haproxy curl "$PY"; do
   command -v "$tool" >/dev/null || { echo "run.sh: $tool not found" >&2; exit 1; }
 done
 if has "$TARGETS" onelayer && [[ ! -x $ONELAYER_BIN ]]; then
+  # An explicit ONELAYER_BIN (ctest sets it) must exist; the default may not be built yet.
+  [[ -n $ONELAYER_EXPLICIT ]] && { echo "run.sh: ONELAYER_BIN=$ONELAYER_BIN is not executable" >&2; exit 1; }
   note "onelayer binary not found at $ONELAYER_BIN: onelayer skipped"
   TARGETS=$(tr ',' '\n' <<<"$TARGETS" | grep -vx onelayer | paste -sd,)
 fi
@@ -101,6 +109,14 @@ PIDS=()
 declare -A PID_OF PORT_OF
 WATCHDOG_PID=""
 
+descendants() {  # every descendant pid of $1, children first
+  local c
+  for c in $(pgrep -P "$1" 2>/dev/null); do
+    echo "$c"
+    descendants "$c"
+  done
+}
+
 alive() {  # alive PID...: true while one of them runs (a zombie counts as gone)
   local p
   for p in "$@"; do
@@ -111,14 +127,15 @@ alive() {  # alive PID...: true while one of them runs (a zombie counts as gone)
 
 kill_tree() {  # TERM a process and its descendants, then KILL what is left after 3 s
   local pids
-  pids=$("$PY" "$UTIL" tree "$1" 2>/dev/null || true)
-  [[ -z $pids ]] && return 0
-  kill -TERM $pids 2>/dev/null || true
-  for _ in $(seq 30); do
-    alive $pids || break
-    sleep 0.1
-  done
-  kill -KILL $pids 2>/dev/null || true
+  if alive "$1"; then
+    pids="$1 $(descendants "$1")"
+    kill -TERM $pids 2>/dev/null || true
+    for _ in $(seq 30); do
+      alive $pids || break
+      sleep 0.1
+    done
+    kill -KILL $pids 2>/dev/null || true
+  fi
   wait "$1" 2>/dev/null || true
 }
 
@@ -138,7 +155,7 @@ trap 'exit 130' INT TERM
 (
   sleep "$WATCHDOG"
   echo "run.sh: watchdog: over ${WATCHDOG}s, stopping" >&2
-  kill -TERM $("$PY" "$UTIL" tree $$ --exclude $$ --exclude "$BASHPID") 2>/dev/null || true
+  kill -TERM $(descendants $$ | grep -vx "$BASHPID") 2>/dev/null || true
   kill -TERM $$ 2>/dev/null || true
 ) &
 WATCHDOG_PID=$!
@@ -159,8 +176,17 @@ stop_bg() {
 
 free_port() { "$PY" "$UTIL" freeports 1; }
 
+wait_port() {  # wait_port PORT: up to 10 s for a listener (bash's /dev/tcp: no process to start)
+  local i
+  for i in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 wait_ready() {  # wait_ready NAME PORT
-  if ! "$PY" "$UTIL" waitport "$2" --timeout 10; then
+  if ! wait_port "$2"; then
     log "$1 did not listen on port $2; its log:"
     tail -n 20 "$TMP/logs/$1.log" >&2 || true
     return 1
@@ -329,8 +355,11 @@ upstreams:
     pool: { max_idle: 256, idle_timeout: 60s }
     retry_budget: { ratio: 0.1, min_per_second: 5 }
 EOF
-  start_bg "$name" "$ONELAYER_BIN" --config "$dir/onelayer.yaml" \
-    --ports-file "$dir/ports" --log-level warn
+  # The access log (always on, stdout) goes to /dev/null: formatted, not stored.
+  "$ONELAYER_BIN" --config "$dir/onelayer.yaml" --ports-file "$dir/ports" --log-level warn \
+    >/dev/null 2>"$TMP/logs/$name.log" &
+  PIDS+=($!)
+  PID_OF[$name]=$!
   local port
   if ! port=$("$PY" "$UTIL" portsfile "$dir/ports" bench --timeout 10); then
     log "$name wrote no ports file; its log:"
@@ -387,7 +416,7 @@ if has "$PHASES" memory; then
   for kind in ${PROXIES//,/ }; do
     log "memory: $kind, $IDLE_N idle keep-alive connections"
     timeout 300 "$PY" "$CLIENTS" idle --port "${PORT_OF[$kind]}" --pid "${PID_OF[$kind]}" \
-      --target "$kind" --n "$IDLE_N" >>"$RESULTS" || note "memory test failed for $kind"
+      --target "$kind" --n "$IDLE_N" >>"$RESULTS" || fail "memory test for $kind"
   done
   sleep 1  # let the proxies notice the closed connections
 fi
@@ -405,7 +434,7 @@ if has "$PHASES" throughput; then
       "$PY" "$UTIL" wrk --url "http://127.0.0.1:${PORT_OF[$t]}/small.txt" --target "$t" \
         --round "$r" --pid "${PID_OF[$t]:-0}" --origin-pid "${PID_OF[origin]}" \
         --duration "$DURATION" --raw "$TMP/raw/wrk-$t-$r.txt" >>"$RESULTS" \
-        || note "wrk failed for $t round $r (see raw output)"
+        || fail "wrk for $t round $r"
     done
   done
 fi
@@ -418,7 +447,7 @@ if has "$PHASES" large; then
       log "large: $size through $t"
       timeout 120 "$PY" "$CLIENTS" body --port "${PORT_OF[$t]}" --pid "${PID_OF[$t]:-0}" \
         --target "$t" --path "/$size.bin" --size-label "$size" --requests "$reqs" \
-        --max-seconds 60 >>"$RESULTS" || note "large body $size failed for $t"
+        --max-seconds 60 >>"$RESULTS" || fail "large body $size through $t"
     done
   done
 fi
@@ -430,7 +459,8 @@ run_storm() {  # run_storm KIND DEPTH
   start_bg "$sname-origin" "$PY" "$HERE/storm_origin.py" --port-file "$TMP/$sname/port" \
     --log "$TMP/$sname/arrivals.txt" --lifetime 300
   names+=("$sname-origin")
-  for _ in $(seq 50); do [[ -s $TMP/$sname/port ]] && break; sleep 0.1; done
+  for _ in $(seq 100); do [[ -s $TMP/$sname/port ]] && break; sleep 0.1; done
+  [[ -s $TMP/$sname/port ]] || { log "storm origin did not start"; return 1; }
   local origin_port
   origin_port=$(cat "$TMP/$sname/port")
   up=$origin_port
@@ -455,8 +485,8 @@ run_storm() {  # run_storm KIND DEPTH
 
 if has "$PHASES" storm; then
   for kind in ${PROXIES//,/ }; do
-    for depth in 1 3; do
-      run_storm "$kind" "$depth" || note "retry storm failed for $kind depth $depth"
+    for depth in $STORM_DEPTHS; do
+      run_storm "$kind" "$depth" || fail "retry storm for $kind depth $depth"
     done
   done
 fi
@@ -465,12 +495,14 @@ fi
 ONELAYER_VERSION=""
 [[ -x $ONELAYER_BIN ]] && ONELAYER_VERSION=$("$ONELAYER_BIN" --version 2>&1 | head -n 1 || true)
 notes_json=$(printf '%s\n' "${NOTES[@]+"${NOTES[@]}"}" | "$PY" -c 'import json,sys; print(json.dumps([l for l in sys.stdin.read().splitlines() if l]))')
+report_rc=0
 "$PY" "$HERE/report.py" --results "$RESULTS" --out "$OUT" \
   --set mode="$MODE" duration_s="$DURATION" rounds="$ROUNDS" idle_conns="$IDLE_N" \
         outage_s="$OUTAGE" storm_clients="$STORM_CLIENTS" nofile="$NOFILE" \
         onelayer_bin="$ONELAYER_BIN" onelayer_version="$ONELAYER_VERSION" \
         loadavg_start="$LOADAVG_START" \
-  --notes "$notes_json"
+  --notes "$notes_json" || report_rc=$?
 log "wrote $OUT/latest.md"
 [[ $PRINT_MD == 1 ]] && cat "$OUT/latest.md"
-exit 0
+# Non-zero when a step failed or a sanity check in report.py did not hold (CI smoke).
+[[ $FAILED == 0 && $report_rc == 0 ]]

@@ -396,7 +396,8 @@ def build_request(method="GET", target="/", headers=None, body=b"", *, chunked=F
             out.append("Transfer-Encoding: chunked")
         payload = encode_chunked(body, chunk_size or max(1, len(body)), trailers)
     else:
-        if "content-length" not in names and (body or method.upper() in ("POST", "PUT", "PATCH")):
+        framed = "content-length" in names or "transfer-encoding" in names
+        if not framed and (body or method.upper() in ("POST", "PUT", "PATCH")):
             out.append("Content-Length: %d" % len(body))
         payload = body
     return ("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + payload
@@ -445,7 +446,11 @@ class Conn:
         """Next final response (1xx go to self.interim unless include_interim).
         Raises IncompleteMessage if the connection ends first."""
         while True:
-            resp = read_response(self.reader, method, sink=sink)
+            try:
+                resp = read_response(self.reader, method, sink=sink)
+            except TimeoutError:
+                raise TimeoutError("no complete response within %.1fs; unparsed bytes: %r" % (
+                    self.timeout, bytes(self.reader.buf[:300]))) from None
             if resp is None:
                 raise IncompleteMessage("connection closed before a response")
             if 100 <= resp.status < 200 and resp.status != 101:
@@ -1122,9 +1127,9 @@ class Origin:
             self._cond.notify_all()
         if not complete:
             return False
-        action = self._next_action(arrival)
-        keep = action.run(_Ctx(self, sock, arrival))
-        return keep and not _Ctx(self, sock, arrival).client_wants_close
+        ctx = _Ctx(self, sock, arrival)
+        keep = self._next_action(arrival).run(ctx)
+        return keep and not ctx.client_wants_close
 
 
 def closed_port():
@@ -1448,9 +1453,10 @@ class IntegrationTest(unittest.TestCase):
 
     def start_proxy(self, config, subs=None, *, check_exit=True, **kwargs):
         proxy = Proxy(config, subs, **kwargs)
+        # Cleanups run last-in first-out: stop, then print logs if failed, then remove.
         self.addCleanup(proxy.cleanup)
-        self.addCleanup(self._stop_proxy, proxy, check_exit)
         self.addCleanup(self._print_diagnostics_on_failure, proxy)
+        self.addCleanup(self._stop_proxy, proxy, check_exit)
         proxy.start()
         return proxy
 
@@ -1459,8 +1465,15 @@ class IntegrationTest(unittest.TestCase):
         return self.start_proxy(simple_config(origin.port, **overrides))
 
     def _failed(self):
-        outcome = getattr(self, "_outcome", None)
-        return outcome is None or not getattr(outcome, "success", False)
+        """Has this test already failed or errored? (Read from the result: inside
+        a cleanup, unittest resets _Outcome.success for each cleanup call.)"""
+        result = getattr(getattr(self, "_outcome", None), "result", None)
+        if result is None:
+            return True
+        for test, _ in list(getattr(result, "errors", [])) + list(getattr(result, "failures", [])):
+            if test is self or getattr(test, "test_case", None) is self:
+                return True
+        return False
 
     def _print_diagnostics_on_failure(self, proxy):
         if self._failed():
@@ -1473,6 +1486,11 @@ class IntegrationTest(unittest.TestCase):
                 if code != 0:
                     raise AssertionError("onelayer died during the test with %s\n%s" % (
                         code, proxy.diagnostics()))
+            return
+        if self._failed():
+            # Already failing: report the exit code, don't raise a second error.
+            code = proxy.stop(expect_code=None)
+            sys.stderr.write("(onelayer exit code after SIGTERM: %s)\n" % code)
             return
         proxy.stop(expect_code=0 if check_exit else None)
 

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import unittest
 
 SOURCE_DIR = os.environ.get("ONELAYER_SOURCE_DIR") or os.path.abspath(
@@ -772,6 +773,28 @@ class DockerfileLint(unittest.TestCase):
                     result = subprocess.run(["bash", "-c", command], env=env, capture_output=True, timeout=10)
                 self.assertEqual(result.returncode, expected_exit, result.stderr)
 
+    def test_healthcheck_command_passes_against_a_running_onelayer(self):
+        if not have_binary():
+            self.skipTest("ONELAYER_BIN not built")
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = os.path.join(tmp, "hc.yaml")
+            with open(cfg, "w") as f:
+                f.write("admin:\n  listen: 127.0.0.1:0\nlisteners:\n  - name: in\n    listen: 127.0.0.1:0\n"
+                        "    routes:\n      - name: all\n        upstream: u\n"
+                        "upstreams:\n  - name: u\n    endpoints: [127.0.0.1:9]\n")
+            ports_file = os.path.join(tmp, "ports")
+            proc = subprocess.Popen([ONELAYER_BIN, "--config", cfg, "--ports-file", ports_file, "--log-level", "error"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                admin = wait_for_port(ports_file, "admin", proc)
+                env = dict(os.environ, ONELAYER_ADMIN_PORT=str(admin))
+                result = subprocess.run(["bash", "-c", self.healthcheck_command()], env=env,
+                                        capture_output=True, timeout=10)
+                self.assertEqual(result.returncode, 0, result.stderr)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+
     def test_no_network_fetch_other_than_apt(self):
         for stage_image, _, body in self.stages:
             for instr, rest in body:
@@ -812,6 +835,24 @@ class DockerfileLint(unittest.TestCase):
             self.assertIn(pattern, lines)
         for needed in ("config", "deploy", "proxy", "CMakeLists.txt"):
             self.assertNotIn(needed, lines)
+
+
+def wait_for_port(ports_file, name, proc, timeout_s=10.0):
+    """The port onelayer reports for `name` in its --ports-file."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"onelayer exited with {proc.returncode} before binding")
+        try:
+            with open(ports_file) as f:
+                for line in f:
+                    parts = line.split()
+                    if len(parts) == 2 and parts[0] == name:
+                        return int(parts[1])
+        except FileNotFoundError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"no '{name}' port in {ports_file} after {timeout_s}s")
 
 
 def owning_package(path):

@@ -68,18 +68,36 @@ class RoundTripTest(IntegrationTest):
             self.assertEqual(c.request("GET", "/after").body, b"ok")
         self.assertEqual([a.method for a in self.origin.wait_for(2)], ["HEAD", "GET"])
 
-    def test_204_and_304_have_no_body_and_connection_stays_usable(self):
-        self.origin.push(h.respond(204, [("X-A", "1")]),
-                         h.respond(304, [("ETag", '"v1"'), ("Content-Length", "10")]))
-        with h.Conn(self.port) as c:
-            r204 = c.request("DELETE", "/x")
-            r304 = c.request("GET", "/y", headers=[("If-None-Match", '"v1"')])
-            self.assertFalse(c.wait_for_data(0.3), "bytes after a 304 response")
-            last = c.request("GET", "/z")
-        self.assertEqual((r204.status, r204.body, r204.header("x-a")), (204, b"", "1"))
-        self.assertIsNone(r204.header("transfer-encoding"))
-        self.assertEqual((r304.status, r304.body, r304.header("etag")), (304, b"", '"v1"'))
+    def check_bodiless(self, action, method="GET", headers=None):
+        """The response to `action` has no body and the connection stays usable."""
+        self.origin.push(action)
+        with h.Conn(self.port, timeout=3) as c:
+            r = c.request(method, "/x", headers=headers)
+            self.assertFalse(c.wait_for_data(0.3), "bytes after a bodiless response")
+            last = c.request("GET", "/after")
+        self.assertEqual(r.body, b"")
         self.assertEqual(last.body, b"ok")
+        return r
+
+    def test_204_has_no_body_and_connection_stays_usable(self):
+        r = self.check_bodiless(h.respond(204, [("X-A", "1")]), method="DELETE")
+        self.assertEqual((r.status, r.header("x-a")), (204, "1"))
+        self.assertIsNone(r.header("transfer-encoding"), "RFC 9112 6.1: no TE in a 204")
+
+    def test_304_has_no_body_and_connection_stays_usable(self):
+        r = self.check_bodiless(h.respond(304, [("ETag", '"v1"')]),
+                                headers=[("If-None-Match", '"v1"')])
+        self.assertEqual((r.status, r.header("etag")), (304, '"v1"'))
+
+    def test_304_with_content_length_of_the_representation_has_no_body(self):
+        # RFC 9110 8.6: a 304 may carry the Content-Length the 200 would have had.
+        r = self.check_bodiless(h.respond(304, [("ETag", '"v1"'), ("Content-Length", "10")]),
+                                headers=[("If-None-Match", '"v1"')])
+        self.assertEqual(r.status, 304)
+
+    def test_head_with_chunked_response_head_has_no_body(self):
+        r = self.check_bodiless(h.respond(200, body=b"abc", chunked=True), method="HEAD")
+        self.assertEqual(r.status, 200)
 
     def test_chunked_request_arrives_dechunked_and_correctly_reframed(self):
         body = b"".join(b"%05d-" % i for i in range(3000))

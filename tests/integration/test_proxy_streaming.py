@@ -30,7 +30,7 @@ class StreamingTest(IntegrationTest):
         self.assertLess(peak, PEAK_LIMIT_KB, "peak RSS %d KiB" % peak)
 
     def upload(self, chunked):
-        port = self.start(recv_throttle=(4 * MIB, 0.01))
+        port = self.start(recv_throttle=(MIB, 0.01))
         block = h.pattern_block()
         headers = [("Transfer-Encoding", "chunked")] if chunked else [("Content-Length", str(TOTAL))]
         t0 = time.monotonic()
@@ -64,7 +64,7 @@ class StreamingTest(IntegrationTest):
             digest.update(data)
             before = got[0]
             got[0] += len(data)
-            if got[0] // (4 * MIB) != before // (4 * MIB):
+            if got[0] // MIB != before // MIB:
                 time.sleep(0.01)
 
         t0 = time.monotonic()
