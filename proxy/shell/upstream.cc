@@ -193,7 +193,10 @@ int UpConn::on_head(MessageHead& head) {
   if (!ex_) return -1;
   int rc = ex_->on_up_head(head);
   if (rc < 0) return -1;
-  return expect_no_body_ ? 1 : rc;
+  // llhttp reads a body after a 204/304 that carries Content-Length; RFC
+  // 9110 says they never have one, nor does the answer to HEAD.
+  bool no_body = expect_no_body_ || head.status == 204 || head.status == 304;
+  return no_body ? 1 : rc;
 }
 
 int UpConn::on_body(const char* data, size_t len) {

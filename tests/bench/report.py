@@ -75,7 +75,7 @@ def ratio(a, b):
 
 
 def kib(v):
-    return "n/a" if v is None else f"{v / 1024:.1f} MiB" if v >= 10240 else f"{v} KiB"
+    return "n/a" if v is None else f"{v / 1024:.1f} MiB" if v >= 1024 else f"{v} KiB"
 
 
 def targets_in(rows):
@@ -336,8 +336,11 @@ def main():
           f"| machine | `{info['uname']}` |", f"| CPUs | {info['nproc']} x {info['cpu']} |",
           f"| memory | {info['memory']} |",
           f"| load average (start / end) | {settings.get('loadavg_start', '?')} / {info['loadavg_end']} |",
-          f"| onelayer | {settings.get('onelayer_version') or 'not run'} |"]
+          f"| onelayer | {settings.get('onelayer_version') or 'not run'}"
+          f"{' (' + settings['onelayer_build'] + ' build)' if settings.get('onelayer_build') else ''} |"]
     md += [f"| {k} | {v} |" for k, v in info["tools"].items()]
+    if settings.get("onelayer_workers", "1") != "1":
+        md += ["", f"**onelayer ran with `workers: {settings['onelayer_workers']}`** (the other proxies with 1)."]
     md += ["", "Everything runs on this one machine over 127.0.0.1: load generator, proxy and origin "
            "(NGINX, 1 worker, static files) share its cores, so figures are comparable within a run, "
            "not across machines. Every proxy runs 1 worker/thread with keep-alive to the origin and "

@@ -34,6 +34,7 @@ Environment:
   BENCH_STORM_OUTAGE   seconds of 503s in the retry storm (default 10; quick 3)
   BENCH_STORM_CLIENTS  concurrent storm clients (default 200)
   BENCH_STORM_DEPTHS   proxy stack depths for the storm (default "1 3"; quick "3")
+  BENCH_ONELAYER_WORKERS  onelayer's workers (default 1; see the README on measuring 2)
 EOF
 }
 
@@ -63,6 +64,7 @@ else
   SIZES="1m 100m" WATCHDOG=1500 MODE=full
 fi
 STORM_CLIENTS=${BENCH_STORM_CLIENTS:-200}
+ONELAYER_WORKERS=${BENCH_ONELAYER_WORKERS:-1}
 BUILD_DIR=${BUILD_DIR:-$REPO/build}
 ONELAYER_EXPLICIT=${ONELAYER_BIN:+1}
 ONELAYER_BIN=${ONELAYER_BIN:-$BUILD_DIR/onelayer}
@@ -335,7 +337,7 @@ start_onelayer() {  # NAME UPSTREAM_PORT LAYER_ID
 layer_id: $layer
 admin:
   listen: 127.0.0.1:0
-workers: 1
+workers: $ONELAYER_WORKERS
 listeners:
   - name: bench
     listen: 127.0.0.1:0
@@ -492,14 +494,19 @@ if has "$PHASES" storm; then
 fi
 
 # ------------------------------------------------------------------ report
-ONELAYER_VERSION=""
-[[ -x $ONELAYER_BIN ]] && ONELAYER_VERSION=$("$ONELAYER_BIN" --version 2>&1 | head -n 1 || true)
+ONELAYER_VERSION="" ONELAYER_BUILD=""
+if has "$TARGETS" onelayer; then
+  ONELAYER_VERSION=$("$ONELAYER_BIN" --version 2>&1 | head -n 1 || true)
+  cache="$(dirname "$ONELAYER_BIN")/CMakeCache.txt"
+  [[ -f $cache ]] && ONELAYER_BUILD=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$cache")
+  [[ $ONELAYER_BUILD == Debug ]] && note "onelayer is a Debug build: its figures are not representative"
+fi
 notes_json=$(printf '%s\n' "${NOTES[@]+"${NOTES[@]}"}" | "$PY" -c 'import json,sys; print(json.dumps([l for l in sys.stdin.read().splitlines() if l]))')
 report_rc=0
 "$PY" "$HERE/report.py" --results "$RESULTS" --out "$OUT" \
   --set mode="$MODE" duration_s="$DURATION" rounds="$ROUNDS" idle_conns="$IDLE_N" \
-        outage_s="$OUTAGE" storm_clients="$STORM_CLIENTS" nofile="$NOFILE" \
-        onelayer_bin="$ONELAYER_BIN" onelayer_version="$ONELAYER_VERSION" \
+        outage_s="$OUTAGE" storm_clients="$STORM_CLIENTS" nofile="$NOFILE" onelayer_workers="$ONELAYER_WORKERS" \
+        onelayer_bin="$ONELAYER_BIN" onelayer_version="$ONELAYER_VERSION" onelayer_build="$ONELAYER_BUILD" \
         loadavg_start="$LOADAVG_START" \
   --notes "$notes_json" || report_rc=$?
 log "wrote $OUT/latest.md"

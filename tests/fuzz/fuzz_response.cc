@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "core/config.h"
 #include "core/http_headers.h"
 #include "core/retry_after.h"
+#include "fuzz_feed.h"
 #include "fuzz_util.h"
 #include "shell/http_codec.h"
 
@@ -176,6 +178,16 @@ Run run(std::string_view data, const std::vector<size_t>& cuts, bool head_reques
   return Run{model.transcript + "B:" + model.body, e};
 }
 
+// Split reads must not change what the proxy sees; shows both on failure.
+void require_same(const Run& whole, const Run& other, const char* how) {
+  if (other.error == whole.error && other.transcript == whole.transcript) return;
+  std::fprintf(stderr, "fed %s, the parse differs from one feed:\n--- one feed (error %d):\n%s\n--- %s (error %d):\n%s\n---\n",
+               how, static_cast<int>(whole.error), whole.transcript.c_str(), how, static_cast<int>(other.error),
+               other.transcript.c_str());
+  FUZZ_REQUIRE(other.transcript == whole.transcript);
+  FUZZ_REQUIRE(other.error == whole.error);
+}
+
 bool comparable(const Run& a, const Run& b) {
   return a.error != HttpParser::Error::head_too_large && b.error != HttpParser::Error::head_too_large;
 }
@@ -191,18 +203,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (in.size() < 2) return 0;
   size_t cut = 1 + (static_cast<size_t>(data[0] >> 2) * 131) % (in.size() - 1);
   Run split = run(in, {cut}, head_request, eof);
-  if (comparable(whole, split)) {
-    FUZZ_REQUIRE(split.error == whole.error);
-    FUZZ_REQUIRE(split.transcript == whole.transcript);
-  }
+  if (comparable(whole, split)) require_same(whole, split, "in two pieces");
   if (in.size() <= 512) {
     std::vector<size_t> every;
     for (size_t i = 1; i < in.size(); ++i) every.push_back(i);
     Run bytes = run(in, every, head_request, eof);
-    if (comparable(whole, bytes)) {
-      FUZZ_REQUIRE(bytes.error == whole.error);
-      FUZZ_REQUIRE(bytes.transcript == whole.transcript);
-    }
+    if (comparable(whole, bytes)) require_same(whole, bytes, "one byte at a time");
   }
   return 0;
 }

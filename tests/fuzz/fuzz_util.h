@@ -1,6 +1,6 @@
 // Helpers shared by the libFuzzer targets: a failed invariant aborts (so
 // libFuzzer records a crash with the input), plus independent checks of
-// header lists and a driver that feeds an HttpParser the way the shell does.
+// header lists (written here, not taken from the code under test).
 #pragma once
 
 #include <cstdio>
@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "core/http_headers.h"
-#include "shell/http_codec.h"
 
 namespace fuzz {
 
@@ -109,44 +108,6 @@ inline void require_clean_serialization(const onelayer::Headers& h) {
     pos = crlf + 2;
   }
   FUZZ_REQUIRE(lines == h.size());
-}
-
-// Feeds `data` in the given pieces like the shell does: after a message end
-// the parser pauses; the rest of the piece is fed again after resume().
-// Stops at the first error. Returns the final error.
-inline onelayer::HttpParser::Error feed_pieces(onelayer::HttpParser& p, std::string_view data,
-                                               const std::vector<size_t>& cuts, bool eof) {
-  using E = onelayer::HttpParser::Error;
-  size_t start = 0;
-  std::vector<size_t> ends(cuts);
-  ends.push_back(data.size());
-  for (size_t end : ends) {
-    if (end < start || end > data.size()) continue;
-    std::string piece(data.substr(start, end - start));  // own buffer, like a read
-    size_t off = 0;
-    while (true) {
-      size_t used = p.feed(piece.data() + off, piece.size() - off);
-      if (p.error() == E::paused) {
-        FUZZ_REQUIRE(used <= piece.size() - off);
-        off += used;
-        p.resume();
-        if (off == piece.size()) break;
-        continue;
-      }
-      if (p.error() != E::none) return p.error();
-      break;
-    }
-    start = end;
-  }
-  if (eof) {
-    E e = p.finish();
-    if (e == E::paused) {
-      p.resume();
-      return E::none;
-    }
-    return e;
-  }
-  return p.error();
 }
 
 }  // namespace fuzz

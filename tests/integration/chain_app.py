@@ -10,6 +10,7 @@ own, so the owning layer's verdict reaches the client.
 
     python3 chain_app.py --next 127.0.0.1:PORT --port-file F
         [--propagate baggage,x-request-timeout-ms | --propagate '*']
+        [--copy-response x-retry-exhausted | --copy-response '']
         [--record FILE]
 
 --port-file  written (atomically) with the bound port once listening (port 0).
@@ -18,6 +19,9 @@ own, so the owning layer's verdict reaches the client.
              time spent here subtracted), as a deadline-aware app does;
              `*` carries every end-to-end header (an app that forwards
              headers blindly).
+--copy-response  comma-separated response headers copied from the next
+             hop's answer into this app's answer (default x-retry-exhausted;
+             '' copies none, like an app that knows nothing of onelayer).
 --record     appends one JSON line per received request: method, path,
              headers (as received), to look at what a layer sent on.
 
@@ -39,7 +43,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer",
               "transfer-encoding", "upgrade", "content-length", "host"}
 TIMEOUT_HEADER = "x-request-timeout-ms"
-COPIED_RESPONSE_HEADERS = ("x-retry-exhausted",)
 NEXT_HOP_TIMEOUT_S = 30.0
 
 
@@ -48,18 +51,20 @@ def parse_args(argv):
     p.add_argument("--next", required=True, help="host:port of the next hop")
     p.add_argument("--port-file", required=True)
     p.add_argument("--propagate", default="baggage")
+    p.add_argument("--copy-response", default="x-retry-exhausted")
     p.add_argument("--record", default=None)
     return p.parse_args(argv)
 
 
 class ChainApp:
-    def __init__(self, next_hop, propagate, record_path):
+    def __init__(self, next_hop, propagate, copy_response, record_path):
         host, _, port = next_hop.rpartition(":")
         self.next_host = host or "127.0.0.1"
         self.next_port = int(port)
         names = [n.strip().lower() for n in propagate.split(",") if n.strip()]
         self.propagate_all = "*" in names
         self.propagate = set(names) - {"*"}
+        self.copy_response = [n.strip() for n in copy_response.split(",") if n.strip()]
         self.record_path = record_path
         self.record_lock = threading.Lock()
 
@@ -107,7 +112,7 @@ class ChainApp:
             conn.endheaders(body or None)
             resp = conn.getresponse()
             data = resp.read()
-            copied = [(n, resp.getheader(n)) for n in COPIED_RESPONSE_HEADERS
+            copied = [(n, resp.getheader(n)) for n in self.copy_response
                       if resp.getheader(n) is not None]
             return resp.status, copied, data
         finally:
@@ -154,7 +159,7 @@ def write_port_file(path, port):
 
 def main(argv):
     args = parse_args(argv)
-    app = ChainApp(args.next, args.propagate, args.record)
+    app = ChainApp(args.next, args.propagate, args.copy_response, args.record)
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(app))
     server.daemon_threads = True
 

@@ -1,6 +1,7 @@
 """Round trips through the real onelayer: methods, bodies, framing, headers
 (issue 2). Every route here has no retry block: one attempt per request."""
 
+import json
 import unittest
 
 import harness as h
@@ -29,7 +30,7 @@ class RoundTripTest(IntegrationTest):
         self.assertEqual(r.header_all("set-cookie"), ["a=1; Path=/", "b=2"])
         self.assertEqual(r.header("x-empty"), "")
         a = self.origin.wait_for(1)[0]
-        self.assertEqual((a.method, a.target), ("GET", "/some/path?x=1&y=%20z"))
+        self.assertEqual((a.method, a.target, a.version), ("GET", "/some/path?x=1&y=%20z", "HTTP/1.1"))
         self.assertEqual(a.header("x-custom"), "Value With  Spaces")
         self.assertEqual(a.header_all("x-multi"), ["one", "two"], "repeated fields keep their order")
         self.assertEqual(a.header("x-lower"), "v")
@@ -169,6 +170,14 @@ class RoundTripTest(IntegrationTest):
         a = self.origin.wait_for(1)[0]
         self.assertEqual(a.body, b"hello world")
 
+    def test_interim_1xx_from_upstream_does_not_break_the_exchange(self):
+        self.origin.push(h.raw(b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n"
+                               b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nfinal", close=False))
+        with h.Conn(self.port) as c:
+            r = c.request("GET", "/hints")
+            self.assertEqual((r.status, r.body), (200, b"final"))
+            self.assertEqual(c.request("GET", "/after").body, b"ok")
+
     def test_hop_by_hop_request_headers_are_not_forwarded(self):
         with h.Conn(self.port) as c:
             r = c.request("GET", "/hop", headers=[
@@ -241,6 +250,27 @@ class RoundTripTest(IntegrationTest):
         for i, line in enumerate(lines):
             self.assertIn("/log/%d" % i, line)
             self.assertIn("200", line)
+
+
+class JsonLogTest(IntegrationTest):
+    def test_json_log_format_gives_one_json_object_per_request(self):
+        origin = self.start_origin()
+        proxy = self.start_proxy(h.simple_config(origin.port), log_format="json")
+        with h.Conn(proxy.port()) as c:
+            c.request("GET", "/json/1")
+            c.request("POST", "/json/2", body=b"abc")
+        origin.wait_for(2)
+        proxy.stop()
+        records = [json.loads(line) for line in proxy.access_log()]
+        mine = [r for r in records if "/json/" in json.dumps(r)]
+        self.assertEqual(len(mine), 2, proxy.stdout())
+        for record, (method, path) in zip(mine, [("GET", "/json/1"), ("POST", "/json/2")]):
+            values = json.dumps(record)
+            self.assertIn(method, values)
+            self.assertIn(path, values)
+            self.assertTrue(any(str(v) == "200" for v in record.values()), record)
+        for line in proxy.stderr().splitlines():
+            json.loads(line)  # logs are JSON too
 
 
 class HostRoutingTest(IntegrationTest):

@@ -39,6 +39,28 @@ class ConnectionReuseTest(IntegrationTest):
                          [(200, b"/a"), (200, b"/b"), (200, b""), (200, b"/d")])
         self.assertEqual(sorted(a.target for a in origin.snapshot()), ["/a", "/b", "/c", "/d"])
 
+    def test_100_pipelined_requests_in_one_write_are_answered_in_order(self):
+        origin = self.start_origin(handler=lambda a: h.respond(200, body=a.target.encode()))
+        proxy = self.proxy_for(origin)
+        reqs = b"".join(h.build_request("GET", "/n/%d" % i) for i in range(100))
+        data = h.raw_request(proxy.port(), reqs, timeout=10, responses=100)
+        self.assertEqual([r.body for r in h.parse_responses(data)],
+                         [b"/n/%d" % i for i in range(100)])
+
+    def test_client_vanishing_mid_response_leaves_the_proxy_healthy(self):
+        origin = self.start_origin(script=[h.stream_response(50 * 1024 * 1024)], record_limit=0)
+        proxy = self.proxy_for(origin)
+        c = h.Conn(proxy.port())
+        c.send(h.build_request("GET", "/big"))
+        got = c.sock.recv(1024 * 1024)
+        self.assertTrue(got.startswith(b"HTTP/1.1 200"))
+        h._rst_close(c.sock)
+        time.sleep(0.3)
+        with h.Conn(proxy.port()) as c2:
+            r = c2.request("GET", "/small")
+        self.assertEqual((r.status, r.body), (200, b"ok"))
+        self.assertTrue(proxy.running())
+
     def test_pipelined_requests_in_one_segment_with_bodies(self):
         origin = self.start_origin(default=h.echo())
         proxy = self.proxy_for(origin)
@@ -153,6 +175,56 @@ class ConnectionReuseTest(IntegrationTest):
             t0 = time.monotonic()
             self.assertTrue(c.closed_by_peer(5), "idle connection still open after 5 s")
             self.assertGreaterEqual(time.monotonic() - t0, 0.3)
+
+
+class DrainTest(IntegrationTest):
+    """SIGTERM: stop accepting, let in-flight requests finish, exit 0."""
+
+    def test_sigterm_lets_an_in_flight_request_finish_then_exits_0(self):
+        origin = self.start_origin(script=[h.delay(0.5, h.respond(200, body=b"finished"))])
+        proxy = self.proxy_for(origin)
+        port = proxy.port()
+        c = h.Conn(port)
+        self.addCleanup(c.close)
+        c.send(h.build_request("GET", "/slow"))
+        origin.wait_for(1)
+        proxy.signal(15)  # SIGTERM
+        time.sleep(0.1)
+        refused = False
+        try:
+            with h.Conn(port, timeout=1) as late:
+                late.send(h.build_request("GET", "/late"))
+                late.read_response()
+        except (OSError, h.IncompleteMessage):
+            refused = True
+        self.assertTrue(refused, "a new connection was served after SIGTERM")
+        r = c.read_response()
+        self.assertEqual((r.status, r.body), (200, b"finished"))
+        self.assertEqual(proxy.stop(timeout=5), 0)
+        self.assertEqual([a.target for a in origin.snapshot()], ["/slow"])
+
+    def test_sigterm_with_a_request_outlasting_drain_timeout_still_exits_0(self):
+        # PRODUCT.md: in-flight requests finish, bounded by drain_timeout, then exit 0.
+        origin = self.start_origin(default=h.hang())
+        proxy = self.proxy_for(origin, drain_timeout="500ms")
+        c = h.Conn(proxy.port())
+        self.addCleanup(c.close)
+        c.send(h.build_request("GET", "/forever"))
+        origin.wait_for(1)
+        t0 = time.monotonic()
+        code = proxy.stop(expect_code=None, timeout=5)
+        elapsed = time.monotonic() - t0
+        self.assertLess(elapsed, 2.0, "drain took %.2fs with drain_timeout 500ms" % elapsed)
+        self.assertEqual(code, 0, "exit code after a drain that had to cut a request")
+
+    def test_sigterm_on_an_idle_proxy_exits_0_promptly(self):
+        origin = self.start_origin()
+        proxy = self.proxy_for(origin)
+        with h.Conn(proxy.port()) as c:
+            self.assertEqual(c.request("GET", "/").status, 200)
+            t0 = time.monotonic()
+            self.assertEqual(proxy.stop(timeout=5), 0)
+        self.assertLess(time.monotonic() - t0, 1.5, "an idle keep-alive connection delayed exit")
 
 
 if __name__ == "__main__":
