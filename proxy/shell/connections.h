@@ -90,7 +90,7 @@ class DownConn final : public Conn, public HttpParser::Handler {
   void process_input(const char* data, size_t len);
   void exchange_done(bool close_after);
   void reject(int status, const char* reason, bool close_after, const char* log_detail);
-  void abort_connection();
+  void abort_connection(const char* reason = "client_closed");
   void close_when_flushed();
   void arm_idle_timer();
   void arm_header_timer();
@@ -99,8 +99,7 @@ class DownConn final : public Conn, public HttpParser::Handler {
   void drain();
   void account_in(size_t n);
 
-  WorkerListener* listener_;
-  std::string listener_name_;
+  WorkerListener* listener_;  // outlives its connections (see Worker::close_listener)
   HttpParser parser_;
   std::string pending_in_;  // bytes after a paused (pipelined) message
   std::unique_ptr<Exchange> ex_;
@@ -128,7 +127,7 @@ class Exchange {
   void on_request_end();
   void on_down_drained();
   void on_up_drained();
-  void abort();  // downstream went away
+  void abort(const char* reason = "client_closed");  // downstream went away, or drain cut it
 
   // From the upstream connection.
   void on_connected();

@@ -15,7 +15,7 @@ namespace onelayer {
 void conn_handle_closed(Conn* c);
 
 DownConn::DownConn(Worker* w, WorkerListener* l)
-    : Conn(w), listener_(l), listener_name_(l->name), parser_(HTTP_REQUEST, this) {
+    : Conn(w), listener_(l), parser_(HTTP_REQUEST, this) {
   uv_tcp_init(w->loop(), &tcp_);
   uv_timer_init(w->loop(), &timer_);
 }
@@ -31,9 +31,9 @@ static const Limits& limits_for(Worker* w, const std::string& listener) {
 }
 
 void DownConn::start() {
-  const Limits& lim = limits_for(worker_, listener_name_);
+  const Limits& lim = limits_for(worker_, listener_->name);
   if (listener_->connections > lim.max_connections) {
-    spdlog::warn("listener {}: max_connections {} reached, closing new connection", listener_name_,
+    spdlog::warn("listener {}: max_connections {} reached, closing new connection", listener_->name,
                  lim.max_connections);
     reject(503, "max_connections", true, "connection limit reached");
     return;
@@ -84,7 +84,7 @@ static void on_header_timeout(uv_timer_t* t) {
   auto* d = static_cast<DownConn*>(t->data);
   if (d->ex_) return;
   if (d->parser_.in_message()) {
-    spdlog::info("listener {}: header timeout from {}", d->listener_name_, d->peer_ip_);
+    spdlog::info("listener {}: header timeout from {}", d->listener_->name, d->peer_ip_);
     d->reject(408, "header_timeout", true, "request head not complete in time");
   } else {
     d->abort_connection();  // idle keep-alive connection timed out
@@ -92,7 +92,7 @@ static void on_header_timeout(uv_timer_t* t) {
 }
 
 void DownConn::arm_header_timer() {
-  const Limits& lim = limits_for(worker_, listener_name_);
+  const Limits& lim = limits_for(worker_, listener_->name);
   uv_timer_start(&timer_, on_header_timeout, static_cast<uint64_t>(lim.header_timeout.count()), 0);
 }
 
@@ -107,7 +107,7 @@ static void on_idle_timeout(uv_timer_t* t) {
 }
 
 void DownConn::arm_idle_timer() {
-  const Limits& lim = limits_for(worker_, listener_name_);
+  const Limits& lim = limits_for(worker_, listener_->name);
   uv_timer_start(&timer_, on_idle_timeout, static_cast<uint64_t>(lim.idle_timeout.count()), 0);
 }
 
@@ -217,7 +217,7 @@ int DownConn::on_head(MessageHead& head) {
     return -1;
   }
   const GenerationPtr& gen = worker_->generation();
-  int li = gen->listener_index(listener_name_);
+  int li = gen->listener_index(listener_->name);
   if (li < 0) {
     reject(503, "draining", true, "listener removed by reload");
     return -1;
@@ -320,14 +320,14 @@ void DownConn::reject(int status, const char* reason, bool close_after, const ch
   std::string out;
   append_proxy_response(out, status, reason, close_after_);
   worker_->write(this, out);
-  spdlog::info("listener {}: {} {} from {}: {}", listener_name_, status, reason, peer_ip_,
+  spdlog::info("listener {}: {} {} from {}: {}", listener_->name, status, reason, peer_ip_,
                log_detail ? log_detail : "");
   WorkerListener* l = listener_;
-  if (!l->unrouted) l->unrouted = worker_->runtime().metrics.route(listener_name_, "", "");
+  if (!l->unrouted) l->unrouted = worker_->runtime().metrics.route(listener_->name, "", "");
   auto now_ms = std::chrono::duration_cast<Millis>(Clock::now().time_since_epoch()).count();
   l->unrouted->on_response(status, 0, 0, now_ms);
   AccessRecord r;
-  r.listener = listener_name_;
+  r.listener = listener_->name;
   r.method = parser_.in_message() || requests_ ? std::string_view("-") : std::string_view("-");
   r.status = status;
   r.error = reason;
@@ -342,10 +342,10 @@ void DownConn::reject(int status, const char* reason, bool close_after, const ch
   }
 }
 
-void DownConn::abort_connection() {
+void DownConn::abort_connection(const char* reason) {
   if (closing_) return;
   if (ex_) {
-    ex_->abort();
+    ex_->abort(reason);
     finished_ex_ = std::move(ex_);
   }
   close_handles();

@@ -537,13 +537,13 @@ void Exchange::finish_aborted() {
   down_->abort_connection();
 }
 
-void Exchange::abort() {
+void Exchange::abort(const char* reason) {
   if (finished_) return;
   finished_ = true;
   stop_timer();
   if (up_ && !response_started_) ups_->breaker.on_cancel(Clock::now());  // no result: free a probe slot
   drop_upstream();
-  if (!error_reason_) error_reason_ = "client_closed";
+  if (!error_reason_) error_reason_ = reason;
   record(499);  // the client went away before the answer was complete
 }
 

@@ -20,19 +20,28 @@ void MessageHead::clear() {
 
 static HttpParser* self(llhttp_t* p) { return static_cast<HttpParser*>(p->data); }
 
+// One settings table for every parser: it only holds the trampolines.
+const llhttp_settings_t* HttpParser::settings() {
+  static const llhttp_settings_t s = [] {
+    llhttp_settings_t t;
+    llhttp_settings_init(&t);
+    t.on_message_begin = s_message_begin;
+    t.on_url = s_url;
+    t.on_status = s_status;
+    t.on_method = s_method;
+    t.on_header_field = s_header_field;
+    t.on_header_value = s_header_value;
+    t.on_header_value_complete = s_header_value_complete;
+    t.on_headers_complete = s_headers_complete;
+    t.on_body = s_body;
+    t.on_message_complete = s_message_complete;
+    return t;
+  }();
+  return &s;
+}
+
 HttpParser::HttpParser(llhttp_type_t type, Handler* handler) : handler_(handler) {
-  llhttp_settings_init(&settings_);
-  settings_.on_message_begin = s_message_begin;
-  settings_.on_url = s_url;
-  settings_.on_status = s_status;
-  settings_.on_method = s_method;
-  settings_.on_header_field = s_header_field;
-  settings_.on_header_value = s_header_value;
-  settings_.on_header_value_complete = s_header_value_complete;
-  settings_.on_headers_complete = s_headers_complete;
-  settings_.on_body = s_body;
-  settings_.on_message_complete = s_message_complete;
-  llhttp_init(&llhttp_, type, &settings_);
+  llhttp_init(&llhttp_, type, const_cast<llhttp_settings_t*>(settings()));
   llhttp_.data = this;
 }
 

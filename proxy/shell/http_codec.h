@@ -79,9 +79,9 @@ class HttpParser {
   static int s_message_complete(llhttp_t*);
 
   int count_head_bytes(size_t n);
+  static const llhttp_settings_t* settings();
 
   llhttp_t llhttp_;
-  llhttp_settings_t settings_;
   Handler* handler_;
   MessageHead head_;
   Error error_ = Error::none;

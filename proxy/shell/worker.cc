@@ -95,7 +95,7 @@ void Worker::post_force_close() {
       for (WorkerListener* l : listeners_)
         if (!l->closing) close_listener(l);
       std::vector<DownConn*> conns(conns_.begin(), conns_.end());
-      for (DownConn* d : conns) d->abort_connection();
+      for (DownConn* d : conns) d->abort_connection("drain_timeout");
       close_everything();
     });
   }

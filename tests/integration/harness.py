@@ -1271,6 +1271,7 @@ class Proxy:
         self.stdout_path = os.path.join(self.dir, "stdout")
         self.stderr_path = os.path.join(self.dir, "stderr")
         self.proc = None
+        self._terminated = False
         self.ports = {}
         self.returncode = None
 
@@ -1332,6 +1333,8 @@ class Proxy:
     def signal(self, sig):
         if self.running():
             self.proc.send_signal(sig)
+            if sig == signal.SIGTERM:
+                self._terminated = True
 
     def stop(self, expect_code=0, timeout=10.0):
         """SIGTERM, wait, and (unless expect_code is None) assert the exit code.
@@ -1339,7 +1342,9 @@ class Proxy:
         if self.proc is None:
             return None
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            if not self._terminated:  # a second SIGTERM may mean "exit now"
+                self.proc.send_signal(signal.SIGTERM)
+                self._terminated = True
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

@@ -7,7 +7,6 @@ import stat
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 import unittest
 

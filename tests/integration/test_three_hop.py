@@ -97,7 +97,11 @@ class ChainApp:
             time.sleep(0.02)
         self.stop()
         raise AssertionError("%s did not start (exit %s): %s" % (
-            self.name, self.proc.returncode, h._read_text(self.stderr_path)))
+            self.name, self.proc.returncode, self.stderr()))
+
+    def stderr(self):
+        with open(self.stderr_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
 
     def received(self):
         """Every request this app received: [{method, path, headers}]."""
