@@ -149,7 +149,8 @@ def large(rows):
     out = ["## Large bodies\n",
            "One keep-alive connection fetching the body repeatedly (1 MiB x 200, 100 MiB x 5; "
            "quick mode 1 MiB x 20), MB/s = 10^6 bytes per second of transfer time. Peak RSS is the "
-           "proxy's VmHWM (reset before each size through /proc/<pid>/clear_refs), summed over its processes.\n",
+           "proxy's VmHWM (reset to the current RSS before each size through /proc/<pid>/clear_refs), summed over "
+           "its processes; in brackets, how far it rose above the RSS before the transfers.\n",
            "| path | " + " | ".join(f"{names[s]} MB/s | {names[s]} peak RSS" for s in sizes) + " |",
            "|---|" + "---:|---:|" * len(sizes)]
     for t in targets_in(rows):
@@ -160,7 +161,12 @@ def large(rows):
                 cells += ["n/a", "n/a"]
                 continue
             bad = "" if r["statuses"] == [200] else f" (status {r['statuses']})"
-            cells += [fmt(r["mb_s"], 0) + bad, "-" if t == "direct" else kib(r["peak_rss_kib"])]
+            if t == "direct" or r.get("peak_rss_kib") is None:
+                peak = "-"
+            else:
+                grew = r["peak_rss_kib"] - (r.get("rss_before_kib") or 0)
+                peak = f"{kib(r['peak_rss_kib'])} (+{kib(grew)})"
+            cells += [fmt(r["mb_s"], 0) + bad, peak]
         out.append(f"| {LABEL[t]} | " + " | ".join(cells) + " |")
     return out + [""]
 
@@ -209,7 +215,7 @@ def targets_table(tp, mem, st):
     rows.append(("<= 1 KiB RSS per idle keep-alive connection",
                  "n/a" if per is None else f"{per:,.0f} B", None if per is None else per <= 1024))
     start = m.get("rss_start_kib") if m else None
-    rows.append(("<= 8 MiB RSS at start", kib(start), None if start is None else start <= 8192))
+    rows.append(("<= 8 MiB RSS at start (the bench config)", kib(start), None if start is None else start <= 8192))
     for d in (1, 3):
         r = st.get(("onelayer", d))
         a = r.get("arrivals_per_request") if r else None

@@ -63,6 +63,7 @@ else
   STORM_DEPTHS=${BENCH_STORM_DEPTHS:-1 3}
   SIZES="1m 100m" WATCHDOG=1500 MODE=full
 fi
+WATCHDOG=${BENCH_WATCHDOG:-$WATCHDOG}
 STORM_CLIENTS=${BENCH_STORM_CLIENTS:-200}
 ONELAYER_WORKERS=${BENCH_ONELAYER_WORKERS:-1}
 BUILD_DIR=${BUILD_DIR:-$REPO/build}
@@ -155,9 +156,10 @@ trap 'exit 130' INT TERM
 # The watchdog ends the run if anything hangs: it kills the script's other
 # descendants (so a foreground client cannot delay the trap) and then the script.
 (
+  me=$BASHPID  # read here: inside $(...) BASHPID is that subshell's
   sleep "$WATCHDOG"
   echo "run.sh: watchdog: over ${WATCHDOG}s, stopping" >&2
-  kill -TERM $(descendants $$ | grep -vx "$BASHPID") 2>/dev/null || true
+  kill -TERM $(descendants $$ | grep -vx "$me") 2>/dev/null || true
   kill -TERM $$ 2>/dev/null || true
 ) &
 WATCHDOG_PID=$!
@@ -170,10 +172,14 @@ start_bg() {  # start_bg NAME CMD...: background, logged, killed on exit
 }
 
 stop_bg() {
-  local name=$1
-  [[ -n ${PID_OF[$name]:-} ]] || return 0
-  kill_tree "${PID_OF[$name]}"
+  local name=$1 pid p keep=()
+  pid=${PID_OF[$name]:-}
+  [[ -n $pid ]] || return 0
+  kill_tree "$pid"
   unset "PID_OF[$name]"
+  # Reaped now, so the pid may be reused by an unrelated process: forget it.
+  for p in "${PIDS[@]}"; do [[ $p == "$pid" ]] || keep+=("$p"); done
+  PIDS=("${keep[@]}")
 }
 
 free_port() { "$PY" "$UTIL" freeports 1; }
@@ -357,6 +363,7 @@ upstreams:
     pool: { max_idle: 256, idle_timeout: 60s }
     retry_budget: { ratio: 0.1, min_per_second: 5 }
 EOF
+  rm -f "$dir/ports"
   # The access log (always on, stdout) goes to /dev/null: formatted, not stored.
   "$ONELAYER_BIN" --config "$dir/onelayer.yaml" --ports-file "$dir/ports" --log-level warn \
     >/dev/null 2>"$TMP/logs/$name.log" &
@@ -403,14 +410,17 @@ ORIGIN=${PORT_OF[origin]}
 PORT_OF[direct]=$ORIGIN
 PID_OF[direct]=""
 
-for kind in ${PROXIES//,/ }; do
-  start_proxy "$kind" "$kind" "$ORIGIN" bench
-done
-
-for t in ${TARGETS//,/ }; do
-  check_get "$t" "http://127.0.0.1:${PORT_OF[$t]}/small.txt" \
-    || { echo "run.sh: $t does not serve; stopping" >&2; exit 1; }
-done
+start_front_proxies() {
+  local kind t
+  for kind in ${PROXIES//,/ }; do
+    start_proxy "$kind" "$kind" "$ORIGIN" bench
+  done
+  for t in ${TARGETS//,/ }; do
+    check_get "$t" "http://127.0.0.1:${PORT_OF[$t]}/small.txt" \
+      || { echo "run.sh: $t does not serve; stopping" >&2; exit 1; }
+  done
+}
+start_front_proxies
 
 # ------------------------------------------------------------------ memory
 # First, so that "RSS at start" is the RSS of a proxy that has served nothing.
@@ -420,7 +430,9 @@ if has "$PHASES" memory; then
     timeout 300 "$PY" "$CLIENTS" idle --port "${PORT_OF[$kind]}" --pid "${PID_OF[$kind]}" \
       --target "$kind" --n "$IDLE_N" >>"$RESULTS" || fail "memory test for $kind"
   done
-  sleep 1  # let the proxies notice the closed connections
+  # Fresh processes for what follows: the idle test leaves its heap behind.
+  for kind in ${PROXIES//,/ }; do stop_bg "$kind"; done
+  start_front_proxies
 fi
 
 # ------------------------------------------------------------------ throughput
@@ -462,18 +474,18 @@ run_storm() {  # run_storm KIND DEPTH
     --log "$TMP/$sname/arrivals.txt" --lifetime 300
   names+=("$sname-origin")
   for _ in $(seq 100); do [[ -s $TMP/$sname/port ]] && break; sleep 0.1; done
-  [[ -s $TMP/$sname/port ]] || { log "storm origin did not start"; return 1; }
+  [[ -s $TMP/$sname/port ]] || { log "storm origin did not start"; stop_bg "$sname-origin"; return 1; }
   local origin_port
   origin_port=$(cat "$TMP/$sname/port")
   up=$origin_port
   # Innermost hop first: hop N talks to the origin, hop 1 faces the clients.
+  local ok=1
   for hop in $(seq "$depth" -1 1); do
-    start_proxy "$kind" "$sname-hop$hop" "$up" "hop$hop" || return 1
     names+=("$sname-hop$hop")
+    start_proxy "$kind" "$sname-hop$hop" "$up" "hop$hop" || { ok=0; break; }
     up=${PORT_OF[$sname-hop$hop]}
   done
-  local ok=1
-  check_get "$sname" "http://127.0.0.1:$up/storm" || ok=0
+  [[ $ok == 1 ]] && { check_get "$sname" "http://127.0.0.1:$up/storm" || ok=0; }
   if [[ $ok == 1 ]]; then
     log "storm: $kind depth $depth ($STORM_CLIENTS clients, ${OUTAGE}s of 503)"
     timeout $((OUTAGE + 60)) "$PY" "$CLIENTS" storm --port "$up" --origin-port "$origin_port" \

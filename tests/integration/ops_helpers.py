@@ -1,0 +1,162 @@
+"""Helpers shared by the operating tests (admin, metrics, reload, drain,
+workers, logging, dashboard). Standard library only; builds on harness.py
+without changing it.
+
+* ``config(...)``: a config dict with several listeners/routes/upstreams,
+  serialized with harness.to_yaml (simple_config has one listener only).
+* ``admin(proxy, method, path)``: one request to the admin listener.
+* ``metrics(test, proxy)``: GET /metrics, asserted valid with promcheck.
+* ``read_ports(path)``, ``wait_until(...)``, ``rewrite_config(...)``.
+* ``access_records(...)``: parsed access log lines (text or JSON).
+"""
+
+import json
+import os
+import re
+import time
+
+import harness as h
+import promcheck
+
+FAST_BACKOFF = {"base": "1ms", "cap": "5ms", "jitter": "none"}
+
+
+def route(name, upstream="origin", **extra):
+    r = {"name": name, "upstream": upstream}
+    r.update(extra)
+    return r
+
+
+def listener(name, routes, listen="127.0.0.1:0", **extra):
+    lst = {"name": name, "listen": listen}
+    lst.update(extra)
+    lst["routes"] = list(routes)
+    return lst
+
+
+def upstream(name, endpoints, **extra):
+    u = {"name": name, "endpoints": list(endpoints), "connect_timeout": "1s"}
+    u.update(extra)
+    return u
+
+
+def config(listeners, upstreams, **top):
+    """YAML text: admin on 127.0.0.1:0, drain_timeout 2s unless overridden."""
+    cfg = {"layer_id": "ops", "admin": {"listen": "127.0.0.1:0"}, "drain_timeout": "2s"}
+    cfg.update(top)
+    cfg["listeners"] = list(listeners)
+    cfg["upstreams"] = list(upstreams)
+    return h.to_yaml(cfg) + "\n"
+
+
+def admin(proxy, method, path, body=b"", timeout=5.0):
+    """One request to the admin listener on a fresh connection."""
+    with h.Conn(proxy.admin_port, timeout=timeout) as c:
+        return c.request(method, path, headers=[("Connection", "close")], body=body, host="127.0.0.1")
+
+
+def metrics(test, proxy):
+    """The /metrics text, after asserting 200 and a valid exposition."""
+    r = admin(proxy, "GET", "/metrics")
+    test.assertEqual(r.status, 200, r)
+    text = r.body.decode()
+    problems = promcheck.check(text, use_promtool=False)
+    test.assertEqual(problems, [], text)
+    return text
+
+
+def value(text, name, **labels):
+    return promcheck.value(text, name, **labels)
+
+
+def series(text, name):
+    """[(labels dict, value)] of every sample named `name`."""
+    return [(s.labels, s.value) for s in promcheck.samples(text) if s.name == name]
+
+
+def declined(text, route_name):
+    """{reason: count} of onelayer_retries_declined_total for a route."""
+    return {labels["reason"]: v for labels, v in series(text, "onelayer_retries_declined_total")
+            if labels.get("route") == route_name}
+
+
+def read_ports(path):
+    ports = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    name, port = line.split()
+                    ports[name] = int(port)
+    except FileNotFoundError:
+        pass
+    return ports
+
+
+def wait_until(predicate, timeout=5.0, interval=0.02):
+    """Polls predicate() until it returns a truthy value; returns the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = predicate()
+        if got or time.monotonic() >= deadline:
+            return got
+        time.sleep(interval)
+
+
+def rewrite_config(proxy, text):
+    """Replace the proxy's config file atomically (a reload reads it whole)."""
+    tmp = proxy.config_path + ".new"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, proxy.config_path)
+    proxy.config_text = text
+
+
+def connect_refused(port, timeout=1.0):
+    """True when a TCP connect to 127.0.0.1:port is refused (or reset at once
+    without a byte, as a closed listener's backlog is)."""
+    import socket
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return True
+    try:
+        s.settimeout(timeout)
+        s.sendall(h.build_request("GET", "/probe", headers=[("Connection", "close")]))
+        data = s.recv(1)
+        return data == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+TEXT_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+
+
+def parse_text_access_line(line):
+    """`<time> key=value ...` -> dict with 'time' and every key (values as
+    text; quoted values unescaped; '-' kept as is)."""
+    stamp, _, rest = line.partition(" ")
+    out = {"time": stamp}
+    for key, raw in TEXT_FIELD.findall(rest):
+        out[key] = json.loads(raw) if raw.startswith('"') else raw
+    return out
+
+
+def access_records(proxy, count, predicate=lambda r: True, timeout=5.0, fmt="text"):
+    """Waits until `count` access records matching predicate were flushed
+    (the log is flushed every 200 ms); returns every matching record."""
+    def records():
+        out = []
+        for line in proxy.access_log():
+            rec = json.loads(line) if fmt == "json" else parse_text_access_line(line)
+            if predicate(rec):
+                out.append(rec)
+        return out
+    got = wait_until(lambda: (lambda rs: rs if len(rs) >= count else None)(records()), timeout)
+    return got if got else records()
