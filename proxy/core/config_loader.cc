@@ -13,7 +13,9 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <tuple>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "core/units.h"
@@ -100,6 +102,70 @@ std::string format_double(double v) {
   char buf[64];
   auto res = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, res.ptr);
+}
+
+// ------------------------------------------------------------ document scan
+
+// Notes where each document starts and whether it holds anything.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  struct Document {
+    YAML::Mark start;
+    bool has_content = false;
+  };
+  std::vector<Document> docs;
+
+  void OnDocumentStart(const YAML::Mark& mark) override { docs.push_back({mark, false}); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { content(); }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    content();
+  }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    content();
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    content();
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void content() {
+    if (!docs.empty()) docs.back().has_content = true;
+  }
+};
+
+// What the stream holds beyond its first document. yaml-cpp 0.7's LoadAll()
+// never returns on a stray top-level ',' (jbeder/yaml-cpp#1040: the parser
+// emits a null document without consuming the token, forever, allocating
+// each time), so documents are counted here with a bounded loop instead.
+// Empty documents after the first ("---" at the end) are harmless.
+enum class StreamShape { one_document, several_documents, stuck };
+
+StreamShape scan_documents(const std::string& text, YAML::Mark& where) {
+  constexpr int kMaxDocuments = 16;
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts scan;
+  for (int i = 0; i < kMaxDocuments && parser.HandleNextDocument(scan); ++i) {
+    const auto& docs = scan.docs;
+    size_t n = docs.size();
+    // A document starting where the previous one did means no token was used.
+    if (n >= 2 && docs[n - 1].start.pos == docs[n - 2].start.pos) {
+      where = docs[n - 1].start;
+      return StreamShape::stuck;
+    }
+    if (n >= 2 && docs[n - 1].has_content) {
+      where = docs[n - 1].start;
+      return StreamShape::several_documents;
+    }
+  }
+  return StreamShape::one_document;
 }
 
 // ---------------------------------------------------------------- the loader
@@ -847,13 +913,20 @@ LoadResult Loader::load(std::string_view text) {
   config_.source_path = file_;
   config_.source_text = std::string(text);
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
-    if (docs.empty() || docs[0].IsNull()) {
+    std::string owned(text);
+    YAML::Mark where;
+    StreamShape shape = scan_documents(owned, where);
+    YAML::Node root;
+    if (shape == StreamShape::one_document) root = YAML::Load(owned);  // the first document only
+    if (shape == StreamShape::stuck) {
+      char c = where.pos >= 0 && static_cast<size_t>(where.pos) < owned.size() ? owned[where.pos] : '?';
+      error(At{YAML::Node(), where, ""}, std::string("invalid YAML: unexpected '") + c + "'");
+    } else if (shape == StreamShape::several_documents) {
+      error(At{YAML::Node(), where, ""}, "more than one YAML document; expected one");
+    } else if (root.IsNull()) {
       error(At{YAML::Node(), YAML::Mark(), ""}, "empty configuration");
-    } else if (docs.size() > 1) {
-      error(At{docs[1], docs[1].Mark(), ""}, "more than one YAML document; expected one");
     } else {
-      read_root(At{docs[0], docs[0].Mark(), ""});
+      read_root(At{root, root.Mark(), ""});
       check_addresses();
       resolve_upstreams();
     }

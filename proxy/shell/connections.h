@@ -101,11 +101,13 @@ class DownConn final : public Conn, public HttpParser::Handler {
 
   WorkerListener* listener_;  // outlives its connections (see Worker::close_listener)
   HttpParser parser_;
-  std::string pending_in_;  // bytes after a paused (pipelined) message
+  std::unique_ptr<std::string> pending_in_;  // bytes after a paused (pipelined) message; rare
   std::unique_ptr<Exchange> ex_;
   std::unique_ptr<Exchange> finished_ex_;  // freed on the next loop turn, outside its callbacks
   std::string peer_ip_;
-  std::list<DownConn*>::iterator pos_;
+  DownConn* prev_ = nullptr;  // the worker's intrusive list of connections
+  DownConn* next_ = nullptr;
+  bool tracked_ = false;
   bool reading_ = false;
   bool want_read_ = true;       // backpressure may turn this off
   bool close_after_ = false;    // Connection: close, HTTP/1.0, drain, errors

@@ -141,7 +141,10 @@ void DownConn::process_input(const char* data, size_t len) {
   HttpParser::Error err = parser_.error();
   if (err == HttpParser::Error::none) return;
   if (err == HttpParser::Error::paused) {
-    if (used < len) pending_in_.append(data + used, len - used);
+    if (used < len) {
+      if (!pending_in_) pending_in_ = std::make_unique<std::string>();
+      pending_in_->append(data + used, len - used);
+    }
     pause_reading();
     return;
   }
@@ -283,9 +286,9 @@ static void on_resume_timer(uv_timer_t* t) {
   d->finished_ex_.reset();
   d->parser_.resume();
   d->arm_idle_timer();
-  if (!d->pending_in_.empty()) {
+  if (d->pending_in_ && !d->pending_in_->empty()) {
     std::string in;
-    in.swap(d->pending_in_);
+    in.swap(*d->pending_in_);
     d->arm_header_timer();
     d->process_input(in.data(), in.size());
   }
@@ -328,7 +331,8 @@ void DownConn::reject(int status, const char* reason, bool close_after, const ch
   l->unrouted->on_response(status, 0, 0, now_ms);
   AccessRecord r;
   r.listener = listener_->name;
-  r.method = parser_.in_message() || requests_ ? std::string_view("-") : std::string_view("-");
+  r.method = parser_.head().method;
+  r.path = parser_.head().target;
   r.status = status;
   r.error = reason;
   r.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();

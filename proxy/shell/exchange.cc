@@ -62,7 +62,7 @@ void Exchange::start() {
               RetryState::Request{req_.method, has_key, replayable_, ownership_.outer_owned});
   ups_->budget.on_request(started_);
   if (timeout.count() <= 0) {
-    declined_ = "deadline";
+    // The caller's x-request-timeout-ms left nothing: no attempt at all.
     respond_error(504, "deadline_exceeded");
     return;
   }

@@ -65,6 +65,7 @@ class HttpParser {
   bool in_head() const { return in_head_; }
   bool in_message() const { return in_message_; }
   uint8_t method_code() const { return llhttp_.method; }
+  const MessageHead& head() const { return head_; }  // the message being parsed (or the last one)
 
  private:
   static int s_message_begin(llhttp_t*);

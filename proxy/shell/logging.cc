@@ -1,6 +1,7 @@
 #include "shell/logging.h"
 
 #include <fmt/format.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <cstdio>
@@ -10,6 +11,18 @@
 namespace onelayer {
 
 static LogFormat g_format = LogFormat::text;
+
+// %* in the JSON pattern: the message as a JSON string (quotes, escapes), so
+// a log line stays valid JSON whatever the message holds.
+class JsonMessageFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    std::string out;
+    append_json_string(out, std::string_view(msg.payload.data(), msg.payload.size()));
+    dest.append(out.data(), out.data() + out.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonMessageFlag>(); }
+};
 
 LogFormat log_format() { return g_format; }
 
@@ -21,7 +34,10 @@ bool setup_logging(std::string_view level, LogFormat format) {
   if (lvl == spdlog::level::off && level != "off") return false;
   auto logger = spdlog::stderr_logger_mt("onelayer");
   if (format == LogFormat::json) {
-    logger->set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","thread":%t,"msg":"%v"})");
+    auto formatter = std::make_unique<spdlog::pattern_formatter>();
+    formatter->add_flag<JsonMessageFlag>('*').set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%e%z","level":"%l","thread":%t,"msg":%*})");
+    logger->set_formatter(std::move(formatter));
   } else {
     logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e%z %l [%t] %v");
   }

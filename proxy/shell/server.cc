@@ -81,7 +81,7 @@ class Server {
   int run();
 
  private:
-  bool bind_listener(const Listener& l, std::vector<std::vector<ListenSocket>>& per_worker);
+  bool bind_listener(const Listener& l, std::vector<std::vector<ListenSocket>>& per_worker, uint16_t& port);
   std::pair<bool, std::string> reload();
   void start_drain(const char* why);
   void write_ports_file();
@@ -103,8 +103,10 @@ class Server {
   bool forced_ = false;
 };
 
-bool Server::bind_listener(const Listener& l, std::vector<std::vector<ListenSocket>>& per_worker) {
-  uint16_t port = l.listen.port;
+// Binds one socket per worker into `per_worker`; records nothing else, so a
+// failed reload can close what it bound and leave the running state alone.
+bool Server::bind_listener(const Listener& l, std::vector<std::vector<ListenSocket>>& per_worker, uint16_t& port) {
+  port = l.listen.port;
   for (size_t w = 0; w < per_worker.size(); ++w) {
     std::string err;
     int fd = make_listen_socket(l.listen, port, err);
@@ -117,8 +119,6 @@ bool Server::bind_listener(const Listener& l, std::vector<std::vector<ListenSock
     }
     per_worker[w].push_back({l.name, fd});
   }
-  bound_addr_[l.name] = l.listen.to_string();
-  bound_port_[l.name] = port;
   spdlog::info("listener {} on {}:{} ({} worker socket{})", l.name, l.listen.host, port, per_worker.size(),
                per_worker.size() == 1 ? "" : "s");
   return true;
@@ -149,27 +149,39 @@ std::pair<bool, std::string> Server::reload() {
     spdlog::warn("reload: workers changes from {} to {} take effect on restart only", cur->config->workers,
                  next.workers);
   std::vector<std::string> remove;
-  std::vector<std::vector<ListenSocket>> add(workers_.size());
+  std::vector<const Listener*> to_bind;
   for (const Listener& l : next.listeners) {
     auto it = bound_addr_.find(l.name);
     if (it != bound_addr_.end() && it->second == l.listen.to_string()) continue;
-    if (it != bound_addr_.end()) remove.push_back(l.name);
+    if (it != bound_addr_.end()) remove.push_back(l.name);  // address changed: close, open anew
+    to_bind.push_back(&l);
   }
   for (auto& [name, addr] : bound_addr_) {
     bool keep = false;
     for (const Listener& l : next.listeners) keep |= l.name == name;
     if (!keep) remove.push_back(name);
   }
+  // Bind everything first; any failure closes what was bound and changes nothing.
+  std::vector<std::vector<ListenSocket>> add(workers_.size());
+  std::map<std::string, uint16_t> new_ports;
+  for (const Listener* l : to_bind) {
+    uint16_t port = 0;
+    if (!bind_listener(*l, add, port)) {
+      for (auto& v : add)
+        for (auto& s : v) ::close(s.fd);
+      rt_.metrics.config_reloads_error.fetch_add(1);
+      spdlog::error("reload rejected: listener {} could not be bound to {}", l->name, l->listen.to_string());
+      return {false, "listener " + l->name + " could not be bound to " + l->listen.to_string() + "\n"};
+    }
+    new_ports[l->name] = port;
+  }
   for (const std::string& name : remove) {
     bound_addr_.erase(name);
     bound_port_.erase(name);
   }
-  for (const Listener& l : next.listeners) {
-    if (bound_addr_.count(l.name)) continue;
-    if (!bind_listener(l, add)) {
-      rt_.metrics.config_reloads_error.fetch_add(1);
-      return {false, "listener " + l.name + " could not be bound"};
-    }
+  for (const Listener* l : to_bind) {
+    bound_addr_[l->name] = l->listen.to_string();
+    bound_port_[l->name] = new_ports[l->name];
   }
   rt_.install(lr.config);
   for (size_t i = 0; i < workers_.size(); ++i) workers_[i]->post_listeners(add[i], remove);
@@ -218,7 +230,10 @@ int Server::run() {
   size_t nworkers = cfg->workers;
   std::vector<std::vector<ListenSocket>> sockets(nworkers);
   for (const Listener& l : cfg->listeners) {
-    if (!bind_listener(l, sockets)) return 1;
+    uint16_t port = 0;
+    if (!bind_listener(l, sockets, port)) return 1;
+    bound_addr_[l.name] = l.listen.to_string();
+    bound_port_[l.name] = port;
   }
 
   uv_loop_init(&loop_);

@@ -79,8 +79,7 @@ void Worker::post_drain() {
       for (WorkerListener* l : listeners_)
         if (!l->closing) close_listener(l);
       // Copy: drain() may close connections and unlink them.
-      std::vector<DownConn*> conns(conns_.begin(), conns_.end());
-      for (DownConn* d : conns) d->drain();
+      for (DownConn* d : connections()) d->drain();
       maybe_finish_drain();
     });
   }
@@ -94,8 +93,7 @@ void Worker::post_force_close() {
       draining_ = true;
       for (WorkerListener* l : listeners_)
         if (!l->closing) close_listener(l);
-      std::vector<DownConn*> conns(conns_.begin(), conns_.end());
-      for (DownConn* d : conns) d->abort_connection("drain_timeout");
+      for (DownConn* d : connections()) d->abort_connection("drain_timeout");
       close_everything();
     });
   }
@@ -112,7 +110,7 @@ void Worker::on_async() {
 }
 
 void Worker::maybe_finish_drain() {
-  if (draining_ && conns_.empty()) close_everything();
+  if (draining_ && conn_count_ == 0) close_everything();
 }
 
 void Worker::close_everything() {
@@ -145,17 +143,23 @@ static void on_connection(uv_stream_t* server, int status) {
 }
 
 void Worker::track(DownConn* d) {
-  conns_.push_front(d);
-  d->pos_ = conns_.begin();
+  d->next_ = conns_;
+  if (conns_) conns_->prev_ = d;
+  conns_ = d;
+  d->tracked_ = true;
+  ++conn_count_;
   d->listener_->connections++;
   rt_.metrics.downstream_connections_active.fetch_add(1, std::memory_order_relaxed);
   rt_.metrics.downstream_connections_total.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Worker::down_closed(DownConn* d) {
-  if (d->pos_ != std::list<DownConn*>::iterator{}) {
-    conns_.erase(d->pos_);
-    d->pos_ = {};
+  if (d->tracked_) {
+    if (d->prev_) d->prev_->next_ = d->next_; else conns_ = d->next_;
+    if (d->next_) d->next_->prev_ = d->prev_;
+    d->prev_ = d->next_ = nullptr;
+    d->tracked_ = false;
+    --conn_count_;
     d->listener_->connections--;
     rt_.metrics.downstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
     if (d->listener_->closing && d->listener_->connections == 0 &&
@@ -198,6 +202,14 @@ void Worker::close_listener(WorkerListener* l) {
   uv_close(reinterpret_cast<uv_handle_t*>(&l->tcp), [](uv_handle_t* h) {
     graveyard.emplace_back(static_cast<WorkerListener*>(h->data));
   });
+}
+
+std::vector<DownConn*> Worker::connections() const {
+  // A copy: drain() and abort_connection() unlink connections as they go.
+  std::vector<DownConn*> out;
+  out.reserve(conn_count_);
+  for (DownConn* d = conns_; d; d = d->next_) out.push_back(d);
+  return out;
 }
 
 int Worker::write(Conn* c, const uv_buf_t* parts, unsigned n) {

@@ -129,7 +129,9 @@ class Worker {
   std::vector<std::function<void()>> inbox_;
 
   std::vector<WorkerListener*> listeners_;
-  std::list<DownConn*> conns_;
+  DownConn* conns_ = nullptr;  // intrusive list (DownConn::prev_/next_)
+  size_t conn_count_ = 0;
+  std::vector<DownConn*> connections() const;
   std::unordered_map<std::string, std::unique_ptr<EndpointState>> endpoints_;
   bool draining_ = false;
   bool stopped_ = false;

@@ -122,6 +122,18 @@ def throughput(rows, settings):
                 else:
                     cells.append(fmt(ratio(o[key], summary[t][key]), 2, "x"))
             out.append(f"| {label} | " + " | ".join(cells) + " |")
+        # Ratios within each round (targets run back to back) show how much drift remains.
+        cells = []
+        for t in others:
+            per = [ratio(a, b) for a, b in zip(o["rps_all"], summary[t]["rps_all"])]
+            cells.append(", ".join(fmt(v, 2) for v in per))
+        out.append("| req/s, round by round | " + " | ".join(cells) + " |")
+    spreads = [(max(s["rps_all"]) - min(s["rps_all"])) / s["rps"] for s in summary.values()
+               if s["rps"] and len(s["rps_all"]) > 1 and None not in s["rps_all"]]
+    if spreads and max(spreads) > 0.15:
+        out += ["", f"**Noisy run**: req/s varied by up to {max(spreads):.0%} of the median between "
+                "rounds (other load on the machine); ratios are uncertain by about as much. "
+                "Rerun on a quiet machine or with more rounds (`BENCH_ROUNDS`)."]
     out += ["", "![throughput](throughput.svg) ![latency](latency.svg)", ""]
     return out, summary
 

@@ -9,6 +9,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 PY=${PYTHON:-python3}
+export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the source tree
 UTIL="$HERE/bench_util.py"
 CLIENTS="$HERE/load_clients.py"
 

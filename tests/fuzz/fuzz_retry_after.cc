@@ -13,7 +13,8 @@
 //   wait is one second shorter (until it reaches 0); the result does not
 //   depend on anything but the value and now;
 // - the IMF-fixdate written for a time derived from the input parses back to
-//   exactly max(0, that time - now).
+//   exactly that time - now, clamped to [0, saturation].
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -117,7 +118,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::string date = imf_fixdate(target);
     std::optional<Millis> got = parse_retry_after(date, now);
     FUZZ_REQUIRE(got.has_value());
-    int64_t want = std::max<int64_t>(0, static_cast<int64_t>(delta) * 1000);
+    int64_t want = std::clamp<int64_t>(static_cast<int64_t>(delta) * 1000, 0, kRetryAfterSaturation.count());
     FUZZ_REQUIRE(got->count() == want);
   }
   return 0;

@@ -65,6 +65,31 @@ def metrics(test, proxy):
     return text
 
 
+def route_requests(text, route_name):
+    """Sum of onelayer_requests_total over every code and listener of a route."""
+    return sum(v for l, v in series(text, "onelayer_requests_total") if l.get("route") == route_name)
+
+
+def settled_metrics(test, proxy, route_name, requests, timeout=5.0):
+    """/metrics once `requests` answers of `route_name` are counted.
+
+    The proxy counts a request right after writing its last response byte,
+    so a client can read its response a moment before the counters move:
+    wait for requests_total and the histogram count, then read once more
+    (the amplification window is updated just after them)."""
+    def ready():
+        text = metrics(test, proxy)
+        done = (route_requests(text, route_name) == requests and
+                value(text, "onelayer_request_duration_seconds_count", route=route_name) == requests)
+        return text if done else None
+    if not wait_until(ready, timeout):
+        text = metrics(test, proxy)
+        test.fail("route %s: %s requests counted, expected %d\n%s" % (
+            route_name, route_requests(text, route_name), requests, text))
+    time.sleep(0.05)
+    return metrics(test, proxy)
+
+
 def value(text, name, **labels):
     return promcheck.value(text, name, **labels)
 
@@ -113,24 +138,24 @@ def rewrite_config(proxy, text):
 
 
 def connect_refused(port, timeout=1.0):
-    """True when a TCP connect to 127.0.0.1:port is refused (or reset at once
-    without a byte, as a closed listener's backlog is)."""
+    """True when nothing serves 127.0.0.1:port: the connect is refused, or
+    the connection is reset or closed within `timeout` (a connection caught
+    in a closing listener's backlog). Sends no request, so a listener that
+    is still open never forwards anything because of this probe."""
+    import select
     import socket
     try:
         s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    except ConnectionRefusedError:
-        return True
     except OSError:
         return True
     try:
-        s.settimeout(timeout)
-        s.sendall(h.build_request("GET", "/probe", headers=[("Connection", "close")]))
-        data = s.recv(1)
-        return data == b""
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except OSError:
-        return False
+        r, _, _ = select.select([s], [], [], timeout)
+        if not r:
+            return False  # accepted (or waiting in an open backlog): served
+        try:
+            return s.recv(1) == b""
+        except OSError:
+            return True
     finally:
         s.close()
 

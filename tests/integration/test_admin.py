@@ -79,6 +79,7 @@ class AdminEndpointsTest(IntegrationTest):
     def test_metrics_is_valid_prometheus_text_with_every_product_metric_and_label(self):
         with h.Conn(self.proxy.port("edge")) as c:
             self.assertEqual(c.request("GET", "/api/x").status, 200)
+        ops.settled_metrics(self, self.proxy, "api-read", 1)
         r = ops.admin(self.proxy, "GET", "/metrics")
         self.assertEqual(r.status, 200, r)
         self.assertIn("text/plain", r.header("content-type"))

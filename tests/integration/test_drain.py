@@ -124,6 +124,9 @@ class DrainTest(IntegrationTest):
         self.assertLess(elapsed, 1.6, "exit lagged drain_timeout")
         self.assertTrue(c.closed_by_peer(1.0), "the cut request's connection stayed open")
         self.assertIn("drain_timeout", proxy.stderr())
+        cut = [l for l in proxy.access_log() if "/forever" in l]
+        self.assertEqual(len(cut), 1, proxy.stdout())
+        self.assertIn("error=drain_timeout", cut[0])
 
     def test_idle_proxy_exits_0_at_once(self):
         origin = self.start_origin()

@@ -64,6 +64,9 @@ class MetricsValuesTest(IntegrationTest):
                 conn.close()
         return statuses
 
+    def settled(self, requests, route_name=None, proxy=None):
+        return ops.settled_metrics(self, proxy or self.proxy, route_name or self.ROUTE, requests)
+
     def assertDeclines(self, text, **expected):
         want = {reason: 0 for reason in REASONS}
         want.update(expected)
@@ -83,7 +86,7 @@ class MetricsValuesTest(IntegrationTest):
     def test_ten_requests_with_two_retries_each_give_10_requests_30_attempts_ratio_3(self):
         self.start(handler=per_target([h.respond(503), h.respond(503), h.respond(200, body=b"ok")]))
         self.assertEqual(self.send(10), [200] * 10)
-        text = ops.metrics(self, self.proxy)
+        text = self.settled(10)
         self.assertEqual(ops.value(text, "onelayer_requests_total", listener="main", route=self.ROUTE,
                                    code="200"), 10)
         self.assertEqual(ops.value(text, "onelayer_requests_total", listener="main", route=self.ROUTE,
@@ -103,28 +106,28 @@ class MetricsValuesTest(IntegrationTest):
     def test_post_without_idempotency_key_is_declined_not_idempotent(self):
         self.start(default=h.respond(503))
         self.assertEqual(self.send(3, "POST", body=b"order"), [503] * 3)
-        text = ops.metrics(self, self.proxy)
+        text = self.settled(3)
         self.assertCounts(text, requests=3, attempts=3)
         self.assertDeclines(text, not_idempotent=3)
 
     def test_post_with_idempotency_key_is_retried_not_declined(self):
         self.start(handler=per_target([h.respond(503), h.respond(200)]))
         self.assertEqual(self.send(2, "POST", headers=[("Idempotency-Key", "k1")], body=b"x"), [200, 200])
-        text = ops.metrics(self, self.proxy)
+        text = self.settled(2)
         self.assertCounts(text, requests=2, attempts=4, retries_503=2)
         self.assertDeclines(text)
 
     def test_body_over_buffer_limit_is_declined_body_too_large(self):
         self.start(default=h.respond(503), retry={"buffer_limit": "1KiB"})
         self.assertEqual(self.send(2, "PUT", body=b"b" * 4096), [503, 503])
-        text = ops.metrics(self, self.proxy)
+        text = self.settled(2)
         self.assertCounts(text, requests=2, attempts=2)
         self.assertDeclines(text, body_too_large=2)
 
     def test_always_503_is_declined_attempts_exhausted_once_per_request(self):
         self.start(default=h.respond(503))
         self.assertEqual(self.send(4), [503] * 4)
-        text = ops.metrics(self, self.proxy)
+        text = self.settled(4)
         self.assertCounts(text, requests=4, attempts=12, retries_503=8)
         self.assertDeclines(text, attempts_exhausted=4)
         self.assertEqual(ops.value(text, "onelayer_amplification_ratio", route=self.ROUTE), 3.0)
@@ -132,7 +135,7 @@ class MetricsValuesTest(IntegrationTest):
     def test_empty_budget_declines_every_retry_budget_exhausted(self):
         self.start(default=h.respond(503), upstream_extra={"retry_budget": {"ratio": 0, "min_per_second": 0}})
         self.assertEqual(self.send(5), [503] * 5)
-        text = ops.metrics(self, self.proxy)
+        text = self.settled(5)
         self.assertCounts(text, requests=5, attempts=5)
         self.assertDeclines(text, budget_exhausted=5)
         self.assertEqual(ops.value(text, "onelayer_retry_budget_tokens", upstream="origin"), 0)
@@ -145,13 +148,13 @@ class MetricsValuesTest(IntegrationTest):
         text = ops.metrics(self, self.proxy)
         self.assertEqual(ops.value(text, "onelayer_retry_budget_tokens", upstream="origin"), 0)
         self.assertEqual(self.send(3), [200] * 3)  # each: deposit 1, spend 1 on its retry
-        text = ops.metrics(self, self.proxy)
+        text = self.settled(3)
         self.assertEqual(ops.value(text, "onelayer_retry_budget_tokens", upstream="origin"), 0)
         self.assertCounts(text, requests=3, attempts=6, retries_503=3)
         self.origin.handler = None
         self.origin.default = h.respond(200)
         self.assertEqual(self.send(2), [200] * 2)  # deposits without spends
-        text = ops.metrics(self, self.proxy)
+        text = self.settled(5)
         self.assertEqual(ops.value(text, "onelayer_retry_budget_tokens", upstream="origin"), 2)
 
     def test_backoff_longer_than_time_left_is_declined_deadline(self):
@@ -162,21 +165,21 @@ class MetricsValuesTest(IntegrationTest):
                 r = c.request("GET", "/slow-backoff")
             self.assertEqual(r.status, 503)
             self.assertEqual(r.header("x-retry-exhausted"), "1")
-        text = ops.metrics(self, self.proxy)
+        text = self.settled(2)
         self.assertCounts(text, requests=2, attempts=2)
         self.assertDeclines(text, deadline=2)
 
     def test_retry_after_beyond_the_deadline_is_declined_retry_after_beyond_deadline(self):
         self.start(default=h.retry_after(3600), timeout="2s")
         self.assertEqual(self.send(3), [503] * 3)
-        text = ops.metrics(self, self.proxy)
+        text = self.settled(3)
         self.assertCounts(text, requests=3, attempts=3)
         self.assertDeclines(text, retry_after_beyond_deadline=3)
 
     def test_request_owned_by_an_outer_layer_is_declined_outer_owner(self):
         self.start(default=h.respond(503))
         self.assertEqual(self.send(2, headers=[("x-retry-owner", "outer-layer")]), [503, 503])
-        text = ops.metrics(self, self.proxy)
+        text = self.settled(2)
         self.assertCounts(text, requests=2, attempts=2)
         self.assertDeclines(text, outer_owner=2)
         self.assertEqual(ops.value(text, "onelayer_amplification_ratio", route=self.ROUTE), 1.0)
@@ -184,7 +187,7 @@ class MetricsValuesTest(IntegrationTest):
     def test_response_marked_exhausted_by_an_inner_layer_is_declined_inner_exhausted(self):
         self.start(default=h.respond(503, headers=[("x-retry-exhausted", "3")]))
         self.assertEqual(self.send(3), [503] * 3)
-        text = ops.metrics(self, self.proxy)
+        text = self.settled(3)
         self.assertCounts(text, requests=3, attempts=3)
         self.assertDeclines(text, inner_exhausted=3)
 
@@ -199,7 +202,7 @@ class MetricsValuesTest(IntegrationTest):
         for _ in range(2):
             with h.Conn(self.proxy.port()) as c:
                 self.assertProxyError(c.request("GET", "/b"), 503, "circuit_open")
-        text = ops.metrics(self, self.proxy)
+        text = self.settled(3)
         self.assertCounts(text, requests=3, attempts=2, retries_503=1)
         self.assertDeclines(text, circuit_open=3)
         self.assertEqual(ops.value(text, "onelayer_circuit_breaker_state", upstream="origin"), 1)
@@ -212,7 +215,7 @@ class MetricsValuesTest(IntegrationTest):
         with h.Conn(proxy.port()) as c:
             for _ in range(4):
                 self.assertEqual(c.request("GET", "/").status, 200)
-        text = ops.metrics(self, proxy)
+        text = self.settled(4, "plain", proxy)
         self.assertEqual(ops.value(text, "onelayer_upstream_attempts_total", route="plain", upstream="origin"), 4)
         self.assertEqual(sum(v for l, v in ops.series(text, "onelayer_retries_total") if l["route"] == "plain"), 0)
         self.assertEqual(ops.value(text, "onelayer_amplification_ratio", route="plain"), 1.0)
@@ -227,7 +230,7 @@ class ProcessMetricsTest(IntegrationTest):
         c = h.Conn(proxy.port())
         self.addCleanup(c.close)
         self.assertEqual(c.request("POST", "/", body=b"y" * 500).status, 200)
-        during = ops.metrics(self, proxy)
+        during = ops.settled_metrics(self, proxy, "default", 1)
         self.assertEqual(ops.value(during, "onelayer_downstream_connections_active"), 1)
         self.assertEqual(ops.value(during, "onelayer_downstream_connections_total"), 1)
         self.assertGreaterEqual(ops.value(during, "onelayer_upstream_connections_total"), 1)

@@ -18,11 +18,6 @@ class ReloadTest(IntegrationTest):
     def ports(self, proxy):
         return ops.read_ports(proxy.ports_path)
 
-    def wait_generation(self, proxy, generation, timeout=5.0):
-        got = ops.wait_until(lambda: ops.value(ops.metrics(self, proxy), "onelayer_config_generation")
-                             == generation, timeout)
-        self.assertTrue(got, "config generation never reached %d" % generation)
-
     def test_sighup_with_a_changed_file_adds_a_route_and_listener_and_closes_a_removed_one(self):
         a = self.start_origin(name="a", default=h.respond(200, body=b"a"))
         b = self.start_origin(name="b", default=h.respond(200, body=b"b"))
@@ -216,7 +211,7 @@ class ReloadTest(IntegrationTest):
             results["ok"], len(results["failed"]), reloads))
         self.assertEqual(results["failed"], [])
         self.assertGreater(results["ok"], 50)
-        text = ops.metrics(self, proxy)
+        text = ops.settled_metrics(self, proxy, "busy", results["ok"])
         self.assertEqual(ops.value(text, "onelayer_config_reloads_total", result="ok"), reloads)
         self.assertEqual(ops.value(text, "onelayer_config_reloads_total", result="error"), 1)
         self.assertEqual(ops.value(text, "onelayer_requests_total", listener="main", route="busy", code="200"),

@@ -102,7 +102,7 @@ class WorkersTest(IntegrationTest):
         print("\nworker CPU ticks during %d requests: %r" % (total, busy))
         self.assertGreaterEqual(len([d for d, _ in busy if d > 0]), 2,
                                 "fewer than two threads besides the main one did any work: %r" % busy)
-        text = ops.metrics(self, proxy)
+        text = ops.settled_metrics(self, proxy, "api", total)
         self.assertEqual(ops.value(text, "onelayer_requests_total", listener="main", route="api", code="200"),
                          total, "metrics not aggregated over both workers")
         self.assertEqual(ops.value(text, "onelayer_upstream_attempts_total", route="api", upstream="origin"),

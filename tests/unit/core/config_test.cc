@@ -373,6 +373,12 @@ TEST_CASE("config error: YAML syntax errors carry the parser's position") {
         Lines{"t.yaml:1:14: invalid YAML: end of map not found"});
 }
 
+TEST_CASE("config error: a stray top-level comma is a syntax error, not an endless loop") {
+  // yaml-cpp 0.7's LoadAll() loops forever, allocating, on this input.
+  CHECK(errors_of(",5") == Lines{"t.yaml:1:1: invalid YAML: unexpected ','"});
+  CHECK(errors_of("\n  ,\n") == Lines{"t.yaml:2:3: invalid YAML: unexpected ','"});
+}
+
 TEST_CASE("config error: empty file, comment-only file, non-map root, two documents") {
   CHECK(errors_of("") == Lines{"t.yaml:1:1: empty configuration"});
   CHECK(errors_of("# nothing here\n") == Lines{"t.yaml:1:1: empty configuration"});
@@ -381,7 +387,8 @@ TEST_CASE("config error: empty file, comment-only file, non-map root, two docume
   CHECK(errors_of("just text\n") ==
         Lines{"t.yaml:1:1: expected a map of settings at the top level, found a scalar"});
   CHECK(errors_of(std::string(kMinimal) + "---\nworkers: 2\n") ==
-        Lines{"t.yaml:11:1: more than one YAML document; expected one"});
+        Lines{"t.yaml:10:1: more than one YAML document; expected one"});
+  CHECK(errors_of(std::string(kMinimal) + "---\n---\n").empty());  // trailing empty documents
 }
 
 TEST_CASE("config error: wrong node types never crash and name what was found") {
