@@ -919,7 +919,8 @@ LoadResult Loader::load(std::string_view text) {
     YAML::Node root;
     if (shape == StreamShape::one_document) root = YAML::Load(owned);  // the first document only
     if (shape == StreamShape::stuck) {
-      char c = where.pos >= 0 && static_cast<size_t>(where.pos) < owned.size() ? owned[where.pos] : '?';
+      bool inside = where.pos >= 0 && static_cast<size_t>(where.pos) < owned.size();
+      char c = inside ? owned[static_cast<size_t>(where.pos)] : '?';
       error(At{YAML::Node(), where, ""}, std::string("invalid YAML: unexpected '") + c + "'");
     } else if (shape == StreamShape::several_documents) {
       error(At{YAML::Node(), where, ""}, "more than one YAML document; expected one");

@@ -110,14 +110,17 @@ int HttpParser::s_header_value(llhttp_t* p, const char* at, size_t len) {
   HttpParser* s = self(p);
   Headers& h = s->head_.headers;
   if (h.empty()) return -1;
-  if (s->value_open_ && !s->value_ended_at_feed_end_) {
-    // A second fragment of the same value inside one buffer is an
-    // obs-fold continuation line, not a split read (RFC 9112 5.2).
+  // A second fragment of the same value is a split read only when the first
+  // one ran to the end of its buffer and this one starts the next buffer;
+  // anything else is an obs-fold continuation line (RFC 9112 5.2).
+  bool split = s->value_ended_at_feed_end_ && at == s->feed_start_ && s->feed_count_ == s->value_feed_ + 1;
+  if (s->value_open_ && !split) {
     s->head_.obs_fold = true;
   }
   s->value_open_ = true;
   h.back().value.append(at, len);
   s->value_ended_at_feed_end_ = (at + len == s->feed_end_);
+  s->value_feed_ = s->feed_count_;
   return s->count_head_bytes(len);
 }
 
@@ -176,8 +179,9 @@ int HttpParser::s_message_complete(llhttp_t* p) {
 
 size_t HttpParser::feed(const char* data, size_t len) {
   if (error_ != Error::none && error_ != Error::paused) return 0;
+  feed_start_ = data;
+  ++feed_count_;
   feed_end_ = data + len;
-  value_ended_at_feed_end_ = false;
   llhttp_errno_t rc = llhttp_execute(&llhttp_, data, len);
   if (rc == HPE_OK) return len;
   if (rc == HPE_PAUSED) {

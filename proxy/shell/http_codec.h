@@ -93,7 +93,10 @@ class HttpParser {
   bool in_message_ = false;
   bool expect_new_field_ = true;   // the next header-field callback starts a field
   bool value_open_ = false;        // a value of the current field has started
-  const char* feed_end_ = nullptr;  // end of the buffer being fed now
+  const char* feed_start_ = nullptr;  // the buffer being fed now
+  uint32_t feed_count_ = 0;           // buffers fed so far (wraps harmlessly)
+  uint32_t value_feed_ = 0;           // the buffer the last value fragment came from
+  const char* feed_end_ = nullptr;
   bool value_ended_at_feed_end_ = false;
 };
 

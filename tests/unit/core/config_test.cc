@@ -178,7 +178,8 @@ TEST_CASE("config: a minimal file gets every default of PRODUCT.md") {
 
 TEST_CASE("config: an empty retry block turns retries on with the documented defaults") {
   std::string yaml = kMinimal;
-  yaml.replace(yaml.find("        upstream: up\n"), 21, "        upstream: up\n        retry: {}\n");
+  const std::string line = "        upstream: up\n";
+  yaml.replace(yaml.find(line), line.size(), line + "        retry: {}\n");
   ConfigPtr c = load_ok(yaml);
   const Route& r = c->listeners[0].routes[0];
   CHECK(r.has_retry);

@@ -1,0 +1,198 @@
+// The llhttp wrapper: header fragments joined across split reads, obs-fold
+// told apart from a split, head limits, pausing between pipelined messages.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "shell/http_codec.h"
+
+using namespace onelayer;
+
+namespace {
+
+struct Recorder : HttpParser::Handler {
+  std::vector<MessageHead> heads;
+  std::string body;
+  int ends = 0;
+  bool pause_after_message = false;
+  int head_result = 0;
+
+  int on_head(MessageHead& head) override {
+    heads.push_back(head);
+    return head_result;
+  }
+  int on_body(const char* data, size_t len) override {
+    body.append(data, len);
+    return 0;
+  }
+  int on_message_end() override {
+    ++ends;
+    return pause_after_message ? HPE_PAUSED : 0;
+  }
+};
+
+// Feeds `in` in pieces of `step` bytes (a new buffer each time, like reads).
+void feed_in_steps(HttpParser& p, const std::string& in, size_t step) {
+  for (size_t i = 0; i < in.size(); i += step) {
+    std::string piece = in.substr(i, step);
+    REQUIRE(p.feed(piece.data(), piece.size()) == piece.size());
+  }
+}
+
+const std::string kRequest =
+    "POST /items?id=7 HTTP/1.1\r\n"
+    "Host: inventory\r\n"
+    "X-Long-Header-Name: value with several words\r\n"
+    "Content-Length: 11\r\n"
+    "\r\n"
+    "hello world";
+
+}  // namespace
+
+TEST_CASE("HeadersJoinedWhateverTheReadBoundaries") {
+  for (size_t step = 1; step <= kRequest.size(); ++step) {
+    Recorder r;
+    HttpParser p(HTTP_REQUEST, &r);
+    feed_in_steps(p, kRequest, step);
+    REQUIRE(r.heads.size() == 1);
+    const MessageHead& h = r.heads[0];
+    CHECK(h.method == "POST");
+    CHECK(h.target == "/items?id=7");
+    REQUIRE(h.headers.size() == 3);
+    CHECK(h.headers[1].name == "X-Long-Header-Name");
+    CHECK(h.headers[1].value == "value with several words");
+    CHECK_FALSE(h.obs_fold);  // a split read is never mistaken for a fold
+    CHECK(h.has_content_length);
+    CHECK(h.content_length == 11);
+    CHECK(r.body == "hello world");
+    CHECK(r.ends == 1);
+  }
+}
+
+TEST_CASE("ObsFoldInOneBufferIsReported") {
+  Recorder r;
+  HttpParser p(HTTP_REQUEST, &r);
+  std::string in = "GET / HTTP/1.1\r\nHost: a\r\nX-Folded: first\r\n second\r\n\r\n";
+  p.feed(in.data(), in.size());
+  REQUIRE(r.heads.size() == 1);
+  CHECK(r.heads[0].obs_fold);
+}
+
+TEST_CASE("ObsFoldSplitAcrossReadsIsStillReported") {
+  std::string in = "GET / HTTP/1.1\r\nHost: a\r\nX-Folded: first\r\n second\r\n\r\n";
+  // Split inside the continuation line, after its first byte.
+  size_t cut = in.find(" second") + 2;
+  Recorder r;
+  HttpParser p(HTTP_REQUEST, &r);
+  std::string a = in.substr(0, cut), b = in.substr(cut);
+  p.feed(a.data(), a.size());
+  p.feed(b.data(), b.size());
+  REQUIRE(r.heads.size() == 1);
+  CHECK(r.heads[0].obs_fold);
+}
+
+TEST_CASE("ObsFoldIsReportedWhereverTheReadsSplitIt") {
+  std::string in = "GET / HTTP/1.1\r\nHost: a\r\nX-Folded: first\r\n second\r\n\r\n";
+  for (size_t step = 1; step <= in.size(); ++step) {
+    Recorder r;
+    HttpParser p(HTTP_REQUEST, &r);
+    feed_in_steps(p, in, step);
+    REQUIRE(r.heads.size() == 1);
+    CHECK_MESSAGE(r.heads[0].obs_fold, "step ", step);
+  }
+}
+
+TEST_CASE("ValueWhitespaceIsTrimmed") {
+  Recorder r;
+  HttpParser p(HTTP_REQUEST, &r);
+  std::string in = "GET / HTTP/1.1\r\nHost:   spaced   \r\n\r\n";
+  p.feed(in.data(), in.size());
+  REQUIRE(r.heads.size() == 1);
+  CHECK(r.heads[0].headers[0].value == "spaced");
+}
+
+TEST_CASE("HeadOverLimitStopsWithHeadTooLarge") {
+  Recorder r;
+  HttpParser p(HTTP_REQUEST, &r);
+  p.set_limits(64, 100);
+  std::string in = "GET / HTTP/1.1\r\nHost: a\r\nX-Big: " + std::string(100, 'x') + "\r\n\r\n";
+  p.feed(in.data(), in.size());
+  CHECK(p.error() == HttpParser::Error::head_too_large);
+  CHECK(r.heads.empty());
+}
+
+TEST_CASE("TooManyHeaderFieldsStop") {
+  Recorder r;
+  HttpParser p(HTTP_REQUEST, &r);
+  p.set_limits(1 << 20, 3);
+  std::string in = "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n";
+  p.feed(in.data(), in.size());
+  CHECK(p.error() == HttpParser::Error::too_many_headers);
+}
+
+TEST_CASE("PipelinedRequestsPauseAfterEachMessage") {
+  Recorder r;
+  r.pause_after_message = true;
+  HttpParser p(HTTP_REQUEST, &r);
+  std::string in = "GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n";
+  size_t used = p.feed(in.data(), in.size());
+  CHECK(p.error() == HttpParser::Error::paused);
+  CHECK(r.heads.size() == 1);
+  CHECK(used == in.find("GET /b"));
+  p.resume();
+  std::string rest = in.substr(used);
+  p.feed(rest.data(), rest.size());
+  REQUIRE(r.heads.size() == 2);
+  CHECK(r.heads[1].target == "/b");
+}
+
+TEST_CASE("ChunkedBodyIsDecoded") {
+  Recorder r;
+  HttpParser p(HTTP_REQUEST, &r);
+  std::string in = "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n";
+  feed_in_steps(p, in, 3);
+  REQUIRE(r.heads.size() == 1);
+  CHECK(r.heads[0].chunked);
+  CHECK(r.body == "hello world");
+  CHECK(r.ends == 1);
+}
+
+TEST_CASE("SmugglingShapesAreParseErrors") {
+  const char* bad[] = {
+      "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+      "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+      "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nFFFFFFFFFFFFFFFFFF\r\n",
+      "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+  };
+  for (const char* b : bad) {
+    Recorder r;
+    HttpParser p(HTTP_REQUEST, &r);
+    std::string in = b;
+    p.feed(in.data(), in.size());
+    CHECK_MESSAGE(p.error() != HttpParser::Error::none, in);
+  }
+}
+
+TEST_CASE("ResponseHeadCarriesStatusAndFraming") {
+  Recorder r;
+  HttpParser p(HTTP_RESPONSE, &r);
+  std::string in = "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 2\r\n\r\nno";
+  p.feed(in.data(), in.size());
+  REQUIRE(r.heads.size() == 1);
+  CHECK(r.heads[0].status == 503);
+  CHECK(r.heads[0].reason == "Service Unavailable");
+  CHECK(r.body == "no");
+}
+
+TEST_CASE("CloseDelimitedResponseEndsAtFinish") {
+  Recorder r;
+  HttpParser p(HTTP_RESPONSE, &r);
+  std::string in = "HTTP/1.1 200 OK\r\n\r\nuntil the end";
+  p.feed(in.data(), in.size());
+  CHECK(p.message_needs_eof());
+  CHECK(r.ends == 0);
+  p.finish();
+  CHECK(r.ends == 1);
+  CHECK(r.body == "until the end");
+}
