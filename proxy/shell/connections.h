@@ -152,6 +152,7 @@ class Exchange {
   void stop_timer();
   static void on_attempt_timeout(uv_timer_t* t);
   static void on_backoff_done(uv_timer_t* t);
+  static void on_stream_stalled(uv_timer_t* t);
   void handle_failure(const AttemptResult& r, int status, const char* reason);
   bool decide_retry(const AttemptResult& r);
   void respond_error(int status, const char* reason);

@@ -93,6 +93,17 @@ void Exchange::on_attempt_timeout(uv_timer_t* t) {
   ex->handle_failure(r, 504, "deadline_exceeded");
 }
 
+// The response body made no progress for the listener's idle_timeout: the
+// upstream stalled, or the client stopped reading and backpressure paused us.
+void Exchange::on_stream_stalled(uv_timer_t* t) {
+  Exchange* ex = exchange_of(t);
+  if (!ex || ex->finished_) return;
+  spdlog::info("route {}: response body stalled for {} ms, closing", ex->route_->name,
+               ex->lcfg_->limits.idle_timeout.count());
+  ex->error_reason_ = "stream_stalled";
+  ex->finish_aborted();
+}
+
 void Exchange::on_backoff_done(uv_timer_t* t) {
   Exchange* ex = exchange_of(t);
   if (!ex || ex->finished_) return;
@@ -437,6 +448,7 @@ int Exchange::on_up_head(MessageHead& head) {
   bytes_out_ += out.size();
   response_started_ = true;
   w_->write(down_, out);
+  if (!resp_no_body_) arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
   return head_request_ ? 1 : 0;
 }
 
@@ -455,6 +467,7 @@ int Exchange::on_up_body(const char* data, size_t len) {
     w_->write(down_, &b, 1);
   }
   if (down_->write_queue() > kHighWater && up_) up_->pause_reading();
+  arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
   return 0;
 }
 

@@ -2,6 +2,7 @@
 its `x-onelayer-error` reason, and malformed or smuggling-shaped requests
 never reach the upstream."""
 
+import socket
 import time
 import unittest
 
@@ -156,6 +157,38 @@ class UpstreamErrorTest(IntegrationTest):
             r = c.request("GET", "/")
         self.assertProxyError(r, 502, "bad_upstream_response")
         self.assertEqual(origin.count(), 1)
+
+    def test_upstream_stalling_mid_body_is_cut_after_idle_timeout(self):
+        # Head and part of the body, then silence: the client must not hang
+        # forever; after the listener's idle_timeout the connection closes.
+        origin = self.start_origin(script=[h.raw(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 10, close=False)])
+        proxy = self.proxy_for(origin, limits={"idle_timeout": "400ms"})
+        c = h.Conn(proxy.port())
+        self.addCleanup(c.close)
+        t0 = time.monotonic()
+        c.send(h.build_request("GET", "/stall"))
+        got, closed = b"", False
+        c.sock.settimeout(5.0)
+        while not closed:
+            try:
+                data = c.sock.recv(65536)
+            except (ConnectionResetError, BrokenPipeError):
+                data = b""
+            except socket.timeout:
+                break
+            got += data
+            closed = not data
+        self.assertTrue(closed, "connection still open after a stalled body")
+        self.assertTrue(got.startswith(b"HTTP/1.1 200"), got[:80])
+        self.assertLess(len(got.split(b"\r\n\r\n", 1)[1]), 1000, "the truncated body looked complete")
+        elapsed = time.monotonic() - t0
+        self.assertGreaterEqual(elapsed, 0.35)
+        self.assertLess(elapsed, 3.0)
+        deadline = time.monotonic() + 2
+        while "error=stream_stalled" not in proxy.stdout() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertIn("error=stream_stalled", proxy.stdout())
 
     def test_upstream_response_with_conflicting_framing_gives_502(self):
         origin = self.start_origin(script=[h.raw(
