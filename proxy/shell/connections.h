@@ -98,12 +98,12 @@ class DownConn final : public Conn, public HttpParser::Handler {
   void resume_reading();
   void drain();
   void account_in(size_t n);
+  void buffer_pipelined(const char* data, size_t len);
 
   WorkerListener* listener_;  // outlives its connections (see Worker::close_listener)
   HttpParser parser_;
   std::unique_ptr<std::string> pending_in_;  // bytes after a paused (pipelined) message; rare
   std::unique_ptr<Exchange> ex_;
-  std::unique_ptr<Exchange> finished_ex_;  // freed on the next loop turn, outside its callbacks
   std::string peer_ip_;
   DownConn* prev_ = nullptr;  // the worker's intrusive list of connections
   DownConn* next_ = nullptr;
@@ -141,6 +141,7 @@ class Exchange {
   void on_up_bad_response();
 
   bool response_started() const { return response_started_; }
+  void flush_head();  // writes a response head still waiting for body bytes
   bool request_complete() const { return request_complete_; }
 
  private:
@@ -206,6 +207,7 @@ class Exchange {
   std::string endpoints_;  // endpoints tried
   uint64_t bytes_out_ = 0;
   Headers scratch_headers_;
+  std::string pending_head_;  // response head (and terminal chunk) not yet written
 };
 
 }  // namespace onelayer

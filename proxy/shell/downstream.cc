@@ -24,6 +24,10 @@ DownConn::~DownConn() = default;
 
 static const Limits kDefaultLimits{};
 
+// Bytes that arrive while a request is being answered wait in pending_in_.
+// Reading goes on (no epoll change per request) until this much waits.
+static constexpr size_t kMaxPipelined = 64 * 1024;
+
 static const Limits& limits_for(Worker* w, const std::string& listener) {
   const GenerationPtr& g = w->generation();
   int i = g->listener_index(listener);
@@ -68,7 +72,7 @@ static void on_down_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
 
 void DownConn::resume_reading() {
   if (closing_ || reading_ || eof_) return;
-  if (parser_.error() == HttpParser::Error::paused) return;  // pipelined: wait for the exchange
+  if (pending_in_ && pending_in_->size() >= kMaxPipelined) return;  // pipelined: wait for the exchange
   if (!want_read_) return;
   if (uv_read_start(stream(), on_down_alloc, on_down_read) == 0) reading_ = true;
 }
@@ -115,7 +119,18 @@ void DownConn::account_in(size_t n) {
   worker_->runtime().metrics.bytes_in_total.fetch_add(n, std::memory_order_relaxed);
 }
 
+void DownConn::buffer_pipelined(const char* data, size_t len) {
+  if (!pending_in_) pending_in_ = std::make_unique<std::string>();
+  pending_in_->append(data, len);
+  if (pending_in_->size() >= kMaxPipelined) pause_reading();
+}
+
 void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
+  if (nread > 0 && parser_.error() == HttpParser::Error::paused) {
+    account_in(static_cast<size_t>(nread));
+    buffer_pipelined(buf->base, static_cast<size_t>(nread));
+    return;
+  }
   if (nread > 0) {
     account_in(static_cast<size_t>(nread));
     if (!ex_ && !parser_.in_message()) arm_header_timer();  // a new request starts: header clock
@@ -126,8 +141,10 @@ void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
   if (nread == UV_EOF) {
     eof_ = true;
     pause_reading();
-    if (ex_ && ex_->request_complete()) {
-      close_after_ = true;  // half-closed client: answer, then close
+    bool has_pending = pending_in_ && !pending_in_->empty();
+    if (ex_ ? ex_->request_complete() : (has_pending || parser_.error() == HttpParser::Error::paused)) {
+      // Half-closed client: answer what was sent (pipelined requests too),
+      // then close.
       return;
     }
     abort_connection();
@@ -141,11 +158,7 @@ void DownConn::process_input(const char* data, size_t len) {
   HttpParser::Error err = parser_.error();
   if (err == HttpParser::Error::none) return;
   if (err == HttpParser::Error::paused) {
-    if (used < len) {
-      if (!pending_in_) pending_in_ = std::make_unique<std::string>();
-      pending_in_->append(data + used, len - used);
-    }
-    pause_reading();
+    if (used < len) buffer_pipelined(data + used, len - used);
     return;
   }
   if (closing_) return;
@@ -156,7 +169,7 @@ void DownConn::process_input(const char* data, size_t len) {
       return;
     }
     ex_->abort();
-    finished_ex_ = std::move(ex_);
+    worker_->retire(std::move(ex_));
   }
   if (err == HttpParser::Error::user) {
     return;  // the callback that failed has answered already
@@ -283,7 +296,6 @@ void DownConn::on_write_done(int status) {
 
 static void on_resume_timer(uv_timer_t* t) {
   auto* d = static_cast<DownConn*>(t->data);
-  d->finished_ex_.reset();
   d->parser_.resume();
   d->arm_idle_timer();
   if (d->pending_in_ && !d->pending_in_->empty()) {
@@ -292,19 +304,33 @@ static void on_resume_timer(uv_timer_t* t) {
     d->arm_header_timer();
     d->process_input(in.data(), in.size());
   }
+  if (d->eof_ && !d->in_exchange_ && !d->closing()) {
+    d->close_when_flushed();  // the client had half-closed: nothing more will come
+    return;
+  }
   if (!d->closing()) d->resume_reading();
 }
 
 void DownConn::exchange_done(bool close_after) {
-  finished_ex_ = std::move(ex_);
+  bool request_complete = ex_->request_complete();
+  worker_->retire(std::move(ex_));
   in_exchange_ = false;
   want_read_ = true;
-  if (close_after || close_after_ || eof_ || worker_->draining() || !finished_ex_->request_complete()) {
+  bool has_pending = pending_in_ && !pending_in_->empty();
+  if (close_after || close_after_ || worker_->draining() || !request_complete || (eof_ && !has_pending)) {
     close_when_flushed();
     return;
   }
-  // Continue on the next loop turn, outside every callback of this exchange.
-  uv_timer_start(&timer_, on_resume_timer, 0, 0);
+  if (has_pending) {
+    // Pipelined bytes wait: parse them on the next loop turn, outside every
+    // callback of the exchange that just ended.
+    uv_timer_start(&timer_, on_resume_timer, 0, 0);
+    return;
+  }
+  // Nothing buffered: ready for the next request now (no extra loop turn).
+  parser_.resume();
+  arm_idle_timer();
+  resume_reading();
 }
 
 void DownConn::close_when_flushed() {
@@ -350,7 +376,7 @@ void DownConn::abort_connection(const char* reason) {
   if (closing_) return;
   if (ex_) {
     ex_->abort(reason);
-    finished_ex_ = std::move(ex_);
+    worker_->retire(std::move(ex_));
   }
   close_handles();
 }

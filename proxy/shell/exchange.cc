@@ -422,7 +422,9 @@ int Exchange::on_up_head(MessageHead& head) {
   resp_close_delimited_down_ = false;
   rewrite_response_headers(head.headers, "1.1 onelayer", scratch_headers_);
 
-  std::string& out = w_->scratch();
+  // The head waits in pending_head_ until the first body bytes (or the end of
+  // this read): head and body then leave in one write.
+  std::string& out = pending_head_;
   out.clear();
   fmt::format_to(std::back_inserter(out), "HTTP/1.1 {} {}\r\n", head.status,
                  head.reason.empty() ? status_text(head.status) : head.reason);
@@ -447,7 +449,6 @@ int Exchange::on_up_head(MessageHead& head) {
     if (c == '\r' || c == '\n') return -1;  // never split a response
   bytes_out_ += out.size();
   response_started_ = true;
-  w_->write(down_, out);
   if (!resp_no_body_) arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
   return head_request_ ? 1 : 0;
 }
@@ -455,17 +456,18 @@ int Exchange::on_up_head(MessageHead& head) {
 int Exchange::on_up_body(const char* data, size_t len) {
   if (finished_) return -1;
   bytes_out_ += len;
+  uv_buf_t parts[4];
+  unsigned n = 0;
+  if (!pending_head_.empty()) parts[n++] = uv_buf_init(pending_head_.data(), static_cast<unsigned>(pending_head_.size()));
+  char hdr[24];
   if (resp_chunked_down_) {
-    char hdr[24];
-    int n = std::snprintf(hdr, sizeof hdr, "%zx\r\n", len);
-    uv_buf_t parts[3] = {uv_buf_init(hdr, static_cast<unsigned>(n)),
-                         uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len)),
-                         uv_buf_init(const_cast<char*>("\r\n"), 2)};
-    w_->write(down_, parts, 3);
-  } else {
-    uv_buf_t b = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len));
-    w_->write(down_, &b, 1);
+    int hn = std::snprintf(hdr, sizeof hdr, "%zx\r\n", len);
+    parts[n++] = uv_buf_init(hdr, static_cast<unsigned>(hn));
   }
+  parts[n++] = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len));
+  if (resp_chunked_down_) parts[n++] = uv_buf_init(const_cast<char*>("\r\n"), 2);
+  w_->write(down_, parts, n);
+  pending_head_.clear();
   if (down_->write_queue() > kHighWater && up_) up_->pause_reading();
   arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
   return 0;
@@ -474,7 +476,8 @@ int Exchange::on_up_body(const char* data, size_t len) {
 void Exchange::on_up_end(bool reusable) {
   if (finished_) return;
   response_done_ = true;
-  if (resp_chunked_down_) w_->write(down_, "0\r\n\r\n");
+  if (resp_chunked_down_) pending_head_ += "0\r\n\r\n";
+  flush_head();
   if (up_) {
     UpConn* u = up_;
     up_ = nullptr;
@@ -485,6 +488,12 @@ void Exchange::on_up_end(bool reusable) {
     }
   }
   finish(resp_close_delimited_down_);
+}
+
+void Exchange::flush_head() {
+  if (pending_head_.empty()) return;
+  w_->write(down_, pending_head_);
+  pending_head_.clear();
 }
 
 void Exchange::respond_error(int status, const char* reason) {

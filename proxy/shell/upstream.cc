@@ -177,6 +177,7 @@ void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
     ex_->on_up_end(keep_alive_ && !extra);
     return;
   }
+  ex_->flush_head();  // a head without body bytes in this read goes out now
   if (parser_.error() != HttpParser::Error::none) {
     ex_->on_up_bad_response();
   }

@@ -33,10 +33,15 @@ Worker::Worker(Runtime& rt, int index) : rt_(rt), index_(index), read_buf_(new c
   async_.data = this;
   uv_timer_init(&loop_, &dns_timer_);
   dns_timer_.data = this;
+  uv_check_init(&loop_, &reaper_);
+  reaper_.data = this;
+  uv_check_start(&reaper_, [](uv_check_t* c) { static_cast<Worker*>(c->data)->retired_.clear(); });
+  uv_unref(reinterpret_cast<uv_handle_t*>(&reaper_));
 }
 
 Worker::~Worker() {
   if (thread_.joinable()) thread_.join();
+  retired_.clear();
   for (WorkerListener* l : listeners_) delete l;
   int rc = uv_loop_close(&loop_);
   if (rc != 0) spdlog::warn("worker {}: loop closed with open handles ({})", index_, uv_strerror(rc));
@@ -123,6 +128,8 @@ void Worker::close_everything() {
   }
   uv_timer_stop(&dns_timer_);
   uv_close(reinterpret_cast<uv_handle_t*>(&dns_timer_), nullptr);
+  uv_check_stop(&reaper_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&reaper_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
 }
 
@@ -151,6 +158,10 @@ void Worker::track(DownConn* d) {
   d->listener_->connections++;
   rt_.metrics.downstream_connections_active.fetch_add(1, std::memory_order_relaxed);
   rt_.metrics.downstream_connections_total.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Worker::retire(std::unique_ptr<Exchange> ex) {
+  if (ex) retired_.push_back(std::move(ex));
 }
 
 void Worker::down_closed(DownConn* d) {

@@ -19,6 +19,7 @@
 namespace onelayer {
 
 class DownConn;
+class Exchange;
 class UpConn;
 struct EndpointState;
 class Worker;
@@ -99,6 +100,9 @@ class Worker {
   }
 
   void down_closed(DownConn* d);
+  // Frees a finished exchange after the current callback chain (a check
+  // handle runs after every poll): never inside one of its own callbacks.
+  void retire(std::unique_ptr<Exchange> ex);
   void track(DownConn* d);
   bool draining() const { return draining_; }
   std::string& scratch() { return scratch_; }
@@ -119,6 +123,8 @@ class Worker {
   uv_loop_t loop_;
   uv_async_t async_;
   uv_timer_t dns_timer_;
+  uv_check_t reaper_;
+  std::vector<std::unique_ptr<Exchange>> retired_;
   std::thread thread_;
   GenerationPtr gen_;
   std::unique_ptr<char[]> read_buf_;
