@@ -17,7 +17,7 @@ if [ "${ONELAYER_QUICK:-0}" != 1 ]; then
   (cd "$root/build-asan" &&
    ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1" \
    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
-   ctest --output-on-failure -j"$jobs" -LE nosan)
+   ctest --output-on-failure -j"$jobs" -LE "nosan|bench|soak")
 
   echo "== stage 2: fuzzers (${FUZZ_SECONDS:-30} s each)"
   bash "$root/tests/fuzz/run-fuzzers.sh"
