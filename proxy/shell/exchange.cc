@@ -449,7 +449,10 @@ int Exchange::on_up_head(MessageHead& head) {
     if (c == '\r' || c == '\n') return -1;  // never split a response
   bytes_out_ += out.size();
   response_started_ = true;
-  if (!resp_no_body_) arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
+  if (!resp_no_body_) {
+    stall_armed_at_ = uv_now(w_->loop());
+    arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
+  }
   return head_request_ ? 1 : 0;
 }
 
@@ -469,7 +472,14 @@ int Exchange::on_up_body(const char* data, size_t len) {
   w_->write(down_, parts, n);
   pending_head_.clear();
   if (down_->write_queue() > kHighWater && up_) up_->pause_reading();
-  arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
+  // Progress pushes the stall guard back; re-arming at most every 1/8 of the
+  // timeout keeps timer churn off the per-chunk path.
+  uint64_t now = uv_now(w_->loop());
+  uint64_t idle = static_cast<uint64_t>(lcfg_->limits.idle_timeout.count());
+  if (now - stall_armed_at_ >= idle / 8) {
+    stall_armed_at_ = now;
+    arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
+  }
   return 0;
 }
 

@@ -67,13 +67,23 @@ void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
 }
 
+// "2026-11-29T17:23:00.123Z". The seconds part is formatted once per second
+// per thread; only the milliseconds change between lines.
 static std::string iso_time(int64_t unix_ms) {
-  std::time_t secs = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[40];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-  return fmt::format("{}.{:03d}Z", buf, static_cast<int>(unix_ms % 1000));
+  thread_local int64_t cached_secs = -1;
+  thread_local char cached[32];
+  int64_t secs = unix_ms / 1000;
+  if (secs != cached_secs) {
+    std::time_t t = static_cast<std::time_t>(secs);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    std::strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
+    cached_secs = secs;
+  }
+  char out[40];
+  int ms = static_cast<int>(unix_ms % 1000);
+  std::snprintf(out, sizeof out, "%s.%03dZ", cached, ms < 0 ? 0 : ms);
+  return out;
 }
 
 // Text values are printed bare unless they contain spaces or quotes.

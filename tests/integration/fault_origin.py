@@ -25,7 +25,9 @@ import time
 
 import harness as h
 
-_REQUEST_LINE = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+) (\S+) (HTTP/1\.[01])")
+# The target must be visible ASCII: a raw byte such as 0xA0 is whitespace to
+# some parsers and would split the line differently (RFC 9112 3, RFC 3986).
+_REQUEST_LINE = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+) ([\x21-\x7e]+) (HTTP/1\.[01])")
 
 
 # ---------------------------------------------------------------- actions
@@ -315,13 +317,27 @@ class FaultOrigin:
         except OSError:
             data = b""
         if not data:
-            if c.inbuf.strip(b"\r\n") and not c.busy:
-                self._error(c, "connection closed inside a request: %r" % bytes(c.inbuf[:200]))
+            if c.inbuf.strip(b"\r\n") and not c.busy and c.discard_body is None:
+                self._closed_inside_request(c)
             self._drop(c)
             return
         c.last_active = time.monotonic()
         c.inbuf += data
         self._process(c)
+
+    def _closed_inside_request(self, c):
+        """EOF with a request pending. A cut body is what a proxy does when its
+        client goes away mid-request: recorded as an incomplete arrival. A cut
+        head is never legitimate (a proxy writes its head at once)."""
+        try:
+            arrival, consumed, complete = self._parse(c)
+        except h.ProtocolError as e:
+            self._error(c, "bad request from proxy: %s" % e)
+            return
+        if arrival is None:
+            self._error(c, "connection closed inside a request head: %r" % bytes(c.inbuf[:200]))
+            return
+        self._record(arrival, c)
 
     def _error(self, c, message):
         with self._lock:

@@ -21,6 +21,9 @@ import fault_origin as fo
 import harness as h
 from harness import IntegrationTest
 
+# Under AddressSanitizer the quarantine keeps freed memory: RSS growth is
+# not a leak signal there (LeakSanitizer checks leaks at exit instead).
+SANITIZED = os.environ.get("ONELAYER_SANITIZED") == "1"
 RETRY = {"max_attempts": 3, "per_try_timeout": "300ms",
          "backoff": {"base": "10ms", "cap": "50ms", "jitter": "full"},
          "retry_after": {"honor": True, "max": "1s"}}
@@ -221,6 +224,18 @@ class HeadRequestTest(FaultTestBase):
         self.assertEqual(len(resps), 2, repr(raw[:400]))
         self.assertProxyError(resps[0], 502, "connect_failure")
         self.assertProxyError(resps[1], 502, "connect_failure")
+
+    def test_no_route_answer_to_head_has_no_body_and_the_next_response_is_intact(self):
+        origin = self.start_fault_origin()
+        proxy = self.proxy_with(origin, route={"match": {"path_prefix": "/api"}})
+        raw = h.raw_request(proxy.port(), h.build_request("HEAD", "/elsewhere") +
+                            h.build_request("GET", "/api/next", headers=[("Connection", "close")]),
+                            timeout=5)
+        try:
+            resps = h.parse_responses(raw, methods=["HEAD", "GET"])
+        except (h.ProtocolError, h.IncompleteMessage) as e:
+            self.fail("responses out of sync after a HEAD (%s): %r" % (e, raw[:400]))
+        self.assertEqual([r.status for r in resps], [404, 200], repr(raw[:400]))
 
     def test_upstream_head_response_is_forwarded_without_body(self):
         origin = self.start_fault_origin(lambda a: fo.respond(
@@ -610,9 +625,12 @@ class NothingLostNothingDuplicatedTest(FaultTestBase):
         self.assertEqual(origin.errors, [])
         # 5. No growth: RSS and descriptors back near their warm-up values.
         self.assertIsNotNone(warm["rss"])
-        margin_kb = max(8 * 1024, warm["rss"] // 4)
-        self.assertLess(rss_end, warm["rss"] + margin_kb,
-                        "RSS grew from %d KiB (warm) to %d KiB" % (warm["rss"], rss_end))
+        sys.stderr.write("[nothing-lost] RSS %d KiB after warm-up, %d KiB at the end; fds %d -> %d\n" % (
+            warm["rss"], rss_end, warm["fds"], fds_end))
+        if not SANITIZED:
+            margin_kb = max(8 * 1024, warm["rss"] // 4)
+            self.assertLess(rss_end, warm["rss"] + margin_kb,
+                            "RSS grew from %d KiB (warm) to %d KiB" % (warm["rss"], rss_end))
         self.assertLess(fds_end, warm["fds"] + 80,
                         "descriptors grew from %d (warm) to %d" % (warm["fds"], fds_end))
         self.assertHealthy(proxy)
