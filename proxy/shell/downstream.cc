@@ -36,6 +36,12 @@ static const Limits& limits_for(Worker* w, const std::string& listener) {
 
 void DownConn::start() {
   const Limits& lim = limits_for(worker_, listener_->name);
+  if (worker_->connection_count() > worker_->runtime().max_connections_per_worker) {
+    spdlog::warn("listener {}: descriptor budget reached ({} connections), closing new connection",
+                 listener_->name, worker_->connection_count());
+    reject(503, "max_connections", true, "descriptor budget reached");
+    return;
+  }
   if (listener_->connections > lim.max_connections) {
     spdlog::warn("listener {}: max_connections {} reached, closing new connection", listener_->name,
                  lim.max_connections);
@@ -221,6 +227,24 @@ int DownConn::on_head(MessageHead& head) {
     reject(400, "bad_request", true, "CONNECT is not supported");
     return -1;
   }
+  if (head.http_major != 1) {
+    reject(400, "bad_request", true, "only HTTP/1.x is served");
+    return -1;
+  }
+  for (unsigned char c : head.target) {
+    if (c <= 0x20 || c >= 0x7f) {  // RFC 9112 3.2: no whitespace, controls or raw non-ASCII
+      reject(400, "bad_request", true, "invalid byte in the request target");
+      return -1;
+    }
+  }
+  // H: the only transfer coding forwarded is chunked alone (gzip, chunked
+  // would reach the upstream without its gzip).
+  for (const Header& h : head.headers) {
+    if (iequals(h.name, "transfer-encoding") && !iequals(h.value, "chunked")) {
+      reject(400, "bad_request", true, "unsupported Transfer-Encoding");
+      return -1;
+    }
+  }
   RequestHeaderProblem problem =
       head.obs_fold ? RequestHeaderProblem::obs_fold : validate_request_headers(head.headers, http11, 0);
   if (problem != RequestHeaderProblem::none) {
@@ -347,7 +371,7 @@ void DownConn::reject(int status, const char* reason, bool close_after, const ch
   if (closing_) return;
   if (close_after) close_after_ = true;
   std::string out;
-  append_proxy_response(out, status, reason, close_after_);
+  append_proxy_response(out, status, reason, close_after_, {}, parser_.head().method == "HEAD");
   worker_->write(this, out);
   spdlog::info("listener {}: {} {} from {}: {}", listener_->name, status, reason, peer_ip_,
                log_detail ? log_detail : "");

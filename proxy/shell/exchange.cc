@@ -469,8 +469,13 @@ int Exchange::on_up_body(const char* data, size_t len) {
   }
   parts[n++] = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len));
   if (resp_chunked_down_) parts[n++] = uv_buf_init(const_cast<char*>("\r\n"), 2);
-  w_->write(down_, parts, n);
+  int rc = w_->write(down_, parts, n);
   pending_head_.clear();
+  if (rc < 0) {
+    // The client is gone (reset): stop pulling the body from the upstream.
+    down_->abort_connection();
+    return -1;
+  }
   if (down_->write_queue() > kHighWater && up_) up_->pause_reading();
   // Progress pushes the stall guard back; re-arming at most every 1/8 of the
   // timeout keeps timer churn off the per-chunk path.
@@ -502,8 +507,9 @@ void Exchange::on_up_end(bool reusable) {
 
 void Exchange::flush_head() {
   if (pending_head_.empty()) return;
-  w_->write(down_, pending_head_);
+  int rc = w_->write(down_, pending_head_);
   pending_head_.clear();
+  if (rc < 0) down_->abort_connection();
 }
 
 void Exchange::respond_error(int status, const char* reason) {
@@ -520,7 +526,7 @@ void Exchange::respond_error(int status, const char* reason) {
   if (mark_exhausted_) extra = fmt::format("{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
   bool close = down_->close_after_ || w_->draining() || !request_complete_;
   std::string out;
-  append_proxy_response(out, status, reason, close, extra);
+  append_proxy_response(out, status, reason, close, extra, head_request_);
   bytes_out_ += out.size();
   response_started_ = true;
   w_->write(down_, out);

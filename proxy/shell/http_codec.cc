@@ -144,6 +144,13 @@ int HttpParser::s_header_value_complete(llhttp_t* p) {
 int HttpParser::s_headers_complete(llhttp_t* p) {
   HttpParser* s = self(p);
   MessageHead& h = s->head_;
+  if (p->type == HTTP_REQUEST && (p->flags & F_TRANSFER_ENCODING) && !(p->flags & F_CHUNKED)) {
+    // llhttp refuses this only after on_headers_complete returns; refuse it
+    // before the head reaches the handler, so nothing is forwarded.
+    s->error_ = Error::parse;
+    llhttp_set_error_reason(p, "Transfer-Encoding does not end in chunked");
+    return -1;
+  }
   s->in_head_ = false;
   h.status = p->status_code;
   h.http_major = p->http_major;

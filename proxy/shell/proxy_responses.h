@@ -10,7 +10,8 @@ namespace onelayer {
 const char* status_text(int status);
 
 // Appends a complete response. `extra` holds raw "Name: value\r\n" lines.
+// A response to HEAD (`head_request`) keeps its Content-Length and has no body.
 void append_proxy_response(std::string& out, int status, std::string_view reason, bool close,
-                           std::string_view extra = {});
+                           std::string_view extra = {}, bool head_request = false);
 
 }  // namespace onelayer

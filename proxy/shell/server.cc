@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <malloc.h>
+#include <sys/resource.h>
 
 #include <csignal>
 #include <cstdio>
@@ -228,6 +229,13 @@ int Server::run() {
   std::signal(SIGPIPE, SIG_IGN);
 
   size_t nworkers = cfg->workers;
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
+    size_t usable = nofile.rlim_cur > 96 ? (nofile.rlim_cur - 64) / 2 : 16;
+    rt_.max_connections_per_worker = std::max<size_t>(8, usable / nworkers);
+    spdlog::info("descriptor limit {}: at most {} client connections per worker", nofile.rlim_cur,
+                 rt_.max_connections_per_worker);
+  }
   std::vector<std::vector<ListenSocket>> sockets(nworkers);
   for (const Listener& l : cfg->listeners) {
     uint16_t port = 0;

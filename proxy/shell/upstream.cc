@@ -184,6 +184,7 @@ void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
 }
 
 int UpConn::on_head(MessageHead& head) {
+  if (head.status < 100 || head.status > 999) return -1;  // llhttp lets 0 and 099 through
   if (head.status >= 100 && head.status < 200) {
     if (head.status == 101) return -1;  // Upgrade was stripped: a 101 is a broken upstream
     informational_ = true;

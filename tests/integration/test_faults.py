@@ -258,7 +258,7 @@ class SilentUpstreamTest(FaultTestBase):
         self.assertEqual(r.header("x-onelayer-error"), "deadline_exceeded")
         self.assertEqual(origin.count(), 2, "GET not retried after a per-try timeout")
         self.assertGreaterEqual(elapsed, 0.55)
-        self.assertLess(elapsed, 1.5, "per-try timeout 300ms x 2 took %.2fs" % elapsed)
+        self.assertLess(elapsed, 2.0, "per-try timeout 300ms x 2 took %.2fs" % elapsed)
 
     def test_post_without_key_is_not_retried_after_a_timeout(self):
         origin = self.start_fault_origin(lambda a: fo.hang())
