@@ -36,9 +36,12 @@ static const Limits& limits_for(Worker* w, const std::string& listener) {
 
 void DownConn::start() {
   const Limits& lim = limits_for(worker_, listener_->name);
-  if (worker_->connection_count() > worker_->runtime().max_connections_per_worker) {
-    spdlog::warn("listener {}: descriptor budget reached ({} connections), closing new connection",
-                 listener_->name, worker_->connection_count());
+  const Metrics& m = worker_->runtime().metrics;
+  size_t open = m.downstream_connections_active.load(std::memory_order_relaxed) +
+                m.upstream_connections_active.load(std::memory_order_relaxed);
+  if (open > worker_->runtime().max_open_connections) {
+    spdlog::warn("listener {}: descriptor budget reached ({} connections open), closing new connection",
+                 listener_->name, open);
     reject(503, "max_connections", true, "descriptor budget reached");
     return;
   }

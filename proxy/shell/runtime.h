@@ -42,10 +42,10 @@ class Runtime {
   Metrics metrics;
   std::atomic<bool> draining{false};
   std::atomic<bool> ready{false};
-  // Downstream connections one worker may hold: each may need an upstream
-  // descriptor too, and the admin listener and logs need a few, so the
-  // process never runs out of descriptors (see Server::run).
-  size_t max_connections_per_worker = SIZE_MAX;
+  // Client plus upstream connections the process may hold: the descriptor
+  // limit minus a reserve for listeners, the admin listener, DNS and logs,
+  // so the process never runs out of descriptors (see Server::run).
+  size_t max_open_connections = SIZE_MAX;
 
   // Builds and publishes a generation for `cfg`; budgets and breakers of
   // upstreams with an unchanged name carry over.

@@ -231,10 +231,11 @@ int Server::run() {
   size_t nworkers = cfg->workers;
   rlimit nofile{};
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY) {
-    size_t usable = nofile.rlim_cur > 96 ? (nofile.rlim_cur - 64) / 2 : 16;
-    rt_.max_connections_per_worker = std::max<size_t>(8, usable / nworkers);
-    spdlog::info("descriptor limit {}: at most {} client connections per worker", nofile.rlim_cur,
-                 rt_.max_connections_per_worker);
+    size_t soft = static_cast<size_t>(nofile.rlim_cur);
+    size_t reserve = std::max<size_t>(32, soft / 8);
+    rt_.max_open_connections = soft > reserve + 8 ? soft - reserve : 8;
+    spdlog::info("descriptor limit {}: at most {} client and upstream connections", soft,
+                 rt_.max_open_connections);
   }
   std::vector<std::vector<ListenSocket>> sockets(nworkers);
   for (const Listener& l : cfg->listeners) {

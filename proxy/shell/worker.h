@@ -138,11 +138,6 @@ class Worker {
   DownConn* conns_ = nullptr;  // intrusive list (DownConn::prev_/next_)
   size_t conn_count_ = 0;
   std::vector<DownConn*> connections() const;
-
- public:
-  size_t connection_count() const { return conn_count_; }
-
- private:
   std::unordered_map<std::string, std::unique_ptr<EndpointState>> endpoints_;
   bool draining_ = false;
   bool stopped_ = false;
