@@ -1,6 +1,7 @@
 """Connection handling through the real onelayer (issue 2): upstream pooling,
 downstream keep-alive and pipelining, Connection: close, max_connections."""
 
+import signal
 import time
 import unittest
 
@@ -219,6 +220,23 @@ class DrainTest(IntegrationTest):
         self.assertLess(elapsed, 2.0, "drain took %.2fs with drain_timeout 500ms" % elapsed)
         self.assertEqual(code, 3, "exit code after a drain that had to cut a request")
         self.assertIn("error=drain_timeout", proxy.stdout())
+
+    def test_every_event_loop_closes_clean_after_traffic_reload_and_drain(self):
+        # Each worker loop and the main loop end with uv_loop_close(); a handle
+        # left open would be logged as "closed with open handles".
+        origin = self.start_origin(default=h.respond(200, body=b"ok"))
+        proxy = self.start_proxy(h.simple_config(origin.port, workers=2))
+        for _ in range(3):
+            with h.Conn(proxy.port()) as c:
+                for _ in range(20):
+                    self.assertEqual(c.request("GET", "/").status, 200)
+        proxy.signal(signal.SIGHUP)
+        time.sleep(0.3)
+        with h.Conn(proxy.port()) as c:
+            self.assertEqual(c.request("GET", "/").status, 200)
+        self.assertEqual(proxy.stop(timeout=5), 0)
+        self.assertNotIn("open handles", proxy.stderr())
+        self.assertIn("stopped", proxy.stderr())
 
     def test_sigterm_on_an_idle_proxy_exits_0_promptly(self):
         origin = self.start_origin()
