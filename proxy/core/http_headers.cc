@@ -35,16 +35,19 @@ constexpr std::string_view kFallbackOwner = "onelayer";
 
 char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
-bool is_tchar(unsigned char c) {
-  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
-  switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-    case '-': case '.': case '^': case '_': case '`': case '|': case '~':
-      return true;
-    default:
-      return false;
-  }
+// RFC 9110 5.6.2 tchar, as a table: checked for every header name of every
+// request and response, so it is on the hot path.
+constexpr std::array<bool, 256> make_tchar_table() {
+  std::array<bool, 256> t{};
+  for (int c = '0'; c <= '9'; ++c) t[static_cast<size_t>(c)] = true;
+  for (int c = 'a'; c <= 'z'; ++c) t[static_cast<size_t>(c)] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) t[static_cast<size_t>(c)] = true;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
+  return t;
 }
+constexpr std::array<bool, 256> kTchar = make_tchar_table();
+
+bool is_tchar(unsigned char c) { return kTchar[c]; }
 
 std::string_view trim_ows(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
