@@ -332,6 +332,42 @@ void rewrite_response_headers(const Headers& in, std::string_view via, Headers& 
   append_list_value(out, "Via", via);
 }
 
+void append_rewritten_response_headers(const Headers& in, std::string_view via, std::string& out) {
+  const std::vector<std::string_view> listed = connection_options(in);
+  auto kept = [&](const Header& f) {
+    return is_valid_field(f) && !is_framing(f.name) && !is_fixed_hop_by_hop(f.name) && !listed_in(f.name, listed);
+  };
+  auto put = [&](std::string_view name, std::string_view value) {
+    out.append(name);
+    out += ": ";
+    out.append(value);
+    out += "\r\n";
+  };
+  bool via_written = via.empty();  // an empty via merges nothing (as append_list_value)
+  for (const Header& f : in) {
+    if (!kept(f)) continue;
+    if (!via.empty() && iequals(f.name, "Via")) {
+      if (via_written) continue;  // merged into the first Via line
+      via_written = true;
+      out.append(f.name);
+      out += ": ";
+      bool any = false;
+      for (const Header& g : in) {
+        if (!kept(g) || !iequals(g.name, "Via") || g.value.empty()) continue;
+        if (any) out += ", ";
+        out.append(g.value);
+        any = true;
+      }
+      if (any) out += ", ";
+      out.append(via);
+      out += "\r\n";
+      continue;
+    }
+    put(f.name, f.value);
+  }
+  if (!via_written) put("Via", via);
+}
+
 bool response_marks_exhausted(const Headers& h, const HeaderNames& names) {
   return find_header(h, names.retry_exhausted) != nullptr;
 }

@@ -111,6 +111,9 @@ void rewrite_response_headers(const Headers& in, std::string_view via, Headers& 
 // The response carries names.retry_exhausted (any value): an inner owner has
 // given up on it, so it is final here.
 bool response_marks_exhausted(const Headers& h, const HeaderNames& names);
+// The same result as rewrite_response_headers + append_serialized, written
+// straight into `out` without copying fields (the proxy's hot path).
+void append_rewritten_response_headers(const Headers& in, std::string_view via, std::string& out);
 
 // Serializes "Name: value\r\n" for each header into out (appends).
 void append_serialized(const Headers& h, std::string& out);

@@ -420,7 +420,6 @@ int Exchange::on_up_head(MessageHead& head) {
   resp_no_body_ = head_request_ || head.status == 204 || head.status == 304;
   resp_chunked_down_ = false;
   resp_close_delimited_down_ = false;
-  rewrite_response_headers(head.headers, "1.1 onelayer", scratch_headers_);
 
   // The head waits in pending_head_ until the first body bytes (or the end of
   // this read): head and body then leave in one write.
@@ -428,7 +427,7 @@ int Exchange::on_up_head(MessageHead& head) {
   out.clear();
   fmt::format_to(std::back_inserter(out), "HTTP/1.1 {} {}\r\n", head.status,
                  head.reason.empty() ? status_text(head.status) : head.reason);
-  append_serialized(scratch_headers_, out);
+  append_rewritten_response_headers(head.headers, "1.1 onelayer", out);
   if (head.has_content_length && (!resp_no_body_ || head_request_ || head.status == 304)) {
     fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", head.content_length);
   } else if (!resp_no_body_) {

@@ -614,3 +614,25 @@ TEST_SUITE("append_serialized") {
     CHECK(s == "HTTP/1.1 200 OK\r\nA: 1\r\nb: \r\n");
   }
 }
+
+TEST_CASE("DirectResponseSerializationMatchesRewriteThenSerialize") {
+  const std::vector<Headers> inputs = {
+      {},
+      {{"Content-Type", "text/plain"}, {"Content-Length", "3"}},
+      {{"Via", "1.0 a"}, {"Server", "x"}, {"via", "1.1 b"}, {"Via", ""}},
+      {{"Connection", "close, X-Secret"}, {"X-Secret", "s"}, {"Keep-Alive", "timeout=5"}, {"ETag", "\"1\""}},
+      {{"Transfer-Encoding", "chunked"}, {"Trailer", "x"}, {"Upgrade", "h2c"}, {"Set-Cookie", "a=1"}, {"Set-Cookie", "b=2"}},
+      {{"Bad Name", "v"}, {"X-Ok", "v"}, {"X-Ctl", std::string("a\x01b")}, {"Via", "1.1 c"}},
+      {{"x-retry-exhausted", "3"}, {"Proxy-Connection", "keep-alive"}, {"TE", "trailers"}},
+  };
+  for (std::string_view via : {std::string_view("1.1 onelayer"), std::string_view("")}) {
+    for (const Headers& in : inputs) {
+      Headers rewritten;
+      rewrite_response_headers(in, via, rewritten);
+      std::string expected, direct;
+      append_serialized(rewritten, expected);
+      append_rewritten_response_headers(in, via, direct);
+      CHECK(direct == expected);
+    }
+  }
+}
