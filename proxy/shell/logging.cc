@@ -128,12 +128,19 @@ void write_access_log(const AccessRecord& r) {
   };
   line += json ? "{\"time\":\"" + t + "\"" : t;
   for (const auto& [k, v] : text_fields) add(k, v);
-  line += fmt::format(fmt::runtime(json ? ",\"status\":{},\"attempts\":{}" : " status={} attempts={}"), r.status,
-                      r.attempts);
+  auto out = std::back_inserter(line);
+  if (json) {
+    fmt::format_to(out, ",\"status\":{},\"attempts\":{}", r.status, r.attempts);
+  } else {
+    fmt::format_to(out, " status={} attempts={}", r.status, r.attempts);
+  }
   for (const auto& [k, v] : reason_fields) add(k, v);
-  line += fmt::format(fmt::runtime(json ? ",\"duration_ms\":{:.3f},\"bytes_in\":{},\"bytes_out\":{}}}\n"
-                                        : " duration_ms={:.3f} bytes_in={} bytes_out={}\n"),
-                      r.duration_ms, r.bytes_in, r.bytes_out);
+  if (json) {
+    fmt::format_to(out, ",\"duration_ms\":{:.3f},\"bytes_in\":{},\"bytes_out\":{}}}\n", r.duration_ms, r.bytes_in,
+                   r.bytes_out);
+  } else {
+    fmt::format_to(out, " duration_ms={:.3f} bytes_in={} bytes_out={}\n", r.duration_ms, r.bytes_in, r.bytes_out);
+  }
   // stdout is fully buffered (setup_logging); the server flushes it a few
   // times a second and at exit, so a busy proxy makes no syscall per line.
   std::fwrite(line.data(), 1, line.size(), stdout);
