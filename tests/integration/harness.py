@@ -496,18 +496,23 @@ class Conn:
             pass
 
 
-def raw_request(port, data, timeout=5.0, responses=None, methods=None, half_close=False,
-                host="127.0.0.1"):
-    """Send raw bytes on a new connection and return every byte received until
-    the peer closes, ``timeout`` passes, or (with ``responses=n``) n final
-    responses have been received. Never raises on reset/timeout: returns what
-    arrived."""
+def raw_exchange(port, data=b"", *, pieces=None, pause=0.05, timeout=5.0, responses=None,
+                 methods=None, half_close=False, host="127.0.0.1"):
+    """Send ``data`` (or ``pieces`` with ``pause`` between them) on a new
+    connection, optionally half-close, then read until the peer closes,
+    ``timeout`` passes, or (with ``responses=n``) n final responses arrived.
+    Returns (bytes received, closed) where closed says the peer ended the
+    connection (EOF or reset). Never raises on reset or timeout."""
     sock = socket.create_connection((host, port), timeout=timeout)
     got = bytearray()
+    closed = False
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            sock.sendall(data)
+            for piece in (pieces if pieces is not None else [data]):
+                sock.sendall(piece)
+                if pieces is not None:
+                    time.sleep(pause)
             if half_close:
                 sock.shutdown(socket.SHUT_WR)
         except (BrokenPipeError, ConnectionResetError):
@@ -522,16 +527,25 @@ def raw_request(port, data, timeout=5.0, responses=None, methods=None, half_clos
                 break
             try:
                 chunk = sock.recv(65536)
-            except (ConnectionResetError, OSError):
+            except OSError:
+                closed = True
                 break
             if not chunk:
+                closed = True
                 break
             got += chunk
             if responses is not None and _count_complete(got, methods) >= responses:
                 break
     finally:
         sock.close()
-    return bytes(got)
+    return bytes(got), closed
+
+
+def raw_request(port, data, timeout=5.0, responses=None, methods=None, half_close=False,
+                host="127.0.0.1"):
+    """raw_exchange's bytes alone."""
+    return raw_exchange(port, data, timeout=timeout, responses=responses, methods=methods,
+                        half_close=half_close, host=host)[0]
 
 
 def _count_complete(data, methods):

@@ -18,8 +18,6 @@ header timeout. Environment: CORPUS_WORKERS (parallel connections, default
 
 import os
 import re
-import select
-import socket
 import sys
 import threading
 import time
@@ -44,38 +42,8 @@ def corpus_dir():
 
 
 def exchange(port, data, half_close, bound):
-    """Send data; read until the proxy closes or ``bound`` seconds pass.
-    Returns (bytes, ended) where ended says the proxy closed (EOF/reset)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=bound)
-    got = bytearray()
-    ended = False
-    try:
-        try:
-            sock.sendall(data)
-            if half_close:
-                sock.shutdown(socket.SHUT_WR)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        deadline = time.monotonic() + bound
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            r, _, _ = select.select([sock], [], [], left)
-            if not r:
-                break
-            try:
-                chunk = sock.recv(65536)
-            except OSError:
-                ended = True
-                break
-            if not chunk:
-                ended = True
-                break
-            got += chunk
-    finally:
-        sock.close()
-    return bytes(got), ended
+    """(bytes, ended): see harness.raw_exchange."""
+    return h.raw_exchange(port, data, timeout=bound, half_close=half_close)
 
 
 def parse_all(raw, data):

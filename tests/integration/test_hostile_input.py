@@ -30,43 +30,9 @@ LIMITS = {"max_header_bytes": "4KiB", "max_body_bytes": "64KiB", "header_timeout
 
 
 def talk(port, data=b"", pieces=None, pause=0.05, timeout=5.0, shut_write=False):
-    """Send ``data`` (or ``pieces`` with ``pause`` between them), then read
-    until the proxy closes or ``timeout`` passes. Returns (raw bytes, closed)
-    where closed says the proxy ended the connection (EOF or reset)."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    got = bytearray()
-    closed = False
-    try:
-        try:
-            for piece in (pieces if pieces is not None else [data]):
-                sock.sendall(piece)
-                if pieces is not None:
-                    time.sleep(pause)
-            if shut_write:
-                sock.shutdown(socket.SHUT_WR)
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            r, _, _ = select.select([sock], [], [], left)
-            if not r:
-                break
-            try:
-                chunk = sock.recv(65536)
-            except (ConnectionResetError, OSError):
-                closed = True
-                break
-            if not chunk:
-                closed = True
-                break
-            got += chunk
-    finally:
-        sock.close()
-    return bytes(got), closed
+    """(raw bytes, closed) of one exchange: see harness.raw_exchange."""
+    return h.raw_exchange(port, data, pieces=pieces, pause=pause, timeout=timeout,
+                          half_close=shut_write)
 
 
 def wait_until(pred, timeout=5.0, step=0.05):
