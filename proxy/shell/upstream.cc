@@ -1,6 +1,9 @@
 // Upstream connections: DNS (cached per worker, refreshed in the background),
 // connect with a timeout, response parsing, keep-alive pooling with idle
 // timeouts and detection of connections the upstream closed while pooled.
+#include <algorithm>
+#include <cstring>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -33,7 +36,13 @@ static void on_gai(uv_getaddrinfo_t* req, int status, addrinfo* res) {
       addrs.push_back(ss);
     }
     if (!addrs.empty()) {
+      // IPv4 first: a dual-stack name such as localhost then reaches servers
+      // that listen on 127.0.0.1 only; the next address is tried after a
+      // connect failure (see start_connect).
+      std::stable_partition(addrs.begin(), addrs.end(),
+                            [](const sockaddr_storage& a) { return a.ss_family == AF_INET; });
       ep->addrs = std::move(addrs);
+      ep->next_addr = 0;
       ep->resolved_at = Clock::now();
     }
   } else {
@@ -117,12 +126,14 @@ void UpConn::start_connect() {
     fail_dns(UV_EAI_NONAME);
     return;
   }
-  const sockaddr_storage& ss = ep_->addrs[ep_->next_addr++ % ep_->addrs.size()];
+  // Sticky: stay on the address that works; move on after a failure.
+  const sockaddr_storage& ss = ep_->addrs[ep_->next_addr % ep_->addrs.size()];
   int rc = uv_tcp_connect(&connect_req_, &tcp_, reinterpret_cast<const sockaddr*>(&ss), [](uv_connect_t* req, int status) {
     auto* u = static_cast<UpConn*>(req->data);
     if (status == UV_ECANCELED || u->closing()) return;
     uv_timer_stop(&u->timer_);
     if (status < 0) {
+      u->ep_->next_addr++;  // the next attempt tries the endpoint's next address
       if (u->ex_) u->ex_->on_connect_failed(status, false);
       return;
     }

@@ -31,8 +31,6 @@ Worker::Worker(Runtime& rt, int index) : rt_(rt), index_(index), read_buf_(new c
   loop_.data = this;
   uv_async_init(&loop_, &async_, [](uv_async_t* a) { static_cast<Worker*>(a->data)->on_async(); });
   async_.data = this;
-  uv_timer_init(&loop_, &dns_timer_);
-  dns_timer_.data = this;
   uv_check_init(&loop_, &reaper_);
   reaper_.data = this;
   uv_check_start(&reaper_, [](uv_check_t* c) { static_cast<Worker*>(c->data)->retired_.clear(); });
@@ -126,8 +124,6 @@ void Worker::close_everything() {
     for (UpConn* u : idle) u->detach_and_close();
     ep->idle.clear();
   }
-  uv_timer_stop(&dns_timer_);
-  uv_close(reinterpret_cast<uv_handle_t*>(&dns_timer_), nullptr);
   uv_check_stop(&reaper_);
   uv_close(reinterpret_cast<uv_handle_t*>(&reaper_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);

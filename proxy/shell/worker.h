@@ -122,7 +122,6 @@ class Worker {
   int index_;
   uv_loop_t loop_;
   uv_async_t async_;
-  uv_timer_t dns_timer_;
   uv_check_t reaper_;
   std::vector<std::unique_ptr<Exchange>> retired_;
   std::thread thread_;

@@ -13,6 +13,18 @@ HOP_BY_HOP = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "
 
 
 class RoundTripTest(IntegrationTest):
+    def test_dns_name_endpoint_is_resolved_and_reused(self):
+        # "localhost:<port>" goes through uv_getaddrinfo; later requests reuse
+        # the cached answer and the pooled connection.
+        origin = self.start_origin(default=h.respond(200, body=b"named"))
+        proxy = self.start_proxy(h.simple_config(endpoints=["localhost:%d" % origin.port]))
+        with h.Conn(proxy.port()) as c:
+            for _ in range(5):
+                r = c.request("GET", "/dns")
+                self.assertEqual((r.status, r.body), (200, b"named"))
+        self.assertEqual(origin.count(), 5)
+        self.assertEqual(origin.connections_accepted, 1)
+
     def setUp(self):
         self.origin = self.start_origin()
         self.proxy = self.proxy_for(self.origin)
