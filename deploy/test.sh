@@ -8,7 +8,8 @@
 # ONELAYER_QUICK=1 skips stages 1 and 2 (for a fast local loop).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-bash "$root/deploy/install-deps.sh" test
+# "all": the ctest run includes the benchmark smoke test (wrk, nginx, haproxy, gnuplot).
+bash "$root/deploy/install-deps.sh" all
 jobs="$(nproc)"
 
 if [ "${ONELAYER_QUICK:-0}" != 1 ]; then
