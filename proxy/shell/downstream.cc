@@ -67,14 +67,6 @@ void DownConn::start() {
   resume_reading();
 }
 
-static void on_down_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
-  Conn* c = static_cast<Conn*>(h->data);
-  // One read buffer per worker: everything kept past the callback is copied,
-  // so idle connections hold no buffer at all.
-  buf->base = c->worker_->read_buffer();
-  buf->len = Worker::kReadBufferSize;
-}
-
 static void on_down_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
   static_cast<DownConn*>(s->data)->on_read(nread, buf);
 }
@@ -83,7 +75,7 @@ void DownConn::resume_reading() {
   if (closing_ || reading_ || eof_) return;
   if (pending_in_ && pending_in_->size() >= kMaxPipelined) return;  // pipelined: wait for the exchange
   if (!want_read_) return;
-  if (uv_read_start(stream(), on_down_alloc, on_down_read) == 0) reading_ = true;
+  if (uv_read_start(stream(), Conn::alloc_read_buffer, on_down_read) == 0) reading_ = true;
 }
 
 void DownConn::pause_reading() {
@@ -93,23 +85,9 @@ void DownConn::pause_reading() {
   }
 }
 
-static void on_header_timeout(uv_timer_t* t) {
-  auto* d = static_cast<DownConn*>(t->data);
-  if (d->ex_) return;
-  if (d->parser_.in_message()) {
-    spdlog::info("listener {}: header timeout from {}", d->listener_->name, d->peer_ip_);
-    d->reject(408, "header_timeout", true, "request head not complete in time");
-  } else {
-    d->abort_connection();  // idle keep-alive connection timed out
-  }
-}
-
-void DownConn::arm_header_timer() {
-  const Limits& lim = limits_for(worker_, listener_->name);
-  uv_timer_start(&timer_, on_header_timeout, static_cast<uint64_t>(lim.header_timeout.count()), 0);
-}
-
-static void on_idle_timeout(uv_timer_t* t) {
+// Header and idle timeouts share one callback: a partial request head gets
+// 408, an idle keep-alive connection is closed.
+static void on_head_or_idle_timeout(uv_timer_t* t) {
   auto* d = static_cast<DownConn*>(t->data);
   if (d->ex_) return;
   if (d->parser_.in_message()) {
@@ -119,9 +97,14 @@ static void on_idle_timeout(uv_timer_t* t) {
   }
 }
 
+void DownConn::arm_header_timer() {
+  const Limits& lim = limits_for(worker_, listener_->name);
+  uv_timer_start(&timer_, on_head_or_idle_timeout, static_cast<uint64_t>(lim.header_timeout.count()), 0);
+}
+
 void DownConn::arm_idle_timer() {
   const Limits& lim = limits_for(worker_, listener_->name);
-  uv_timer_start(&timer_, on_idle_timeout, static_cast<uint64_t>(lim.idle_timeout.count()), 0);
+  uv_timer_start(&timer_, on_head_or_idle_timeout, static_cast<uint64_t>(lim.idle_timeout.count()), 0);
 }
 
 void DownConn::account_in(size_t n) {

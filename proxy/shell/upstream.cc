@@ -99,12 +99,6 @@ void UpConn::fail_dns(int err) {
   if (ex_) ex_->on_connect_failed(err, true);
 }
 
-static void on_up_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
-  Conn* c = static_cast<Conn*>(h->data);
-  buf->base = c->worker_->read_buffer();
-  buf->len = Worker::kReadBufferSize;
-}
-
 static void on_up_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
   static_cast<UpConn*>(s->data)->on_read(nread, buf);
 }
@@ -118,7 +112,7 @@ void UpConn::pause_reading() {
 
 void UpConn::resume_reading() {
   if (closing_ || reading_ || !connected_) return;
-  if (uv_read_start(stream(), on_up_alloc, on_up_read) == 0) reading_ = true;
+  if (uv_read_start(stream(), Conn::alloc_read_buffer, on_up_read) == 0) reading_ = true;
 }
 
 void UpConn::start_connect() {

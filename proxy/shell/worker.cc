@@ -16,6 +16,12 @@ void conn_handle_closed(Conn* c);  // downstream.cc: the last of both handles fr
 
 static void on_conn_handle_closed(uv_handle_t* h) { conn_handle_closed(static_cast<Conn*>(h->data)); }
 
+void Conn::alloc_read_buffer(uv_handle_t* h, size_t, uv_buf_t* buf) {
+  Conn* c = static_cast<Conn*>(h->data);
+  buf->base = c->worker_->read_buffer();
+  buf->len = Worker::kReadBufferSize;
+}
+
 void Conn::close_handles() {
   if (closing_) return;
   closing_ = true;

@@ -52,6 +52,10 @@ class Conn {
   virtual ~Conn() = default;
   virtual void on_write_done(int status) = 0;
   void close_handles();
+  // libuv alloc callback of both connection kinds: the worker's one read
+  // buffer (everything kept past a read callback is copied, so idle
+  // connections hold no buffer).
+  static void alloc_read_buffer(uv_handle_t* h, size_t, uv_buf_t* buf);
   bool closing() const { return closing_; }
   size_t write_queue() const { return tcp_.write_queue_size; }
   uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp_); }
