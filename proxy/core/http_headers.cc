@@ -3,30 +3,13 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
+#include <cstring>
 
 #include "core/baggage.h"
 
 namespace onelayer {
 namespace {
-
-constexpr std::array<std::string_view, 7> kFixedHopByHop = {
-    "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"};
-
-// Foreign retry directives (PRODUCT.md): Envoy and Linkerd request headers
-// that would make an inner hop retry on its own.
-constexpr std::array<std::string_view, 11> kForeignRetryDirectives = {
-    "x-envoy-retry-on",
-    "x-envoy-retry-grpc-on",
-    "x-envoy-max-retries",
-    "x-envoy-retriable-status-codes",
-    "x-envoy-retriable-header-names",
-    "x-envoy-hedge-on-per-try-timeout",
-    "x-envoy-upstream-rq-per-try-timeout-ms",
-    "l5d-retry-http",
-    "l5d-retry-grpc",
-    "l5d-retry-limit",
-    "l5d-retry-timeout",
-};
 
 constexpr std::string_view kEnvoyMaxRetries = "x-envoy-max-retries";
 constexpr std::string_view kBaggage = "baggage";
@@ -47,72 +30,258 @@ constexpr std::array<bool, 256> make_tchar_table() {
 }
 constexpr std::array<bool, 256> kTchar = make_tchar_table();
 
-bool is_tchar(unsigned char c) { return kTchar[c]; }
-
 std::string_view trim_ows(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
 }
 
-template <size_t N>
-bool in_set(std::string_view name, const std::array<std::string_view, N>& set) {
-  return std::any_of(set.begin(), set.end(), [&](std::string_view s) { return iequals(name, s); });
+// What a field name means to the rewrite, decided once per field: the rules
+// below then switch on it instead of comparing the name against every list.
+enum class Kind : uint8_t { other, host, via, x_forwarded_for, x_forwarded_proto, baggage, framing, hop_by_hop, foreign_retry };
+
+struct NamedKind {
+  std::string_view name;
+  Kind kind;
+};
+constexpr NamedKind kKinds[] = {
+    {"host", Kind::host}, {"via", Kind::via}, {"x-forwarded-for", Kind::x_forwarded_for},
+    {"x-forwarded-proto", Kind::x_forwarded_proto}, {"baggage", Kind::baggage},
+    {"content-length", Kind::framing}, {"transfer-encoding", Kind::framing},
+    // The fixed hop-by-hop set (RFC 9110 7.6.1 and the de-facto extras).
+    {"connection", Kind::hop_by_hop}, {"keep-alive", Kind::hop_by_hop}, {"proxy-connection", Kind::hop_by_hop},
+    {"te", Kind::hop_by_hop}, {"trailer", Kind::hop_by_hop}, {"upgrade", Kind::hop_by_hop},
+    // Foreign retry directives (PRODUCT.md): Envoy and Linkerd request
+    // headers that would make an inner hop retry on its own.
+    {"x-envoy-retry-on", Kind::foreign_retry}, {"x-envoy-retry-grpc-on", Kind::foreign_retry},
+    {"x-envoy-max-retries", Kind::foreign_retry}, {"x-envoy-retriable-status-codes", Kind::foreign_retry},
+    {"x-envoy-retriable-header-names", Kind::foreign_retry}, {"x-envoy-hedge-on-per-try-timeout", Kind::foreign_retry},
+    {"x-envoy-upstream-rq-per-try-timeout-ms", Kind::foreign_retry}, {"l5d-retry-http", Kind::foreign_retry},
+    {"l5d-retry-grpc", Kind::foreign_retry}, {"l5d-retry-limit", Kind::foreign_retry},
+    {"l5d-retry-timeout", Kind::foreign_retry},
+};
+
+Kind classify(std::string_view name) {
+  for (const NamedKind& k : kKinds)
+    if (k.name.size() == name.size() && iequals(k.name, name)) return k.kind;
+  return Kind::other;
 }
 
-bool is_fixed_hop_by_hop(std::string_view name) { return in_set(name, kFixedHopByHop); }
+bool is_connection(std::string_view name) { return name.size() == 10 && iequals(name, "connection"); }
 
-bool is_framing(std::string_view name) { return iequals(name, "content-length") || iequals(name, "transfer-encoding"); }
-
-// The connection-options of every Connection field, as views into `h`.
-std::vector<std::string_view> connection_options(const Headers& h) {
-  std::vector<std::string_view> opts;
-  for (const Header& f : h) {
-    if (!iequals(f.name, "connection")) continue;
-    std::string_view v = f.value;
-    while (true) {
-      size_t comma = v.find(',');
-      std::string_view t = trim_ows(v.substr(0, comma));
-      if (!t.empty()) opts.push_back(t);
-      if (comma == std::string_view::npos) break;
-      v.remove_prefix(comma + 1);
+// The connection-options of every Connection field, as views into the
+// fields: a few inline, more on the heap (a legitimate peer sends one or two).
+class ConnectionOptions {
+ public:
+  explicit ConnectionOptions(const Headers& h) {
+    for (const Header& f : h) {
+      if (!is_connection(f.name)) continue;
+      std::string_view v = f.value;
+      while (true) {
+        size_t comma = v.find(',');
+        std::string_view t = trim_ows(v.substr(0, comma));
+        if (!t.empty()) add(t);
+        if (comma == std::string_view::npos) break;
+        v.remove_prefix(comma + 1);
+      }
     }
   }
-  return opts;
-}
+  bool lists(std::string_view name) const {
+    for (size_t i = 0; i < n_ && i < kInline; ++i)
+      if (iequals(name, inline_[i])) return true;
+    for (std::string_view o : more_)
+      if (iequals(name, o)) return true;
+    return false;
+  }
 
-bool listed_in(std::string_view name, const std::vector<std::string_view>& opts) {
-  return std::any_of(opts.begin(), opts.end(), [&](std::string_view o) { return iequals(name, o); });
-}
-
-// Fields a Connection option may not remove: routing needs Host, and the retry
-// protocol must survive hops that (mis)declare its fields hop-by-hop.
-bool is_protected_from_connection(std::string_view name, const HeaderNames& names) {
-  return iequals(name, "host") || iequals(name, kBaggage) || iequals(name, names.retry_owner) ||
-         iequals(name, names.retry_attempt) || iequals(name, names.request_timeout_ms);
-}
+ private:
+  static constexpr size_t kInline = 8;
+  void add(std::string_view t) {
+    if (n_ < kInline) {
+      inline_[n_++] = t;
+    } else {
+      more_.push_back(t);
+    }
+  }
+  std::string_view inline_[kInline];
+  size_t n_ = 0;
+  std::vector<std::string_view> more_;
+};
 
 bool is_valid_field(const Header& f) { return is_token(f.name) && is_valid_field_value(f.value); }
 
-// Appends `value` to the list field `name`: existing fields of that name are
-// merged, in order, into the first one (RFC 9110 5.3 makes that equivalent).
-void append_list_value(Headers& out, std::string_view name, std::string_view value) {
-  if (value.empty()) return;
-  auto first = std::find_if(out.begin(), out.end(), [&](const Header& f) { return iequals(f.name, name); });
-  if (first == out.end()) {
-    out.push_back(Header{std::string(name), std::string(value)});
+std::string_view owner_id(const Config& c) {
+  if (c.layer_id.empty() || !is_valid_field_value(c.layer_id)) return kFallbackOwner;
+  return c.layer_id;
+}
+
+// Joins every baggage field with "," (W3C: multiple headers are one list).
+std::string joined_baggage(const Headers& h) {
+  std::string joined;
+  for (const Header& f : h) {
+    if (classify(f.name) != Kind::baggage) continue;
+    if (!joined.empty()) joined += ',';
+    joined += f.value;
+  }
+  return joined;
+}
+
+// Where a rewrite writes its fields: a header list (rewrite_*_headers), or
+// the serialized head itself (append_rewritten_*: the proxy's hot path, which
+// copies each kept field once, into the bytes that go on the wire).
+struct ListSink {
+  Headers& out;
+  void put(std::string_view name, std::string_view value) { out.push_back(Header{std::string(name), std::string(value)}); }
+};
+struct TextSink {
+  std::string& out;
+  void put(std::string_view name, std::string_view value) {
+    out.append(name);
+    out.append(": ", 2);
+    out.append(value);
+    out.append("\r\n", 2);
+  }
+};
+
+// A list field the proxy appends a member to (Via, X-Forwarded-*): existing
+// fields of that name are merged, in order, into the first one, with the
+// member last (RFC 9110 5.3 makes that equivalent); without one, a new field
+// is written after the received ones.
+struct ListAppend {
+  Kind kind;
+  std::string_view name;  // spelling of a new field
+  std::string_view member;
+  bool written = false;
+};
+
+// Writes f, or for the first kept field of an appended list, the merged
+// field; later fields of that list are dropped. `kept` decides which of the
+// received fields count.
+template <class Sink, class Kept>
+void put_field(Sink& sink, const Headers& in, const Header& f, Kind kind, ListAppend* lists, size_t n_lists,
+               const Kept& kept) {
+  for (size_t i = 0; i < n_lists; ++i) {
+    ListAppend& l = lists[i];
+    if (l.kind != kind || l.member.empty()) continue;
+    if (l.written) return;  // merged into the first field of its name
+    l.written = true;
+    std::string joined;
+    for (const Header& g : in) {
+      if (g.value.empty() || classify(g.name) != kind || !kept(g)) continue;
+      joined.append(g.value);
+      joined.append(", ");
+    }
+    joined.append(l.member);
+    sink.put(f.name, joined);
     return;
   }
-  std::string joined;
-  for (auto it = first; it != out.end(); ++it) {
-    if (!iequals(it->name, name) || it->value.empty()) continue;
-    if (!joined.empty()) joined += ", ";
-    joined += it->value;
+  sink.put(f.name, f.value);
+}
+
+template <class Sink>
+void put_missing_lists(Sink& sink, ListAppend* lists, size_t n_lists) {
+  for (size_t i = 0; i < n_lists; ++i)
+    if (!lists[i].written && !lists[i].member.empty()) sink.put(lists[i].name, lists[i].member);
+}
+
+// Whether a received request field goes upstream (see rewrite_request_headers).
+struct RequestFieldRule {
+  const HeaderNames& names;
+  const ConnectionOptions& listed;
+  bool strip_foreign, claiming, rewrite_timeout;
+
+  bool operator()(const Header& f) const { return keeps(f, classify(f.name)); }
+  bool keeps(const Header& f, Kind kind) const {
+    if (kind == Kind::framing || kind == Kind::hop_by_hop || !is_valid_field(f)) return false;
+    if (strip_foreign && kind == Kind::foreign_retry) return false;
+    const bool owner = iequals(f.name, names.retry_owner), attempt = iequals(f.name, names.retry_attempt);
+    const bool timeout = iequals(f.name, names.request_timeout_ms);
+    if (claiming && (owner || attempt)) return false;
+    if (rewrite_timeout && timeout) return false;
+    // A Connection option cannot remove Host, baggage or the protocol
+    // fields: a hop must not be able to switch retry ownership off that way.
+    const bool protected_field = kind == Kind::host || kind == Kind::baggage || owner || attempt || timeout;
+    return protected_field || !listed.lists(f.name);
   }
-  if (!joined.empty()) joined += ", ";
-  joined += value;
-  first->value = std::move(joined);
-  out.erase(std::remove_if(first + 1, out.end(), [&](const Header& f) { return iequals(f.name, name); }), out.end());
+};
+
+template <class Sink>
+bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sink) {
+  const Config& config = *rw.config;
+  const HeaderNames& names = config.headers;
+  const ConnectionOptions listed(in);
+  const bool claiming = rw.inner_hops == InnerHops::forbid && rw.claim_ownership;
+  const RequestFieldRule rule{names, listed, rw.inner_hops != InnerHops::pass, claiming, rw.time_left_ms >= 0};
+  const std::string_view owner = owner_id(config);
+
+  // Claiming with baggage on: the ownership member is merged into the
+  // received baggage fields (joined into the first one); a merge past the
+  // size limit leaves them exactly as they were.
+  std::optional<std::string> baggage;
+  if (claiming && config.propagate_baggage) {
+    std::string joined;
+    for (const Header& f : in) {
+      if (classify(f.name) != Kind::baggage || !rule(f)) continue;
+      if (!joined.empty()) joined += ',';
+      joined += f.value;
+    }
+    baggage = baggage_merge(joined, names.baggage_member, owner);
+  }
+  bool baggage_written = false;
+  ListAppend lists[] = {{Kind::via, "Via", rw.via},
+                        {Kind::x_forwarded_for, "X-Forwarded-For", rw.client_ip},
+                        {Kind::x_forwarded_proto, "X-Forwarded-Proto", rw.proto}};
+  bool host = false;
+  for (const Header& f : in) {
+    const Kind kind = classify(f.name);
+    if (!rule.keeps(f, kind)) continue;
+    host = host || kind == Kind::host;
+    if (baggage && kind == Kind::baggage) {
+      if (!baggage_written) sink.put(f.name, *baggage);
+      baggage_written = true;
+      continue;
+    }
+    put_field(sink, in, f, kind, lists, std::size(lists), rule);
+  }
+
+  char digits[24];
+  auto number = [&](int64_t v) {
+    auto r = std::to_chars(digits, digits + sizeof digits, v);
+    return std::string_view(digits, static_cast<size_t>(r.ptr - digits));
+  };
+  if (claiming) {
+    if (baggage && !baggage_written) sink.put(kBaggage, *baggage);
+    sink.put(names.retry_owner, owner);
+    sink.put(names.retry_attempt, number(rw.attempt));
+    sink.put(kEnvoyMaxRetries, "0");
+  } else if (rw.inner_hops == InnerHops::forbid && rw.outer_owned) {
+    sink.put(kEnvoyMaxRetries, "0");
+  }
+  if (rule.rewrite_timeout) sink.put(names.request_timeout_ms, number(rw.time_left_ms));
+  put_missing_lists(sink, lists, std::size(lists));
+  return host;
+}
+
+template <class Sink>
+size_t rewrite_response_into(const Headers& in, std::string_view via, Sink& sink) {
+  const ConnectionOptions listed(in);
+  size_t invalid = 0;
+  auto kept = [&](const Header& f) {
+    Kind kind = classify(f.name);
+    return kind != Kind::framing && kind != Kind::hop_by_hop && is_valid_field(f) && !listed.lists(f.name);
+  };
+  ListAppend lists[] = {{Kind::via, "Via", via}};
+  for (const Header& f : in) {
+    const Kind kind = classify(f.name);
+    if (kind == Kind::framing || kind == Kind::hop_by_hop || listed.lists(f.name)) continue;
+    if (!is_valid_field(f)) {
+      ++invalid;
+      continue;
+    }
+    put_field(sink, in, f, kind, lists, std::size(lists), kept);
+  }
+  put_missing_lists(sink, lists, std::size(lists));
+  return invalid;
 }
 
 bool is_decimal(std::string_view s) {
@@ -166,36 +335,6 @@ bool contains_obs_fold(std::string_view v) {
   return false;
 }
 
-std::string_view owner_id(const Config& c) {
-  if (c.layer_id.empty() || !is_valid_field_value(c.layer_id)) return kFallbackOwner;
-  return c.layer_id;
-}
-
-// Joins every baggage field with "," (W3C: multiple headers are one list).
-std::string joined_baggage(const Headers& h) {
-  std::string joined;
-  for (const Header& f : h) {
-    if (!iequals(f.name, kBaggage)) continue;
-    if (!joined.empty()) joined += ',';
-    joined += f.value;
-  }
-  return joined;
-}
-
-// Sets the ownership member in the outgoing baggage; a merge that would pass
-// the size limit leaves the baggage fields exactly as they were.
-void merge_owner_into_baggage(Headers& out, const HeaderNames& names, std::string_view owner) {
-  std::optional<std::string> merged = baggage_merge(joined_baggage(out), names.baggage_member, owner);
-  if (!merged) return;
-  auto first = std::find_if(out.begin(), out.end(), [](const Header& f) { return iequals(f.name, kBaggage); });
-  if (first == out.end()) {
-    out.push_back(Header{std::string(kBaggage), std::move(*merged)});
-    return;
-  }
-  first->value = std::move(*merged);
-  out.erase(std::remove_if(first + 1, out.end(), [](const Header& f) { return iequals(f.name, kBaggage); }), out.end());
-}
-
 }  // namespace
 
 bool iequals(std::string_view a, std::string_view b) {
@@ -206,12 +345,31 @@ bool iequals(std::string_view a, std::string_view b) {
 }
 
 bool is_token(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return is_tchar(static_cast<unsigned char>(c)); });
+  bool ok = !s.empty();
+  for (unsigned char c : s) ok &= kTchar[c];  // no early exit: names are short, branches cost more
+  return ok;
 }
 
 bool is_valid_field_value(std::string_view v) {
-  for (unsigned char c : v)
-    if ((c < 0x20 && c != '\t') || c == 0x7F) return false;
+  auto bad = [](unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7F; };
+  // Eight bytes at a time: a word with no byte below 0x20 and none equal to
+  // 0x7F is clean (the usual case); a word with one (HTAB is below 0x20 too)
+  // is checked byte by byte.
+  constexpr uint64_t kOnes = 0x0101010101010101ULL, kHighs = 0x8080808080808080ULL;
+  const char* p = v.data();
+  size_t n = v.size();
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t x;
+    std::memcpy(&x, p, 8);
+    uint64_t below_space = (x - kOnes * 0x20) & ~x & kHighs;
+    uint64_t y = x ^ (kOnes * 0x7F);
+    uint64_t del = (y - kOnes) & ~y & kHighs;
+    if ((below_space | del) == 0) continue;
+    for (int i = 0; i < 8; ++i)
+      if (bad(static_cast<unsigned char>(p[i]))) return false;
+  }
+  for (; n > 0; ++p, --n)
+    if (bad(static_cast<unsigned char>(*p))) return false;
   return true;
 }
 
@@ -226,7 +384,8 @@ size_t count_headers(const Headers& h, std::string_view name) {
 }
 
 bool is_hop_by_hop(std::string_view name, const Headers& all) {
-  return is_fixed_hop_by_hop(name) || listed_in(name, connection_options(all));
+  Kind kind = classify(name);
+  return kind == Kind::hop_by_hop || iequals(name, "transfer-encoding") || ConnectionOptions(all).lists(name);
 }
 
 RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, size_t max_headers) {
@@ -288,84 +447,25 @@ std::optional<int64_t> incoming_timeout_ms(const Headers& h, const HeaderNames& 
 void rewrite_request_headers(const Headers& in, const RequestRewrite& rw, Headers& out) {
   out.clear();
   out.reserve(in.size() + 8);
-  const Config& config = *rw.config;
-  const HeaderNames& names = config.headers;
-  const bool strip_foreign = rw.inner_hops != InnerHops::pass;
-  const bool claiming = rw.inner_hops == InnerHops::forbid && rw.claim_ownership;
-  const bool rewrite_timeout = rw.time_left_ms >= 0;
-  const std::vector<std::string_view> listed = connection_options(in);
+  ListSink sink{out};
+  rewrite_request_into(in, rw, sink);
+}
 
-  for (const Header& f : in) {
-    if (!is_valid_field(f) || is_framing(f.name) || is_fixed_hop_by_hop(f.name)) continue;
-    if (listed_in(f.name, listed) && !is_protected_from_connection(f.name, names)) continue;
-    if (strip_foreign && in_set(f.name, kForeignRetryDirectives)) continue;
-    if (claiming && (iequals(f.name, names.retry_owner) || iequals(f.name, names.retry_attempt))) continue;
-    if (rewrite_timeout && iequals(f.name, names.request_timeout_ms)) continue;
-    out.push_back(f);
-  }
-
-  if (claiming) {
-    const std::string_view owner = owner_id(config);
-    if (config.propagate_baggage) merge_owner_into_baggage(out, names, owner);
-    out.push_back(Header{names.retry_owner, std::string(owner)});
-    out.push_back(Header{names.retry_attempt, std::to_string(rw.attempt)});
-    out.push_back(Header{std::string(kEnvoyMaxRetries), "0"});
-  } else if (rw.inner_hops == InnerHops::forbid && rw.outer_owned) {
-    out.push_back(Header{std::string(kEnvoyMaxRetries), "0"});
-  }
-  if (rewrite_timeout) out.push_back(Header{names.request_timeout_ms, std::to_string(rw.time_left_ms)});
-
-  append_list_value(out, "Via", rw.via);
-  append_list_value(out, "X-Forwarded-For", rw.client_ip);
-  append_list_value(out, "X-Forwarded-Proto", rw.proto);
+bool append_rewritten_request_headers(const Headers& in, const RequestRewrite& rw, std::string& out) {
+  TextSink sink{out};
+  return rewrite_request_into(in, rw, sink);
 }
 
 void rewrite_response_headers(const Headers& in, std::string_view via, Headers& out) {
   out.clear();
   out.reserve(in.size() + 1);
-  const std::vector<std::string_view> listed = connection_options(in);
-  for (const Header& f : in) {
-    if (!is_valid_field(f) || is_framing(f.name) || is_fixed_hop_by_hop(f.name)) continue;
-    if (listed_in(f.name, listed)) continue;
-    out.push_back(f);
-  }
-  append_list_value(out, "Via", via);
+  ListSink sink{out};
+  rewrite_response_into(in, via, sink);
 }
 
-void append_rewritten_response_headers(const Headers& in, std::string_view via, std::string& out) {
-  const std::vector<std::string_view> listed = connection_options(in);
-  auto kept = [&](const Header& f) {
-    return is_valid_field(f) && !is_framing(f.name) && !is_fixed_hop_by_hop(f.name) && !listed_in(f.name, listed);
-  };
-  auto put = [&](std::string_view name, std::string_view value) {
-    out.append(name);
-    out += ": ";
-    out.append(value);
-    out += "\r\n";
-  };
-  bool via_written = via.empty();  // an empty via merges nothing (as append_list_value)
-  for (const Header& f : in) {
-    if (!kept(f)) continue;
-    if (!via.empty() && iequals(f.name, "Via")) {
-      if (via_written) continue;  // merged into the first Via line
-      via_written = true;
-      out.append(f.name);
-      out += ": ";
-      bool any = false;
-      for (const Header& g : in) {
-        if (!kept(g) || !iequals(g.name, "Via") || g.value.empty()) continue;
-        if (any) out += ", ";
-        out.append(g.value);
-        any = true;
-      }
-      if (any) out += ", ";
-      out.append(via);
-      out += "\r\n";
-      continue;
-    }
-    put(f.name, f.value);
-  }
-  if (!via_written) put("Via", via);
+size_t append_rewritten_response_headers(const Headers& in, std::string_view via, std::string& out) {
+  TextSink sink{out};
+  return rewrite_response_into(in, via, sink);
 }
 
 bool response_marks_exhausted(const Headers& h, const HeaderNames& names) {

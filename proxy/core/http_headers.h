@@ -104,6 +104,10 @@ struct RequestRewrite {
 // appended, comma-joined onto existing fields of that name (merged into the
 // first one). Written protocol fields are appended after the received ones.
 void rewrite_request_headers(const Headers& in, const RequestRewrite& rw, Headers& out);
+// The same fields as rewrite_request_headers + append_serialized, written
+// straight into `out` (the proxy's hot path: no list, no copy of a kept
+// field but the serialized one). Returns whether a Host field was written.
+bool append_rewritten_request_headers(const Headers& in, const RequestRewrite& rw, std::string& out);
 
 // Response: drops hop-by-hop (incl. Connection-listed) and framing headers and
 // fields whose name is not a token or whose value has CR/LF/NUL/CTL; appends Via.
@@ -112,8 +116,9 @@ void rewrite_response_headers(const Headers& in, std::string_view via, Headers& 
 // given up on it, so it is final here.
 bool response_marks_exhausted(const Headers& h, const HeaderNames& names);
 // The same result as rewrite_response_headers + append_serialized, written
-// straight into `out` without copying fields (the proxy's hot path).
-void append_rewritten_response_headers(const Headers& in, std::string_view via, std::string& out);
+// straight into `out` without copying fields (the proxy's hot path). Returns
+// how many fields it dropped for an invalid name or value (for a log line).
+size_t append_rewritten_response_headers(const Headers& in, std::string_view via, std::string& out);
 
 // Serializes "Name: value\r\n" for each header into out (appends).
 void append_serialized(const Headers& h, std::string& out);

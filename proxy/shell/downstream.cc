@@ -99,12 +99,12 @@ static void on_head_or_idle_timeout(uv_timer_t* t) {
 
 void DownConn::arm_header_timer() {
   const Limits& lim = limits_for(worker_, listener_->name);
-  uv_timer_start(&timer_, on_head_or_idle_timeout, static_cast<uint64_t>(lim.header_timeout.count()), 0);
+  arm_timer(static_cast<uint64_t>(lim.header_timeout.count()), on_head_or_idle_timeout);
 }
 
 void DownConn::arm_idle_timer() {
   const Limits& lim = limits_for(worker_, listener_->name);
-  uv_timer_start(&timer_, on_head_or_idle_timeout, static_cast<uint64_t>(lim.idle_timeout.count()), 0);
+  arm_timer(static_cast<uint64_t>(lim.idle_timeout.count()), on_head_or_idle_timeout);
 }
 
 void DownConn::account_in(size_t n) {
@@ -203,7 +203,7 @@ static bool parse_target(const MessageHead& h, std::string& host, std::string& p
 }
 
 int DownConn::on_head(MessageHead& head) {
-  uv_timer_stop(&timer_);
+  disarm_timer();
   ++requests_;
   bool http11 = head.http_major == 1 && head.http_minor >= 1;
   if (!head.keep_alive || !http11) close_after_ = true;
@@ -334,7 +334,7 @@ void DownConn::exchange_done(bool close_after) {
   if (has_pending) {
     // Pipelined bytes wait: parse them on the next loop turn, outside every
     // callback of the exchange that just ended.
-    uv_timer_start(&timer_, on_resume_timer, 0, 0);
+    arm_timer(0, on_resume_timer);
     return;
   }
   // Nothing buffered: ready for the next request now (no extra loop turn).

@@ -70,10 +70,10 @@ void Exchange::start() {
 }
 
 void Exchange::arm_timer(Millis ms, void (*cb)(uv_timer_t*)) {
-  uv_timer_start(&down_->timer_, cb, static_cast<uint64_t>(std::max<int64_t>(0, ms.count())), 0);
+  down_->arm_timer(static_cast<uint64_t>(std::max<int64_t>(0, ms.count())), cb);
 }
 
-void Exchange::stop_timer() { uv_timer_stop(&down_->timer_); }
+void Exchange::stop_timer() { down_->disarm_timer(); }
 
 static Exchange* exchange_of(uv_timer_t* t) {
   auto* d = static_cast<DownConn*>(t->data);
@@ -157,7 +157,7 @@ void Exchange::start_attempt() {
     ep->idle.pop_back();
     if (u->closing()) continue;
     u->idle_ = false;
-    uv_timer_stop(&u->timer_);
+    u->disarm_timer();
     up_ = u;
     u->attach(this);
     u->expect_no_body_ = head_request_;
@@ -189,7 +189,6 @@ void Exchange::send_head_and_body() {
   rw.time_left_ms = route_->inner_hops == InnerHops::pass ? -1 : rs_->attempt_timeout(now).count();
   rw.client_ip = down_->peer_ip_;
   rw.outer_owned = ownership_.outer_owned;
-  rewrite_request_headers(req_.headers, rw, scratch_headers_);
 
   std::string& out = w_->scratch();
   out.clear();
@@ -197,12 +196,11 @@ void Exchange::send_head_and_body() {
   out += ' ';
   out += target_;
   out += " HTTP/1.1\r\n";
-  if (!find_header(scratch_headers_, "host")) {
+  if (!append_rewritten_request_headers(req_.headers, rw, out)) {
     out += "Host: ";
     out += ucfg_->endpoints.empty() ? std::string() : last_ep_->hp.to_string();
     out += "\r\n";
   }
-  append_serialized(scratch_headers_, out);
   if (req_chunked_) {
     out += "Transfer-Encoding: chunked\r\n";
   } else if (req_.has_content_length) {
@@ -406,12 +404,6 @@ int Exchange::on_up_head(MessageHead& head) {
   if (const Header* ra = find_header(head.headers, "retry-after")) {
     r.retry_after = parse_retry_after(ra->value, std::chrono::system_clock::now());
   }
-  for (const Header& h : head.headers) {
-    if (!is_token(h.name) || !is_valid_field_value(h.value)) {
-      spdlog::info("upstream {}: response header with invalid name or value dropped",
-                   last_ep_->hp.to_string());
-    }
-  }
   count_breaker(head.status >= 500 && head.status != 501);
   if (is_retryable_outcome(r, route_->retry.retry_on) && decide_retry(r)) return -1;
 
@@ -425,9 +417,15 @@ int Exchange::on_up_head(MessageHead& head) {
   // this read): head and body then leave in one write.
   std::string& out = pending_head_;
   out.clear();
+  size_t head_bytes = 64 + head.reason.size();
+  for (const Header& h : head.headers) head_bytes += h.name.size() + h.value.size() + 4;
+  out.reserve(head_bytes + 128);  // one allocation for the whole head
   fmt::format_to(std::back_inserter(out), "HTTP/1.1 {} {}\r\n", head.status,
                  head.reason.empty() ? status_text(head.status) : head.reason);
-  append_rewritten_response_headers(head.headers, "1.1 onelayer", out);
+  if (size_t invalid = append_rewritten_response_headers(head.headers, "1.1 onelayer", out)) {
+    spdlog::info("upstream {}: {} response header(s) with invalid name or value dropped", last_ep_->hp.to_string(),
+                 invalid);
+  }
   if (head.has_content_length && (!resp_no_body_ || head_request_ || head.status == 304)) {
     fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", head.content_length);
   } else if (!resp_no_body_) {

@@ -4,6 +4,7 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <charconv>
 #include <cstdio>
 #include <ctime>
 #include <mutex>
@@ -67,23 +68,42 @@ void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
 }
 
-// "2026-11-29T17:23:00.123Z". The seconds part is formatted once per second
-// per thread; only the milliseconds change between lines.
-static std::string iso_time(int64_t unix_ms) {
+// Appends "2026-11-29T17:23:00.123Z". The seconds part is formatted once
+// per second per thread; only the milliseconds change between lines.
+static void append_iso_time(std::string& out, int64_t unix_ms) {
   thread_local int64_t cached_secs = -1;
   thread_local char cached[32];
+  thread_local size_t cached_len = 0;
   int64_t secs = unix_ms / 1000;
   if (secs != cached_secs) {
     std::time_t t = static_cast<std::time_t>(secs);
     std::tm tm{};
     gmtime_r(&t, &tm);
-    std::strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
+    cached_len = std::strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
     cached_secs = secs;
   }
-  char out[40];
   int ms = static_cast<int>(unix_ms % 1000);
-  std::snprintf(out, sizeof out, "%s.%03dZ", cached, ms < 0 ? 0 : ms);
-  return out;
+  if (ms < 0) ms = 0;
+  out.append(cached, cached_len);
+  const char frac[] = {'.', static_cast<char>('0' + ms / 100), static_cast<char>('0' + ms / 10 % 10),
+                       static_cast<char>('0' + ms % 10), 'Z'};
+  out.append(frac, sizeof frac);
+}
+
+static void append_uint(std::string& out, uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+// A non-negative duration with three decimals ("61.412"), rounded to the
+// nearest microsecond; negative values (a clock step) print as 0.000.
+static void append_millis3(std::string& out, double ms) {
+  uint64_t us = ms > 0 ? static_cast<uint64_t>(ms * 1000.0 + 0.5) : 0;
+  append_uint(out, us / 1000);
+  const char frac[] = {'.', static_cast<char>('0' + us / 100 % 10), static_cast<char>('0' + us / 10 % 10),
+                       static_cast<char>('0' + us % 10)};
+  out.append(frac, sizeof frac);
 }
 
 // Text values are printed bare unless they contain spaces or quotes.
@@ -102,45 +122,58 @@ static void append_text_value(std::string& out, std::string_view v) {
   }
 }
 
-void write_access_log(const AccessRecord& r) {
-  // One field list for both formats, in PRODUCT.md's order.
-  const std::pair<const char*, std::string_view> text_fields[] = {
-      {"listener", r.listener}, {"route", r.route}, {"method", r.method}, {"path", r.path}};
-  const std::pair<const char*, std::string_view> reason_fields[] = {
-      {"retry_reasons", r.retry_reasons}, {"declined", r.declined}, {"error", r.error},
-      {"upstream", r.upstream_endpoints}};
-  const bool json = g_format == LogFormat::json;
-  std::string line;
-  line.reserve(256);
-  std::string t = iso_time(r.unix_ms);
-  auto add = [&](const char* key, std::string_view v) {
+void format_access_log(const AccessRecord& r, LogFormat format, std::string& line) {
+  // Formatted by hand: this runs once per request, and fmt's format-string
+  // parsing and buffer growth cost as much as the rest of the line.
+  const bool json = format == LogFormat::json;
+  auto key = [&](std::string_view k) {
     if (json) {
       line += ",\"";
-      line += key;
+      line += k;
       line += "\":";
-      append_json_string(line, v);
     } else {
       line += ' ';
-      line += key;
+      line += k;
       line += '=';
+    }
+  };
+  auto str = [&](std::string_view k, std::string_view v) {
+    key(k);
+    if (json) {
+      append_json_string(line, v);
+    } else {
       append_text_value(line, v);
     }
   };
-  line += json ? "{\"time\":\"" + t + "\"" : t;
-  for (const auto& [k, v] : text_fields) add(k, v);
-  auto out = std::back_inserter(line);
-  if (json) {
-    fmt::format_to(out, ",\"status\":{},\"attempts\":{}", r.status, r.attempts);
-  } else {
-    fmt::format_to(out, " status={} attempts={}", r.status, r.attempts);
-  }
-  for (const auto& [k, v] : reason_fields) add(k, v);
-  if (json) {
-    fmt::format_to(out, ",\"duration_ms\":{:.3f},\"bytes_in\":{},\"bytes_out\":{}}}\n", r.duration_ms, r.bytes_in,
-                   r.bytes_out);
-  } else {
-    fmt::format_to(out, " duration_ms={:.3f} bytes_in={} bytes_out={}\n", r.duration_ms, r.bytes_in, r.bytes_out);
-  }
+  auto num = [&](std::string_view k, uint64_t v) {
+    key(k);
+    append_uint(line, v);
+  };
+  // PRODUCT.md's field order.
+  if (json) line += "{\"time\":\"";
+  append_iso_time(line, r.unix_ms);
+  if (json) line += '"';
+  str("listener", r.listener);
+  str("route", r.route);
+  str("method", r.method);
+  str("path", r.path);
+  num("status", r.status < 0 ? 0 : static_cast<uint64_t>(r.status));
+  num("attempts", r.attempts);
+  str("retry_reasons", r.retry_reasons);
+  str("declined", r.declined);
+  str("error", r.error);
+  str("upstream", r.upstream_endpoints);
+  key("duration_ms");
+  append_millis3(line, r.duration_ms);
+  num("bytes_in", r.bytes_in);
+  num("bytes_out", r.bytes_out);
+  line += json ? "}\n" : "\n";
+}
+
+void write_access_log(const AccessRecord& r) {
+  thread_local std::string line;  // reused: no allocation per request
+  line.clear();
+  format_access_log(r, g_format, line);
   // stdout is fully buffered (setup_logging); the server flushes it a few
   // times a second and at exit, so a busy proxy makes no syscall per line.
   std::fwrite(line.data(), 1, line.size(), stdout);

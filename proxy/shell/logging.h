@@ -24,6 +24,8 @@ struct AccessRecord {
   uint64_t bytes_in = 0, bytes_out = 0;
   int64_t unix_ms = 0;
 };
+// Appends one access-log line (newline included) in `format` to `out`.
+void format_access_log(const AccessRecord& r, LogFormat format, std::string& out);
 void write_access_log(const AccessRecord& r);
 void flush_access_log();
 

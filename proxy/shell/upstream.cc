@@ -85,10 +85,10 @@ void UpConn::connect(Millis timeout) {
         return;
       }
       ep_->waiting.push_back(this);
-      uv_timer_start(&timer_, [](uv_timer_t* t) {
+      arm_timer(static_cast<uint64_t>(timeout.count()), [](uv_timer_t* t) {
         auto* u = static_cast<UpConn*>(t->data);
         if (u->ex_) u->ex_->on_connect_failed(UV_ETIMEDOUT, true);
-      }, static_cast<uint64_t>(timeout.count()), 0);
+      });
       return;
     }
   }
@@ -125,7 +125,7 @@ void UpConn::start_connect() {
   int rc = uv_tcp_connect(&connect_req_, &tcp_, reinterpret_cast<const sockaddr*>(&ss), [](uv_connect_t* req, int status) {
     auto* u = static_cast<UpConn*>(req->data);
     if (status == UV_ECANCELED || u->closing()) return;
-    uv_timer_stop(&u->timer_);
+    u->disarm_timer();
     if (status < 0) {
       u->ep_->next_addr++;  // the next attempt tries the endpoint's next address
       if (u->ex_) u->ex_->on_connect_failed(status, false);
@@ -138,16 +138,16 @@ void UpConn::start_connect() {
   });
   if (rc != 0) {
     // Report on the next turn so the caller's stack unwinds first.
-    uv_timer_start(&timer_, [](uv_timer_t* t) {
+    arm_timer(0, [](uv_timer_t* t) {
       auto* u = static_cast<UpConn*>(t->data);
       if (u->ex_) u->ex_->on_connect_failed(UV_ECONNREFUSED, false);
-    }, 0, 0);
+    });
     return;
   }
-  uv_timer_start(&timer_, [](uv_timer_t* t) {
+  arm_timer(static_cast<uint64_t>(connect_timeout_.count()), [](uv_timer_t* t) {
     auto* u = static_cast<UpConn*>(t->data);
     if (u->ex_) u->ex_->on_connect_failed(UV_ETIMEDOUT, false);
-  }, static_cast<uint64_t>(connect_timeout_.count()), 0);
+  });
 }
 
 void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
@@ -241,9 +241,9 @@ void UpConn::release_to_pool() {
   parser_.reset();
   resume_reading();  // notices an upstream close while pooled
   ep_->idle.push_back(this);
-  uv_timer_start(&timer_, [](uv_timer_t* t) {
+  arm_timer(static_cast<uint64_t>(ep_->idle_timeout.count()), [](uv_timer_t* t) {
     static_cast<UpConn*>(t->data)->detach_and_close();
-  }, static_cast<uint64_t>(ep_->idle_timeout.count()), 0);
+  });
 }
 
 void UpConn::detach_and_close() {

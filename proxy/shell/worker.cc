@@ -22,9 +22,34 @@ void Conn::alloc_read_buffer(uv_handle_t* h, size_t, uv_buf_t* buf) {
   buf->len = Worker::kReadBufferSize;
 }
 
+void Conn::arm_timer(uint64_t ms, uv_timer_cb cb) {
+  uint64_t due = uv_now(timer_.loop) + ms;
+  timer_cb_ = cb;
+  deadline_ = due;
+  if (!uv_is_active(reinterpret_cast<uv_handle_t*>(&timer_)) || scheduled_ > due) {
+    uv_timer_start(&timer_, on_timer, ms, 0);
+    scheduled_ = due;
+  }
+}
+
+void Conn::on_timer(uv_timer_t* t) {
+  Conn* c = static_cast<Conn*>(t->data);
+  if (c->timer_cb_ == nullptr) return;  // disarmed since: nothing is due
+  uint64_t now = uv_now(t->loop);
+  if (now < c->deadline_) {  // pushed back since it was scheduled
+    uv_timer_start(t, on_timer, c->deadline_ - now, 0);
+    c->scheduled_ = c->deadline_;
+    return;
+  }
+  uv_timer_cb cb = c->timer_cb_;
+  c->timer_cb_ = nullptr;
+  cb(t);
+}
+
 void Conn::close_handles() {
   if (closing_) return;
   closing_ = true;
+  timer_cb_ = nullptr;
   uv_timer_stop(&timer_);
   if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&tcp_)))
     uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), on_conn_handle_closed);

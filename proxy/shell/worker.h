@@ -56,6 +56,14 @@ class Conn {
   // buffer (everything kept past a read callback is copied, so idle
   // connections hold no buffer).
   static void alloc_read_buffer(uv_handle_t* h, size_t, uv_buf_t* buf);
+  // The connection's one timer: `cb` runs `ms` from now with &timer_ (whose
+  // data is this connection), unless re-armed or disarmed first. Re-arming
+  // is lazy: a deadline later than the one libuv holds (what nearly every
+  // re-arm of a request's life is: header, attempt, stall guard, idle) only
+  // records it, and the libuv timer, when it fires early, re-arms for the
+  // rest. Only an earlier deadline touches libuv's timer heap.
+  void arm_timer(uint64_t ms, uv_timer_cb cb);
+  void disarm_timer() { timer_cb_ = nullptr; }
   bool closing() const { return closing_; }
   size_t write_queue() const { return tcp_.write_queue_size; }
   uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp_); }
@@ -66,6 +74,12 @@ class Conn {
 
  protected:
   bool closing_ = false;
+
+ private:
+  static void on_timer(uv_timer_t* t);
+  uv_timer_cb timer_cb_ = nullptr;
+  uint64_t deadline_ = 0;   // uv_now() value at which timer_cb_ is due
+  uint64_t scheduled_ = 0;  // when the libuv timer fires, while it is active
 
  public:
   int closed_handles_ = 0;

@@ -186,6 +186,40 @@ def run_wrk(args):
     return 0 if res["rps"] is not None else 1
 
 
+# ---------------------------------------------------------------- configs
+
+def onelayer_config(upstream_port, layer, workers, max_connections):
+    """The benchmark's onelayer config: retries configured (3 attempts on
+    503/connect failure/reset, budget on) but not triggered by a healthy
+    origin, keep-alive pool to the origin, admin and listener on port 0."""
+    limits = "{ idle_timeout: 60s }"
+    if max_connections:
+        limits = "{ max_connections: %d, idle_timeout: 60s }" % max_connections
+    return f"""layer_id: {layer}
+admin:
+  listen: 127.0.0.1:0
+workers: {workers}
+listeners:
+  - name: bench
+    listen: 127.0.0.1:0
+    limits: {limits}
+    routes:
+      - name: all
+        upstream: origin
+        timeout: 15s
+        retry:
+          max_attempts: 3
+          retry_on: [connect-failure, reset, 503]
+          backoff: {{ base: 25ms, cap: 1s, jitter: full }}
+upstreams:
+  - name: origin
+    endpoints: [127.0.0.1:{upstream_port}]
+    connect_timeout: 1s
+    pool: {{ max_idle: 256, idle_timeout: 60s }}
+    retry_budget: {{ ratio: 0.1, min_per_second: 5 }}
+"""
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -205,6 +239,11 @@ def main():
     p = sub.add_parser("tree", help="a pid and its descendants, one a line")
     p.add_argument("pid", type=int)
     p.add_argument("--exclude", type=int, action="append", default=[])
+    p = sub.add_parser("onelayer-config", help="print the benchmark's onelayer YAML")
+    p.add_argument("--upstream-port", type=int, required=True)
+    p.add_argument("--layer", default="bench")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--max-connections", type=int, default=0)
     p = sub.add_parser("wrk")
     p.add_argument("--url", required=True)
     p.add_argument("--target", required=True)
@@ -233,6 +272,8 @@ def main():
         for pid in tree_pids(a.pid):
             if pid not in skip:
                 print(pid)
+    elif a.cmd == "onelayer-config":
+        sys.stdout.write(onelayer_config(a.upstream_port, a.layer, a.workers, a.max_connections))
     elif a.cmd == "wrk":
         return run_wrk(a)
     return 0

@@ -340,30 +340,8 @@ EOF
 start_onelayer() {  # NAME UPSTREAM_PORT LAYER_ID
   local name=$1 up=$2 layer=$3 dir="$TMP/$1"
   mkdir -p "$dir"
-  cat >"$dir/onelayer.yaml" <<EOF
-layer_id: $layer
-admin:
-  listen: 127.0.0.1:0
-workers: $ONELAYER_WORKERS
-listeners:
-  - name: bench
-    listen: 127.0.0.1:0
-    limits: { max_connections: $((NOFILE - 200)), idle_timeout: 60s }
-    routes:
-      - name: all
-        upstream: origin
-        timeout: 15s
-        retry:
-          max_attempts: 3
-          retry_on: [connect-failure, reset, 503]
-          backoff: { base: 25ms, cap: 1s, jitter: full }
-upstreams:
-  - name: origin
-    endpoints: [127.0.0.1:$up]
-    connect_timeout: 1s
-    pool: { max_idle: 256, idle_timeout: 60s }
-    retry_budget: { ratio: 0.1, min_per_second: 5 }
-EOF
+  "$PY" "$UTIL" onelayer-config --upstream-port "$up" --layer "$layer" --workers "$ONELAYER_WORKERS" \
+    --max-connections $((NOFILE - 200)) >"$dir/onelayer.yaml"
   rm -f "$dir/ports"
   # The access log (always on, stdout) goes to /dev/null: formatted, not stored.
   "$ONELAYER_BIN" --config "$dir/onelayer.yaml" --ports-file "$dir/ports" --log-level warn \

@@ -636,3 +636,94 @@ TEST_CASE("DirectResponseSerializationMatchesRewriteThenSerialize") {
     }
   }
 }
+
+TEST_CASE("DirectRequestSerializationMatchesRewriteThenSerialize") {
+  const std::vector<Headers> inputs = {
+      {},
+      {{"Host", "svc:8080"}, {"Accept", "*/*"}},
+      {{"host", "a"}, {"Via", "1.0 edge"}, {"X-Forwarded-For", "10.0.0.1"}, {"via", "1.1 gw"}, {"X-Forwarded-Proto", "https"}},
+      {{"Host", "a"}, {"Connection", "keep-alive, X-Secret, x-retry-owner"}, {"X-Secret", "s"}, {"x-retry-owner", "edge"}},
+      {{"Host", "a"}, {"baggage", "k=v"}, {"Baggage", "onelayer-retry-owner=edge"}, {"x-envoy-retry-on", "5xx"},
+       {"l5d-retry-limit", "3"}, {"x-request-timeout-ms", "900"}, {"x-retry-attempt", "2"}},
+      {{"Host", "a"}, {"Content-Length", "3"}, {"Transfer-Encoding", "chunked"}, {"TE", "trailers"}, {"Upgrade", "h2c"}},
+      {{"Bad Name", "v"}, {"X-Ok", "v"}, {"X-Ctl", std::string("a\x01b")}, {"baggage", std::string(9000, 'x')}},
+  };
+  const Config c = make_config("orders", true);
+  for (InnerHops mode : {InnerHops::forbid, InnerHops::strip, InnerHops::pass}) {
+    for (bool claim : {true, false}) {
+      for (const Headers& in : inputs) {
+        RequestRewrite rw{&c};
+        rw.inner_hops = mode;
+        rw.claim_ownership = claim;
+        rw.outer_owned = !claim;
+        rw.attempt = 2;
+        rw.time_left_ms = claim ? 750 : -1;
+        rw.client_ip = "127.0.0.1";
+        Headers rewritten;
+        rewrite_request_headers(in, rw, rewritten);
+        std::string direct = "GET / HTTP/1.1\r\n";
+        bool host = append_rewritten_request_headers(in, rw, direct);
+        CHECK(direct == "GET / HTTP/1.1\r\n" + serialize(rewritten));
+        CHECK(host == (find_header(rewritten, "host") != nullptr));
+      }
+    }
+  }
+}
+
+TEST_CASE("DirectRequestSerializationWritesMergedListsAndProtocolFieldsInOrder") {
+  const Config c = make_config("orders", false);
+  RequestRewrite rw{&c};
+  rw.inner_hops = InnerHops::forbid;
+  rw.claim_ownership = true;
+  rw.attempt = 3;
+  rw.time_left_ms = 250;
+  rw.client_ip = "10.1.2.3";
+  std::string out;
+  bool host = append_rewritten_request_headers(
+      {{"Host", "svc"}, {"Via", "1.0 edge"}, {"X-Envoy-Max-Retries", "5"}, {"via", "1.1 gw"}}, rw, out);
+  CHECK(host);
+  CHECK(out ==
+        "Host: svc\r\nVia: 1.0 edge, 1.1 gw, 1.1 onelayer\r\nx-retry-owner: orders\r\nx-retry-attempt: 3\r\n"
+        "x-envoy-max-retries: 0\r\nx-request-timeout-ms: 250\r\nX-Forwarded-For: 10.1.2.3\r\n"
+        "X-Forwarded-Proto: http\r\n");
+}
+
+TEST_CASE("DirectResponseSerializationCountsDroppedInvalidFields") {
+  std::string out;
+  CHECK(append_rewritten_response_headers({{"Bad Name", "v"}, {"X-Ok", "v"}, {"X-Ctl", std::string("a\x01b")}},
+                                          "1.1 onelayer", out) == 2);
+  CHECK(out == "X-Ok: v\r\nVia: 1.1 onelayer\r\n");
+  out.clear();
+  CHECK(append_rewritten_response_headers({{"Connection", "X-Gone"}, {"X-Gone", "bad\rvalue"}}, "", out) == 0);
+  CHECK(out.empty());
+}
+
+TEST_CASE("FieldValueCheckAgreesWithTheByteRuleForEveryByteAtEveryOffset") {
+  // is_valid_field_value checks eight bytes at a time: every byte value, at
+  // every offset of strings long enough to take whole words and a tail.
+  auto reference = [](std::string_view v) {
+    for (unsigned char c : v)
+      if ((c < 0x20 && c != '\t') || c == 0x7F) return false;
+    return true;
+  };
+  for (size_t len : {1u, 7u, 8u, 9u, 16u, 23u}) {
+    for (size_t at = 0; at < len; ++at) {
+      for (int b = 0; b < 256; ++b) {
+        for (char filler : {'a', '\t', '\x80', '~'}) {
+          std::string v(len, filler);
+          v[at] = static_cast<char>(b);
+          REQUIRE_MESSAGE(is_valid_field_value(v) == reference(v), "byte " << b << " at " << at << " of " << len);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("HopByHopNamesIncludeTransferEncodingAndConnectionListedOnes") {
+  const Headers all = {{"Connection", "X-Listed"}};
+  CHECK(is_hop_by_hop("Transfer-Encoding", all));
+  CHECK(is_hop_by_hop("keep-alive", all));
+  CHECK(is_hop_by_hop("x-listed", all));
+  CHECK_FALSE(is_hop_by_hop("Content-Length", all));
+  CHECK_FALSE(is_hop_by_hop("X-Other", all));
+}

@@ -1,0 +1,93 @@
+// The access-log line, byte for byte, in both formats (README "Logs").
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "shell/logging.h"
+
+using onelayer::AccessRecord;
+using onelayer::format_access_log;
+using onelayer::LogFormat;
+
+namespace {
+
+AccessRecord sample() {
+  AccessRecord r;
+  r.listener = "outbound";
+  r.route = "inventory-read";
+  r.method = "GET";
+  r.path = "/items/7";
+  r.status = 200;
+  r.attempts = 3;
+  r.retry_reasons = "503,503";
+  r.upstream_endpoints = "127.0.0.1:8081,127.0.0.1:8082,127.0.0.1:8081";
+  r.duration_ms = 61.412;
+  r.bytes_in = 0;
+  r.bytes_out = 512;
+  r.unix_ms = 1795970576919;  // 2026-11-29T16:42:56.919Z
+  return r;
+}
+
+std::string line(const AccessRecord& r, LogFormat f) {
+  std::string out;
+  format_access_log(r, f, out);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("access log text line has every field in order, '-' for empty values") {
+  CHECK(line(sample(), LogFormat::text) ==
+        "2026-11-29T16:42:56.919Z listener=outbound route=inventory-read method=GET path=/items/7 status=200 "
+        "attempts=3 retry_reasons=503,503 declined=- error=- "
+        "upstream=127.0.0.1:8081,127.0.0.1:8082,127.0.0.1:8081 duration_ms=61.412 bytes_in=0 bytes_out=512\n");
+}
+
+TEST_CASE("access log JSON line is one object with typed fields") {
+  CHECK(line(sample(), LogFormat::json) ==
+        "{\"time\":\"2026-11-29T16:42:56.919Z\",\"listener\":\"outbound\",\"route\":\"inventory-read\","
+        "\"method\":\"GET\",\"path\":\"/items/7\",\"status\":200,\"attempts\":3,\"retry_reasons\":\"503,503\","
+        "\"declined\":\"\",\"error\":\"\",\"upstream\":\"127.0.0.1:8081,127.0.0.1:8082,127.0.0.1:8081\","
+        "\"duration_ms\":61.412,\"bytes_in\":0,\"bytes_out\":512}\n");
+}
+
+TEST_CASE("access log durations keep three decimals, round to the microsecond, never go negative") {
+  AccessRecord r = sample();
+  auto duration = [&](double ms) {
+    r.duration_ms = ms;
+    std::string l = line(r, LogFormat::text);
+    size_t at = l.find("duration_ms=") + 12;
+    return l.substr(at, l.find(' ', at) - at);
+  };
+  CHECK(duration(0) == "0.000");
+  CHECK(duration(0.0004) == "0.000");
+  CHECK(duration(0.0006) == "0.001");
+  CHECK(duration(1.5) == "1.500");
+  CHECK(duration(9.9999) == "10.000");
+  CHECK(duration(123456.789) == "123456.789");
+  CHECK(duration(-3.2) == "0.000");
+}
+
+TEST_CASE("access log milliseconds of the time are zero-padded") {
+  AccessRecord r = sample();
+  r.unix_ms = 1795970576007;
+  CHECK(line(r, LogFormat::text).rfind("2026-11-29T16:42:56.007Z ", 0) == 0);
+  r.unix_ms = 1795970577000;
+  CHECK(line(r, LogFormat::text).rfind("2026-11-29T16:42:57.000Z ", 0) == 0);
+}
+
+TEST_CASE("access log values with spaces, quotes or control bytes are quoted and escaped") {
+  AccessRecord r = sample();
+  r.path = "/a b\"c\x01";
+  std::string text = line(r, LogFormat::text);
+  CHECK(text.find(" path=\"/a b\\\"c\\u0001\" ") != std::string::npos);
+  std::string json = line(r, LogFormat::json);
+  CHECK(json.find("\"path\":\"/a b\\\"c\\u0001\"") != std::string::npos);
+}
+
+TEST_CASE("access log appends to what the buffer holds") {
+  std::string out = "previous\n";
+  format_access_log(sample(), LogFormat::text, out);
+  CHECK(out.rfind("previous\n2026-11-29T16:42:56.919Z listener=outbound ", 0) == 0);
+  CHECK(out.back() == '\n');
+}
