@@ -44,26 +44,58 @@ struct NamedKind {
   std::string_view name;
   Kind kind;
 };
+// Sorted by name length: classify() only compares names of the right length.
 constexpr NamedKind kKinds[] = {
-    {"host", Kind::host}, {"via", Kind::via}, {"x-forwarded-for", Kind::x_forwarded_for},
-    {"x-forwarded-proto", Kind::x_forwarded_proto}, {"baggage", Kind::baggage},
-    {"content-length", Kind::framing}, {"transfer-encoding", Kind::framing},
-    // The fixed hop-by-hop set (RFC 9110 7.6.1 and the de-facto extras).
-    {"connection", Kind::hop_by_hop}, {"keep-alive", Kind::hop_by_hop}, {"proxy-connection", Kind::hop_by_hop},
-    {"te", Kind::hop_by_hop}, {"trailer", Kind::hop_by_hop}, {"upgrade", Kind::hop_by_hop},
-    // Foreign retry directives (PRODUCT.md): Envoy and Linkerd request
-    // headers that would make an inner hop retry on its own.
-    {"x-envoy-retry-on", Kind::foreign_retry}, {"x-envoy-retry-grpc-on", Kind::foreign_retry},
-    {"x-envoy-max-retries", Kind::foreign_retry}, {"x-envoy-retriable-status-codes", Kind::foreign_retry},
-    {"x-envoy-retriable-header-names", Kind::foreign_retry}, {"x-envoy-hedge-on-per-try-timeout", Kind::foreign_retry},
-    {"x-envoy-upstream-rq-per-try-timeout-ms", Kind::foreign_retry}, {"l5d-retry-http", Kind::foreign_retry},
-    {"l5d-retry-grpc", Kind::foreign_retry}, {"l5d-retry-limit", Kind::foreign_retry},
+    {"te", Kind::hop_by_hop},
+    {"via", Kind::via},
+    {"host", Kind::host},
+    {"trailer", Kind::hop_by_hop},
+    {"upgrade", Kind::hop_by_hop},
+    {"baggage", Kind::baggage},
+    {"connection", Kind::hop_by_hop},
+    {"keep-alive", Kind::hop_by_hop},
+    {"content-length", Kind::framing},
+    {"l5d-retry-http", Kind::foreign_retry},
+    {"l5d-retry-grpc", Kind::foreign_retry},
+    {"x-forwarded-for", Kind::x_forwarded_for},
+    {"l5d-retry-limit", Kind::foreign_retry},
+    {"proxy-connection", Kind::hop_by_hop},
+    {"x-envoy-retry-on", Kind::foreign_retry},
+    {"transfer-encoding", Kind::framing},
+    {"x-forwarded-proto", Kind::x_forwarded_proto},
     {"l5d-retry-timeout", Kind::foreign_retry},
+    {"x-envoy-max-retries", Kind::foreign_retry},
+    {"x-envoy-retry-grpc-on", Kind::foreign_retry},
+    {"x-envoy-retriable-status-codes", Kind::foreign_retry},
+    {"x-envoy-retriable-header-names", Kind::foreign_retry},
+    {"x-envoy-hedge-on-per-try-timeout", Kind::foreign_retry},
+    {"x-envoy-upstream-rq-per-try-timeout-ms", Kind::foreign_retry},
 };
+// Hop-by-hop: connection, keep-alive, proxy-connection, te, trailer, upgrade
+// (RFC 9110 7.6.1 and the de-facto extras; transfer-encoding is framing).
+// Foreign retry directives (PRODUCT.md): Envoy and Linkerd request headers
+// that would make an inner hop retry on its own.
+
+constexpr size_t kMaxKindLength = 38;
+struct KindRange {
+  uint8_t begin = 0, end = 0;
+};
+constexpr std::array<KindRange, kMaxKindLength + 1> make_kind_ranges() {
+  std::array<KindRange, kMaxKindLength + 1> r{};
+  for (size_t i = 0; i < std::size(kKinds); ++i) {
+    KindRange& k = r[kKinds[i].name.size()];
+    if (k.begin == k.end) k.begin = static_cast<uint8_t>(i);
+    k.end = static_cast<uint8_t>(i + 1);
+  }
+  return r;
+}
+constexpr std::array<KindRange, kMaxKindLength + 1> kKindRanges = make_kind_ranges();
 
 Kind classify(std::string_view name) {
-  for (const NamedKind& k : kKinds)
-    if (k.name.size() == name.size() && iequals(k.name, name)) return k.kind;
+  if (name.size() > kMaxKindLength) return Kind::other;
+  const KindRange r = kKindRanges[name.size()];
+  for (size_t i = r.begin; i < r.end; ++i)
+    if (iequals(kKinds[i].name, name)) return kKinds[i].kind;
   return Kind::other;
 }
 

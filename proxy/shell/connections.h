@@ -25,6 +25,7 @@ class Exchange;
 // its pool of idle keep-alive connections.
 struct EndpointState {
   HostPort hp;
+  std::string label;  // hp.to_string(), for logs and Host
   std::string key;
   bool literal = false;
   std::vector<sockaddr_storage> addrs;

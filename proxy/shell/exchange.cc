@@ -2,6 +2,8 @@
 // from the pure core (RetryState); this file carries them out: timers,
 // replaying the buffered body, endpoint choice, counters, access log.
 #include <fmt/format.h>
+
+#include <charconv>
 #include <spdlog/spdlog.h>
 
 #include "core/retry_after.h"
@@ -141,7 +143,7 @@ void Exchange::start_attempt() {
   }
   last_ep_ = ep;
   if (!endpoints_.empty()) endpoints_ += ',';
-  endpoints_ += ucfg_->endpoints[idx].to_string();
+  endpoints_ += ep->label;
 
   if (!replayable_ && rs_->attempts_started() > 1) {
     // Cannot happen (the core refuses), but never replay a partial body.
@@ -173,8 +175,24 @@ void Exchange::start_attempt() {
 
 void Exchange::on_connected() { send_head_and_body(); }
 
+// Numbers in heads and chunk-size lines, without a format string: these run
+// for every request.
+static void append_decimal(std::string& out, uint64_t v) {
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+// Writes "<hex len>\r\n" (a chunk-size line) into buf; returns its length.
+static unsigned chunk_size_line(char (&buf)[24], size_t len) {
+  char* end = std::to_chars(buf, buf + 20, len, 16).ptr;
+  end[0] = '\r';
+  end[1] = '\n';
+  return static_cast<unsigned>(end + 2 - buf);
+}
+
 static void append_chunk(std::string& out, const char* data, size_t len) {
-  fmt::format_to(std::back_inserter(out), "{:x}\r\n", len);
+  char line[24];
+  out.append(line, chunk_size_line(line, len));
   out.append(data, len);
   out += "\r\n";
 }
@@ -198,13 +216,15 @@ void Exchange::send_head_and_body() {
   out += " HTTP/1.1\r\n";
   if (!append_rewritten_request_headers(req_.headers, rw, out)) {
     out += "Host: ";
-    out += ucfg_->endpoints.empty() ? std::string() : last_ep_->hp.to_string();
+    if (!ucfg_->endpoints.empty()) out += last_ep_->label;
     out += "\r\n";
   }
   if (req_chunked_) {
     out += "Transfer-Encoding: chunked\r\n";
   } else if (req_.has_content_length) {
-    fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", req_.content_length);
+    out += "Content-Length: ";
+    append_decimal(out, req_.content_length);
+    out += "\r\n";
   }
   out += "\r\n";
   if (!body_.empty()) {
@@ -233,8 +253,7 @@ void Exchange::send_head_and_body() {
 void Exchange::send_body_bytes(const char* data, size_t len) {
   if (req_chunked_) {
     char hdr[24];
-    int n = std::snprintf(hdr, sizeof hdr, "%zx\r\n", len);
-    uv_buf_t parts[3] = {uv_buf_init(hdr, static_cast<unsigned>(n)),
+    uv_buf_t parts[3] = {uv_buf_init(hdr, chunk_size_line(hdr, len)),
                          uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len)),
                          uv_buf_init(const_cast<char*>("\r\n"), 2)};
     w_->write(up_, parts, 3);
@@ -365,7 +384,7 @@ void Exchange::handle_failure(const AttemptResult& r, int status, const char* re
 
 void Exchange::on_connect_failed(int err, bool dns) {
   if (finished_) return;
-  spdlog::debug("connect to {} failed: {}{}", last_ep_ ? last_ep_->hp.to_string() : "?", uv_strerror(err),
+  spdlog::debug("connect to {} failed: {}{}", last_ep_ ? last_ep_->label : "?", uv_strerror(err),
                 dns ? " (dns)" : "");
   AttemptResult r;
   r.outcome = AttemptOutcome::connect_failure;
@@ -375,7 +394,7 @@ void Exchange::on_connect_failed(int err, bool dns) {
 
 void Exchange::on_up_error(int err) {
   if (finished_) return;
-  spdlog::debug("upstream {} error: {}", last_ep_ ? last_ep_->hp.to_string() : "?", uv_strerror(err));
+  spdlog::debug("upstream {} error: {}", last_ep_ ? last_ep_->label : "?", uv_strerror(err));
   AttemptResult r;
   r.outcome = AttemptOutcome::reset;
   handle_failure(r, 502, "upstream_reset");
@@ -420,14 +439,19 @@ int Exchange::on_up_head(MessageHead& head) {
   size_t head_bytes = 64 + head.reason.size();
   for (const Header& h : head.headers) head_bytes += h.name.size() + h.value.size() + 4;
   out.reserve(head_bytes + 128);  // one allocation for the whole head
-  fmt::format_to(std::back_inserter(out), "HTTP/1.1 {} {}\r\n", head.status,
-                 head.reason.empty() ? status_text(head.status) : head.reason);
+  out += "HTTP/1.1 ";
+  append_decimal(out, static_cast<uint64_t>(head.status));
+  out += ' ';
+  out += head.reason.empty() ? std::string_view(status_text(head.status)) : std::string_view(head.reason);
+  out += "\r\n";
   if (size_t invalid = append_rewritten_response_headers(head.headers, "1.1 onelayer", out)) {
-    spdlog::info("upstream {}: {} response header(s) with invalid name or value dropped", last_ep_->hp.to_string(),
+    spdlog::info("upstream {}: {} response header(s) with invalid name or value dropped", last_ep_->label,
                  invalid);
   }
   if (head.has_content_length && (!resp_no_body_ || head_request_ || head.status == 304)) {
-    fmt::format_to(std::back_inserter(out), "Content-Length: {}\r\n", head.content_length);
+    out += "Content-Length: ";
+    append_decimal(out, head.content_length);
+    out += "\r\n";
   } else if (!resp_no_body_) {
     if (http11_down) {
       resp_chunked_down_ = true;
@@ -461,8 +485,7 @@ int Exchange::on_up_body(const char* data, size_t len) {
   if (!pending_head_.empty()) parts[n++] = uv_buf_init(pending_head_.data(), static_cast<unsigned>(pending_head_.size()));
   char hdr[24];
   if (resp_chunked_down_) {
-    int hn = std::snprintf(hdr, sizeof hdr, "%zx\r\n", len);
-    parts[n++] = uv_buf_init(hdr, static_cast<unsigned>(hn));
+    parts[n++] = uv_buf_init(hdr, chunk_size_line(hdr, len));
   }
   parts[n++] = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len));
   if (resp_chunked_down_) parts[n++] = uv_buf_init(const_cast<char*>("\r\n"), 2);

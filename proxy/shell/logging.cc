@@ -4,6 +4,7 @@
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
+#include <array>
 #include <charconv>
 #include <cstdio>
 #include <ctime>
@@ -106,16 +107,22 @@ static void append_millis3(std::string& out, double ms) {
   out.append(frac, sizeof frac);
 }
 
-// Text values are printed bare unless they contain spaces or quotes.
+// Text values are printed bare unless they contain spaces, quotes or
+// control bytes.
+static constexpr std::array<bool, 256> kBare = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0x21; c < 256; ++c) t[static_cast<size_t>(c)] = c != '"' && c != 0x7f;
+  return t;
+}();
+
 static void append_text_value(std::string& out, std::string_view v) {
   if (v.empty()) {
-    out += "-";
+    out += '-';
     return;
   }
-  bool plain = true;
-  for (unsigned char c : v)
-    if (c <= 0x20 || c == '"' || c == 0x7f) plain = false;
-  if (plain) {
+  bool bare = true;
+  for (unsigned char c : v) bare &= kBare[c];
+  if (bare) {
     out.append(v);
   } else {
     append_json_string(out, v);

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <charconv>
+
 #include "shell/connections.h"
 
 namespace onelayer {
@@ -289,12 +291,20 @@ int Worker::write(Conn* c, const uv_buf_t* parts, unsigned n) {
 }
 
 EndpointState* Worker::endpoint(const HostPort& hp, const Upstream& u) {
-  std::string key = u.name + "|" + hp.to_string();
+  // Looked up once per attempt: the key is built in a reused buffer.
+  std::string& key = endpoint_key_;
+  key.assign(u.name);
+  key += '|';
+  key += hp.host;
+  key += ':';
+  char port[8];
+  key.append(port, static_cast<size_t>(std::to_chars(port, port + sizeof port, hp.port).ptr - port));
   auto it = endpoints_.find(key);
   EndpointState* ep;
   if (it == endpoints_.end()) {
     auto e = std::make_unique<EndpointState>();
     e->hp = hp;
+    e->label = hp.to_string();
     e->key = key;
     e->worker = this;
     e->gai_req.data = e.get();

@@ -156,6 +156,7 @@ class Worker {
   size_t conn_count_ = 0;
   std::vector<DownConn*> connections() const;
   std::unordered_map<std::string, std::unique_ptr<EndpointState>> endpoints_;
+  std::string endpoint_key_;  // Worker::endpoint's lookup key, reused
   bool draining_ = false;
   bool stopped_ = false;
 
