@@ -67,15 +67,11 @@ void DownConn::start() {
   resume_reading();
 }
 
-static void on_down_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
-  static_cast<DownConn*>(s->data)->on_read(nread, buf);
-}
-
 void DownConn::resume_reading() {
   if (closing_ || reading_ || eof_) return;
   if (pending_in_ && pending_in_->size() >= kMaxPipelined) return;  // pipelined: wait for the exchange
   if (!want_read_) return;
-  if (uv_read_start(stream(), Conn::alloc_read_buffer, on_down_read) == 0) reading_ = true;
+  if (uv_read_start(stream(), Conn::no_read_buffer, Conn::on_readable<DownConn>) == 0) reading_ = true;
 }
 
 void DownConn::pause_reading() {

@@ -99,10 +99,6 @@ void UpConn::fail_dns(int err) {
   if (ex_) ex_->on_connect_failed(err, true);
 }
 
-static void on_up_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
-  static_cast<UpConn*>(s->data)->on_read(nread, buf);
-}
-
 void UpConn::pause_reading() {
   if (reading_) {
     uv_read_stop(stream());
@@ -112,7 +108,7 @@ void UpConn::pause_reading() {
 
 void UpConn::resume_reading() {
   if (closing_ || reading_ || !connected_) return;
-  if (uv_read_start(stream(), Conn::alloc_read_buffer, on_up_read) == 0) reading_ = true;
+  if (uv_read_start(stream(), Conn::no_read_buffer, Conn::on_readable<UpConn>) == 0) reading_ = true;
 }
 
 void UpConn::start_connect() {

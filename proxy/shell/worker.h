@@ -52,10 +52,27 @@ class Conn {
   virtual ~Conn() = default;
   virtual void on_write_done(int status) = 0;
   void close_handles();
-  // libuv alloc callback of both connection kinds: the worker's one read
-  // buffer (everything kept past a read callback is copied, so idle
-  // connections hold no buffer).
-  static void alloc_read_buffer(uv_handle_t* h, size_t, uv_buf_t* buf);
+  // Reading, for both connection kinds: libuv's alloc callback hands it no
+  // buffer, so libuv calls the read callback with UV_ENOBUFS instead of
+  // calling read(2), and the connection reads the socket itself with recv(2)
+  // (cheaper than read(2) per call, see tests/bench/syscall_cost.c) into the
+  // worker's one read buffer. Everything kept past a read callback is
+  // copied, so idle connections hold no buffer.
+  static void no_read_buffer(uv_handle_t*, size_t, uv_buf_t* buf) { *buf = uv_buf_init(nullptr, 0); }
+  template <class C>
+  static void on_readable(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
+    C* c = static_cast<C*>(s->data);
+    uv_buf_t own;
+    if (nread == UV_ENOBUFS) {
+      nread = c->recv_now(&own);
+      if (nread == 0) return;  // nothing there after all
+      buf = &own;
+    }
+    c->on_read(nread, buf);
+  }
+  // What the socket holds, read into the worker's buffer: bytes, 0 for
+  // nothing yet, UV_EOF or a libuv error, as libuv's read callback reports.
+  ssize_t recv_now(uv_buf_t* buf);
   // The connection's one timer: `cb` runs `ms` from now with &timer_ (whose
   // data is this connection), unless re-armed or disarmed first. Re-arming
   // is lazy: a deadline later than the one libuv holds (what nearly every
@@ -145,6 +162,8 @@ class Worker {
   std::thread thread_;
   GenerationPtr gen_;
   std::unique_ptr<char[]> read_buf_;
+  static constexpr size_t kGatherSize = 16 * 1024;  // small multi-part writes leave as one send(2)
+  std::unique_ptr<char[]> gather_buf_{new char[kGatherSize]};
   std::string scratch_;
   DefaultRandom random_;
 

@@ -88,9 +88,10 @@ def tree_pids(root):
     return out
 
 
-def cpu_ticks(pids):
-    """utime + stime of each process (the tgid line already sums threads)."""
-    total = 0
+def cpu_split(pids):
+    """(utime, stime) ticks summed over the processes (the tgid line already
+    sums threads): user space and kernel, fields 14 and 15 of stat(5)."""
+    user = system = 0
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as f:
@@ -98,8 +99,23 @@ def cpu_ticks(pids):
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2:].split()
-        total += int(fields[11]) + int(fields[12])  # fields 14 and 15 of stat(5)
-    return total
+        user += int(fields[11])
+        system += int(fields[12])
+    return user, system
+
+
+def cpu_ticks(pids):
+    return sum(cpu_split(pids))
+
+
+def tcp_out_segments(path="/proc/net/snmp"):
+    """The kernel's count of TCP segments sent (all sockets, loopback too)."""
+    try:
+        with open(path) as f:
+            lines = [l.split() for l in f if l.startswith("Tcp:")]
+        return int(lines[1][lines[0].index("OutSegs")])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def status_kib(pids, key):
@@ -164,20 +180,28 @@ def run_wrk(args):
     """Run wrk once, sampling CPU of the proxy tree and of the origin tree."""
     proxy = tree_pids(args.pid) if args.pid else []
     origin = tree_pids(args.origin_pid) if args.origin_pid else []
-    p0, o0 = cpu_ticks(proxy), cpu_ticks(origin)
+    p0, o0, seg0 = cpu_split(proxy), cpu_ticks(origin), tcp_out_segments()
     cmd = ["wrk", "-t", str(args.threads), "-c", str(args.connections),
            "-d", f"{args.duration}s", "--timeout", "5s", "--latency", args.url]
     proc = subprocess.run(cmd, capture_output=True, text=True,
                           timeout=args.duration + 30)
-    p1, o1 = cpu_ticks(proxy), cpu_ticks(origin)
+    p1, o1, seg1 = cpu_split(proxy), cpu_ticks(origin), tcp_out_segments()
     res = parse_wrk(proc.stdout)
     res.update(phase="throughput", target=args.target, round=args.round,
                wrk_rc=proc.returncode)
     n = res["requests"] or 0
-    res["proxy_cpu_s"] = (p1 - p0) / CLK_TCK if proxy else None
+    res["proxy_cpu_s"] = (sum(p1) - sum(p0)) / CLK_TCK if proxy else None
     res["origin_cpu_s"] = (o1 - o0) / CLK_TCK
     per = (lambda s: s / n * 1e5 if (s is not None and n) else None)
     res["cpu_s_per_100k"] = per(res["proxy_cpu_s"])
+    # User space is the proxy's own code; kernel time is mostly the socket
+    # calls' TCP work over loopback (the same calls for every proxy).
+    res["user_us_per_req"] = (p1[0] - p0[0]) / CLK_TCK / n * 1e6 if (proxy and n) else None
+    res["kernel_us_per_req"] = (p1[1] - p0[1]) / CLK_TCK / n * 1e6 if (proxy and n) else None
+    # Machine-wide, so it counts the load generator's and origin's segments
+    # too: 4 per request is the floor for a proxied keep-alive exchange
+    # (request in, request out, response in, response out; ACKs ride along).
+    res["tcp_segments_per_req"] = (seg1 - seg0) / n if (seg0 is not None and seg1 is not None and n) else None
     res["origin_cpu_s_per_100k"] = per(res["origin_cpu_s"])
     if args.raw:
         with open(args.raw, "w") as f:

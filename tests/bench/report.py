@@ -91,7 +91,8 @@ def throughput(rows, settings):
     for t in ts:
         rs = [r for r in rows if r["target"] == t]
         summary[t] = {k: med([r.get(k) for r in rs]) for k in
-                      ("rps", "p50_ms", "p99_ms", "cpu_s_per_100k", "origin_cpu_s_per_100k")}
+                      ("rps", "p50_ms", "p99_ms", "cpu_s_per_100k", "origin_cpu_s_per_100k",
+                       "user_us_per_req", "kernel_us_per_req", "tcp_segments_per_req")}
         summary[t]["errors"] = sum((r.get("socket_errors") or 0) + (r.get("non2xx") or 0) for r in rs)
         summary[t]["rounds"] = len(rs)
         summary[t]["rps_all"] = [r.get("rps") for r in sorted(rs, key=lambda r: r["round"])]
@@ -107,6 +108,18 @@ def throughput(rows, settings):
         out.append(f"| {LABEL[t]} | {fmt(s['rps'], 0)} | {fmt(s['p50_ms'])} ms | {fmt(s['p99_ms'])} ms | "
                    f"{fmt(s['cpu_s_per_100k']) if t != 'direct' else '-'} | {fmt(s['origin_cpu_s_per_100k'])} | "
                    f"{s['errors']} | {', '.join(fmt(v, 0) for v in s['rps_all'])} |")
+    proxies = [t for t in ts if t != "direct"]
+    if proxies:
+        out += ["", "Where a proxy's CPU goes, per request (medians): user space is the proxy's own code; "
+                "kernel time is mostly its socket calls' TCP work over loopback. TCP segments are counted "
+                "machine-wide (`/proc/net/snmp` OutSegs): 4 per request is the floor for a proxied keep-alive "
+                "exchange (direct: 2).", "",
+                "| path | user µs / req | kernel µs / req | TCP segments / req |", "|---|---:|---:|---:|"]
+        for t in ts:
+            s = summary[t]
+            out.append(f"| {LABEL[t]} | {fmt(s['user_us_per_req']) if t != 'direct' else '-'} | "
+                       f"{fmt(s['kernel_us_per_req']) if t != 'direct' else '-'} | "
+                       f"{fmt(s['tcp_segments_per_req'])} |")
     if "onelayer" in summary:
         o = summary["onelayer"]
         others = [t for t in ("haproxy", "nginx", "direct") if t in summary]
