@@ -85,18 +85,20 @@ class HttpParser {
   llhttp_t llhttp_;
   Handler* handler_;
   MessageHead head_;
-  Error error_ = Error::none;
+  // Ordered so that no padding sits between fields: every idle connection
+  // holds a parser.
   uint64_t head_bytes_ = 0;
   uint64_t max_head_bytes_ = 64 * 1024;
+  const char* feed_start_ = nullptr;  // the buffer being fed now
+  const char* feed_end_ = nullptr;
+  Error error_ = Error::none;
   uint32_t max_headers_ = 128;
+  uint32_t feed_count_ = 0;           // buffers fed so far (wraps harmlessly)
+  uint32_t value_feed_ = 0;           // the buffer the last value fragment came from
   bool in_head_ = false;
   bool in_message_ = false;
   bool expect_new_field_ = true;   // the next header-field callback starts a field
   bool value_open_ = false;        // a value of the current field has started
-  const char* feed_start_ = nullptr;  // the buffer being fed now
-  uint32_t feed_count_ = 0;           // buffers fed so far (wraps harmlessly)
-  uint32_t value_feed_ = 0;           // the buffer the last value fragment came from
-  const char* feed_end_ = nullptr;
   bool value_ended_at_feed_end_ = false;
 };
 

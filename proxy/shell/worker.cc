@@ -36,12 +36,11 @@ ssize_t Conn::recv_now(uv_buf_t* buf) {
 }
 
 void Conn::arm_timer(uint64_t ms, uv_timer_cb cb) {
-  uint64_t due = uv_now(timer_.loop) + ms;
   timer_cb_ = cb;
-  deadline_ = due;
-  if (!uv_is_active(reinterpret_cast<uv_handle_t*>(&timer_)) || scheduled_ > due) {
+  deadline_ = uv_now(timer_.loop) + ms;
+  // uv_timer_get_due_in: how long until the libuv timer fires (0: not active).
+  if (!uv_is_active(reinterpret_cast<uv_handle_t*>(&timer_)) || uv_timer_get_due_in(&timer_) > ms) {
     uv_timer_start(&timer_, on_timer, ms, 0);
-    scheduled_ = due;
   }
 }
 
@@ -51,7 +50,6 @@ void Conn::on_timer(uv_timer_t* t) {
   uint64_t now = uv_now(t->loop);
   if (now < c->deadline_) {  // pushed back since it was scheduled
     uv_timer_start(t, on_timer, c->deadline_ - now, 0);
-    c->scheduled_ = c->deadline_;
     return;
   }
   uv_timer_cb cb = c->timer_cb_;

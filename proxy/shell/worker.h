@@ -88,18 +88,15 @@ class Conn {
   Worker* worker_;
   uv_tcp_t tcp_;
   uv_timer_t timer_;
+  int closed_handles_ = 0;
 
  protected:
-  bool closing_ = false;
+  bool closing_ = false;  // packed next to closed_handles_: every idle connection holds these
 
  private:
   static void on_timer(uv_timer_t* t);
   uv_timer_cb timer_cb_ = nullptr;
-  uint64_t deadline_ = 0;   // uv_now() value at which timer_cb_ is due
-  uint64_t scheduled_ = 0;  // when the libuv timer fires, while it is active
-
- public:
-  int closed_handles_ = 0;
+  uint64_t deadline_ = 0;  // uv_now() value at which timer_cb_ is due
 };
 
 class Worker {
@@ -162,7 +159,9 @@ class Worker {
   std::thread thread_;
   GenerationPtr gen_;
   std::unique_ptr<char[]> read_buf_;
-  static constexpr size_t kGatherSize = 16 * 1024;  // small multi-part writes leave as one send(2)
+  // Multi-part writes up to this size are copied together and leave as one
+  // send(2); past it, the copy would cost more than sendmsg(2) saves.
+  static constexpr size_t kGatherSize = 2048;
   std::unique_ptr<char[]> gather_buf_{new char[kGatherSize]};
   std::string scratch_;
   DefaultRandom random_;

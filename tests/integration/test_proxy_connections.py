@@ -176,6 +176,23 @@ class ConnectionReuseTest(IntegrationTest):
             self.assertTrue(c.closed_by_peer(5), "idle connection still open after 5 s")
             self.assertGreaterEqual(time.monotonic() - t0, 0.3)
 
+    def test_keep_alive_connection_outlives_the_shorter_header_timeout(self):
+        # A connection's one timer goes header -> attempt -> idle; re-arming
+        # to a later deadline is lazy (the libuv timer fires at the earlier
+        # one and re-arms). Idle past header_timeout must not close it, and
+        # idle_timeout must still close it on time.
+        origin = self.start_origin()
+        proxy = self.proxy_for(origin, limits={"header_timeout": "400ms", "idle_timeout": "1500ms"})
+        with h.Conn(proxy.port()) as c:
+            self.assertEqual(c.request("GET", "/first").status, 200)
+            time.sleep(0.9)  # past the header timeout, inside the idle timeout
+            self.assertEqual(c.request("GET", "/second").status, 200)
+            t0 = time.monotonic()
+            self.assertTrue(c.closed_by_peer(5), "idle connection still open after 5 s")
+            waited = time.monotonic() - t0
+            self.assertGreaterEqual(waited, 1.2, "closed %.2f s after the response, before idle_timeout" % waited)
+            self.assertLess(waited, 3.0, "closed %.2f s after the response, long after idle_timeout" % waited)
+
 
 class DrainTest(IntegrationTest):
     """SIGTERM: stop accepting, let in-flight requests finish, exit 0."""
