@@ -30,7 +30,7 @@ Environment:
   BUILD_DIR            where to find onelayer (default: $REPO/build)
   ONELAYER_BIN         the onelayer binary (default: \$BUILD_DIR/onelayer)
   BENCH_DURATION       seconds per wrk run (default 10; quick 2)
-  BENCH_ROUNDS         interleaved rounds (default 3; quick 1)
+  BENCH_ROUNDS         interleaved rounds (default 5; quick 1)
   BENCH_IDLE_CONNS     idle keep-alive connections (default 10000; quick 500)
   BENCH_STORM_OUTAGE   seconds of 503s in the retry storm (default 10; quick 3)
   BENCH_STORM_CLIENTS  concurrent storm clients (default 200)
@@ -59,7 +59,7 @@ if [[ $QUICK == 1 ]]; then
   STORM_DEPTHS=${BENCH_STORM_DEPTHS:-3}
   SIZES="1m" WATCHDOG=110 MODE=quick
 else
-  DURATION=${BENCH_DURATION:-10} ROUNDS=${BENCH_ROUNDS:-3} IDLE_N=${BENCH_IDLE_CONNS:-10000}
+  DURATION=${BENCH_DURATION:-10} ROUNDS=${BENCH_ROUNDS:-5} IDLE_N=${BENCH_IDLE_CONNS:-10000}
   OUTAGE=${BENCH_STORM_OUTAGE:-10} STORM_LEAD=1 STORM_TAIL=5 WARMUP=2
   STORM_DEPTHS=${BENCH_STORM_DEPTHS:-1 3}
   SIZES="1m 100m" WATCHDOG=1500 MODE=full
