@@ -59,6 +59,22 @@ class IncompleteMessage(Exception):
 # --------------------------------------------------------------------------
 # Header helpers shared by Arrival and Response.
 
+def wait_until(predicate, timeout=5.0, interval=0.02):
+    """Polls predicate() until it returns a truthy value or ``timeout``
+    seconds pass; returns the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = predicate()
+        if got or time.monotonic() >= deadline:
+            return got
+        time.sleep(interval)
+
+
+def fd_count(pid):
+    """Open file descriptors of a process."""
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
 def _normalize_headers(headers):
     if headers is None:
         return []

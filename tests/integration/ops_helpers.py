@@ -118,14 +118,7 @@ def read_ports(path):
     return ports
 
 
-def wait_until(predicate, timeout=5.0, interval=0.02):
-    """Polls predicate() until it returns a truthy value; returns the last value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = predicate()
-        if got or time.monotonic() >= deadline:
-            return got
-        time.sleep(interval)
+wait_until = h.wait_until  # ops.wait_until(...) in the operations tests
 
 
 def rewrite_config(proxy, text):

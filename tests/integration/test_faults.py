@@ -19,7 +19,7 @@ import zlib
 
 import fault_origin as fo
 import harness as h
-from harness import IntegrationTest
+from harness import IntegrationTest, fd_count, wait_until
 
 # Under AddressSanitizer the quarantine keeps freed memory: RSS growth is
 # not a leak signal there (LeakSanitizer checks leaks at exit instead).
@@ -28,19 +28,6 @@ RETRY = {"max_attempts": 3, "per_try_timeout": "300ms",
          "backoff": {"base": "10ms", "cap": "50ms", "jitter": "full"},
          "retry_after": {"honor": True, "max": "1s"}}
 BUDGET = {"retry_budget": {"ratio": 1.0, "min_per_second": 1000}}
-
-
-def wait_until(pred, timeout=5.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(step)
-
-
-def fd_count(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
 
 
 class FaultTestBase(IntegrationTest):

@@ -23,7 +23,7 @@ import unittest
 
 import fault_origin as fo
 import harness as h
-from harness import IntegrationTest
+from harness import IntegrationTest, fd_count, wait_until
 
 LIMITS = {"max_header_bytes": "4KiB", "max_body_bytes": "64KiB", "header_timeout": "1s",
           "idle_timeout": "10s"}
@@ -33,19 +33,6 @@ def talk(port, data=b"", pieces=None, pause=0.05, timeout=5.0, shut_write=False)
     """(raw bytes, closed) of one exchange: see harness.raw_exchange."""
     return h.raw_exchange(port, data, pieces=pieces, pause=pause, timeout=timeout,
                           half_close=shut_write)
-
-
-def wait_until(pred, timeout=5.0, step=0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(step)
-
-
-def fd_count(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
 
 
 class HostileTestBase(IntegrationTest):
