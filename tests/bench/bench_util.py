@@ -108,6 +108,25 @@ def cpu_ticks(pids):
     return sum(cpu_split(pids))
 
 
+def thread_ticks(pids):
+    """utime + stime of every thread of the processes, by thread id."""
+    out = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            fields = stat[stat.rindex(")") + 2:].split()
+            out[int(tid)] = int(fields[11]) + int(fields[12])
+    return out
+
+
 def tcp_out_segments(path="/proc/net/snmp"):
     """The kernel's count of TCP segments sent (all sockets, loopback too)."""
     try:
@@ -181,14 +200,21 @@ def run_wrk(args):
     proxy = tree_pids(args.pid) if args.pid else []
     origin = tree_pids(args.origin_pid) if args.origin_pid else []
     p0, o0, seg0 = cpu_split(proxy), cpu_ticks(origin), tcp_out_segments()
+    t0 = thread_ticks(proxy)
     cmd = ["wrk", "-t", str(args.threads), "-c", str(args.connections),
            "-d", f"{args.duration}s", "--timeout", "5s", "--latency", args.url]
     proc = subprocess.run(cmd, capture_output=True, text=True,
                           timeout=args.duration + 30)
     p1, o1, seg1 = cpu_split(proxy), cpu_ticks(origin), tcp_out_segments()
+    t1 = thread_ticks(proxy)
     res = parse_wrk(proc.stdout)
-    res.update(phase="throughput", target=args.target, round=args.round,
+    res.update(phase=args.phase, target=args.target, round=args.round,
                wrk_rc=proc.returncode)
+    if args.workers:
+        res["workers"] = args.workers
+    # CPU ticks of each of the proxy's threads over the run, busiest first:
+    # shows whether every worker thread took a share of the load.
+    res["thread_ticks"] = sorted((t1[t] - t0.get(t, 0) for t in t1), reverse=True)
     n = res["requests"] or 0
     res["proxy_cpu_s"] = (sum(p1) - sum(p0)) / CLK_TCK if proxy else None
     res["origin_cpu_s"] = (o1 - o0) / CLK_TCK
@@ -278,6 +304,8 @@ def main():
     p.add_argument("--connections", type=int, default=64)
     p.add_argument("--duration", type=int, default=10)
     p.add_argument("--raw", help="file for the raw wrk output")
+    p.add_argument("--phase", default="throughput", help="the phase the result belongs to")
+    p.add_argument("--workers", type=int, default=0, help="onelayer's workers, for the workers phase")
     a = ap.parse_args()
 
     if a.cmd == "freeports":

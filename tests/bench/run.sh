@@ -17,12 +17,13 @@ usage() {
   cat <<EOF
 Usage: tests/bench/run.sh [--quick] [--out DIR] [--phases LIST] [--proxies LIST] [--keep]
 
-  --quick          CI smoke: 2 s wrk, 1 round, 500 idle connections, 1 MiB body,
+  --quick          CI smoke: 2 s wrk, 1 round (both worker counts too), 500 idle
+                   connections, 1 MiB body,
                    3 s storm outage at depth 3 only; finishes in under a minute
   --out DIR        where latest.md, latest.json and the SVG plots go
                    (default: tests/bench/results; with --quick: a temporary
                    directory whose latest.md is printed, unless --out is given)
-  --phases LIST    comma list of memory,throughput,large,storm (default: all)
+  --phases LIST    comma list of memory,throughput,workers,large,storm (default: all)
   --proxies LIST   comma list of direct,onelayer,haproxy,nginx (default: all)
   --keep           keep the temporary directory (configs, logs, raw output)
 
@@ -39,7 +40,7 @@ Environment:
 EOF
 }
 
-QUICK=0 KEEP=0 OUT="" PHASES="memory,throughput,large,storm" TARGETS="direct,onelayer,haproxy,nginx"
+QUICK=0 KEEP=0 OUT="" PHASES="memory,throughput,workers,large,storm" TARGETS="direct,onelayer,haproxy,nginx"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) QUICK=1 ;;
@@ -430,6 +431,29 @@ if has "$PHASES" throughput; then
         || fail "wrk for $t round $r"
     done
   done
+fi
+
+# ------------------------------------------------------------------ workers
+# onelayer with workers: 1 and workers: 2 on the same cores, rounds
+# interleaved (README "Measuring workers: 2"): req/s, CPU per request and
+# how the CPU split between the threads.
+if has "$PHASES" workers && has "$TARGETS" onelayer; then
+  for w in 1 2; do
+    ONELAYER_WORKERS=$w start_onelayer "onelayer-w$w" "${PORT_OF[origin]}" bench || fail "onelayer with $w workers"
+    if (( WARMUP > 0 )); then
+      wrk -t2 -c64 -d"${WARMUP}s" "http://127.0.0.1:${PORT_OF[onelayer-w$w]}/small.txt" >/dev/null 2>&1 || true
+    fi
+  done
+  for r in $(seq "$ROUNDS"); do
+    for w in 1 2; do
+      log "workers: round $r/$ROUNDS, workers: $w"
+      "$PY" "$UTIL" wrk --phase workers --workers "$w" --url "http://127.0.0.1:${PORT_OF[onelayer-w$w]}/small.txt" \
+        --target onelayer --round "$r" --pid "${PID_OF[onelayer-w$w]}" --origin-pid "${PID_OF[origin]}" \
+        --duration "$DURATION" --raw "$TMP/raw/wrk-workers$w-$r.txt" >>"$RESULTS" \
+        || fail "wrk for workers: $w round $r"
+    done
+  done
+  for w in 1 2; do stop_bg "onelayer-w$w"; done
 fi
 
 # ------------------------------------------------------------------ large bodies
