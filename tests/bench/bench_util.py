@@ -88,20 +88,23 @@ def tree_pids(root):
     return out
 
 
+def stat_times(path):
+    """(utime, stime) ticks from a /proc stat file (fields 14 and 15 of
+    stat(5): user space and kernel), or None once the process is gone."""
+    try:
+        with open(path) as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[11]), int(fields[12])
+
+
 def cpu_split(pids):
-    """(utime, stime) ticks summed over the processes (the tgid line already
-    sums threads): user space and kernel, fields 14 and 15 of stat(5)."""
-    user = system = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        user += int(fields[11])
-        system += int(fields[12])
-    return user, system
+    """(utime, stime) summed over the processes (the tgid line already sums
+    their threads)."""
+    times = [t for t in (stat_times(f"/proc/{pid}/stat") for pid in pids) if t]
+    return sum(t[0] for t in times), sum(t[1] for t in times)
 
 
 def cpu_ticks(pids):
@@ -117,13 +120,9 @@ def thread_ticks(pids):
         except OSError:
             continue
         for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            out[int(tid)] = int(fields[11]) + int(fields[12])
+            t = stat_times(f"/proc/{pid}/task/{tid}/stat")
+            if t:
+                out[int(tid)] = sum(t)
     return out
 
 
