@@ -155,6 +155,9 @@ class Exchange {
   static void on_attempt_timeout(uv_timer_t* t);
   static void on_backoff_done(uv_timer_t* t);
   static void on_stream_stalled(uv_timer_t* t);
+  // Ends a failed attempt: timer off, breaker told, upstream let go. False
+  // when response bytes already went downstream (the exchange is aborted).
+  bool end_failed_attempt(int status, const char* reason);
   void handle_failure(const AttemptResult& r, int status, const char* reason);
   bool decide_retry(const AttemptResult& r);
   void respond_error(int status, const char* reason);

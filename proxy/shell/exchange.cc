@@ -363,7 +363,7 @@ bool Exchange::decide_retry(const AttemptResult& r) {
   return false;
 }
 
-void Exchange::handle_failure(const AttemptResult& r, int status, const char* reason) {
+bool Exchange::end_failed_attempt(int status, const char* reason) {
   stop_timer();
   count_breaker(true);
   drop_upstream();
@@ -372,8 +372,13 @@ void Exchange::handle_failure(const AttemptResult& r, int status, const char* re
     error_reason_ = reason;
     status_ = status_ ? status_ : status;
     finish_aborted();
-    return;
+    return false;
   }
+  return true;
+}
+
+void Exchange::handle_failure(const AttemptResult& r, int status, const char* reason) {
+  if (!end_failed_attempt(status, reason)) return;
   if (decide_retry(r)) return;
   if (declined_ && std::string_view(declined_) == "deadline") {
     respond_error(504, "deadline_exceeded");
@@ -402,15 +407,8 @@ void Exchange::on_up_error(int err) {
 
 void Exchange::on_up_bad_response() {
   if (finished_) return;
-  stop_timer();
-  count_breaker(true);
-  drop_upstream();
-  if (response_started_) {
-    error_reason_ = "bad_upstream_response";
-    finish_aborted();
-    return;
-  }
-  respond_error(502, "bad_upstream_response");
+  // Never retried: the upstream answered, just not in HTTP.
+  if (end_failed_attempt(502, "bad_upstream_response")) respond_error(502, "bad_upstream_response");
 }
 
 int Exchange::on_up_head(MessageHead& head) {
