@@ -24,23 +24,10 @@ Standard library only.
 import http.client
 import http.server
 import os
-import signal
 import sys
 import urllib.parse
 
-
-
-def split_listen(value):
-    host, _, port = value.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def write_port_file(path, port):
-    # Written under a temporary name and renamed so a reader never sees half a line.
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"http {port}\n")
-    os.replace(tmp, path)
+from demo_server import serve
 
 
 class NextHop:
@@ -102,16 +89,7 @@ def main():
         sys.exit("app: NEXT_HOP is required")
     Handler.next_hop = NextHop(next_hop, float(os.environ.get("TIMEOUT_S", "30")))
     Handler.quiet = os.environ.get("QUIET") == "1"
-    server = http.server.ThreadingHTTPServer(split_listen(os.environ.get("LISTEN", "0.0.0.0:8080")), Handler)
-    server.daemon_threads = True
-    # PID 1 in a container ignores SIGTERM unless a handler is installed.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    if os.environ.get("PORT_FILE"):
-        write_port_file(os.environ["PORT_FILE"], server.server_address[1])
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
+    serve(Handler)
 
 
 if __name__ == "__main__":

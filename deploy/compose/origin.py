@@ -17,21 +17,10 @@ Standard library only.
 """
 import http.server
 import os
-import signal
 import sys
 import threading
 
-
-def split_listen(value):
-    host, _, port = value.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port)
-
-
-def write_port_file(path, port):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"http {port}\n")
-    os.replace(tmp, path)
+from demo_server import serve
 
 
 class Origin:
@@ -99,15 +88,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 def main():
     Handler.origin = Origin(os.environ.get("ORIGIN_MODE", "fail"), int(os.environ.get("ORIGIN_FAILS", "2")))
     Handler.quiet = os.environ.get("QUIET") == "1"
-    server = http.server.ThreadingHTTPServer(split_listen(os.environ.get("LISTEN", "0.0.0.0:8080")), Handler)
-    server.daemon_threads = True
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    if os.environ.get("PORT_FILE"):
-        write_port_file(os.environ["PORT_FILE"], server.server_address[1])
-    try:
-        server.serve_forever()
-    finally:
-        server.server_close()
+    serve(Handler)
 
 
 if __name__ == "__main__":

@@ -666,6 +666,12 @@ class ComposeThreeHop(unittest.TestCase):
             src = svc["volumes"][0].split(":")[0]
             self.assertTrue(os.path.isfile(os.path.join(COMPOSE_DIR, src)))
             self.assertIn(svc["volumes"][0].split(":")[1], svc["command"])
+            # Every mounted file exists, and the module the scripts import
+            # sits next to them in the container.
+            mounts = {v.split(":")[1]: v.split(":")[0] for v in svc["volumes"]}
+            for dst, src in mounts.items():
+                self.assertTrue(os.path.isfile(os.path.join(COMPOSE_DIR, src)), src)
+            self.assertEqual(mounts.get("/srv/demo_server.py"), "./demo_server.py")
 
     def test_images_are_pinned_by_tag(self):
         for name, svc in self.services.items():
