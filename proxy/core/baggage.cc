@@ -13,12 +13,6 @@ bool is_baggage_octet(unsigned char c) {
          (c >= 0x5D && c <= 0x7E);
 }
 
-std::string_view trim_ows(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -48,18 +42,6 @@ Member parse_member(std::string_view text) {
   return m;
 }
 
-// Calls fn(trimmed member text) for each non-empty comma-separated member.
-// Commas cannot occur inside values or properties, so splitting is exact.
-template <class Fn>
-void for_each_member(std::string_view header, Fn&& fn) {
-  while (true) {
-    size_t comma = header.find(',');
-    std::string_view t = trim_ows(header.substr(0, comma));
-    if (!t.empty()) fn(t);
-    if (comma == std::string_view::npos) return;
-    header.remove_prefix(comma + 1);
-  }
-}
 
 // Percent-decodes to raw octets; a '%' not followed by two hex digits stays.
 std::string percent_decode(std::string_view v) {
@@ -125,7 +107,7 @@ std::string replace_invalid_utf8(std::string_view s) {
 std::optional<std::string> baggage_get(std::string_view header_value, std::string_view key) {
   if (!is_token(key)) return std::nullopt;
   std::optional<std::string> found;
-  for_each_member(header_value, [&](std::string_view text) {
+  for_each_list_element(header_value, [&](std::string_view text) {
     if (found) return;
     Member m = parse_member(text);
     if (m.well_formed && m.key == key) found = replace_invalid_utf8(percent_decode(m.value));
@@ -139,7 +121,7 @@ std::optional<std::string> baggage_merge(std::string_view header_value, std::str
   std::vector<std::string_view> kept;
   bool found = false;
   bool changed = false;
-  for_each_member(header_value, [&](std::string_view text) {
+  for_each_list_element(header_value, [&](std::string_view text) {
     Member m = parse_member(text);
     if (m.key != key) {
       kept.push_back(text);

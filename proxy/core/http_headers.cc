@@ -30,12 +30,6 @@ constexpr std::array<bool, 256> make_tchar_table() {
 }
 constexpr std::array<bool, 256> kTchar = make_tchar_table();
 
-std::string_view trim_ows(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // What a field name means to the rewrite, decided once per field: the rules
 // below then switch on it instead of comparing the name against every list.
 enum class Kind : uint8_t { other, host, via, x_forwarded_for, x_forwarded_proto, baggage, framing, hop_by_hop, foreign_retry };
@@ -100,6 +94,9 @@ Kind classify(std::string_view name) {
 }
 
 bool is_connection(std::string_view name) { return name.size() == 10 && iequals(name, "connection"); }
+// The same answers as classify(name) == Kind::..., for the scans that look
+// for one name only.
+bool is_baggage(std::string_view name) { return name.size() == 7 && iequals(name, kBaggage); }
 
 // The connection-options of every Connection field, as views into the
 // fields: a few inline, more on the heap (a legitimate peer sends one or two).
@@ -107,15 +104,7 @@ class ConnectionOptions {
  public:
   explicit ConnectionOptions(const Headers& h) {
     for (const Header& f : h) {
-      if (!is_connection(f.name)) continue;
-      std::string_view v = f.value;
-      while (true) {
-        size_t comma = v.find(',');
-        std::string_view t = trim_ows(v.substr(0, comma));
-        if (!t.empty()) add(t);
-        if (comma == std::string_view::npos) break;
-        v.remove_prefix(comma + 1);
-      }
+      if (is_connection(f.name)) for_each_list_element(f.value, [this](std::string_view o) { add(o); });
     }
   }
   bool lists(std::string_view name) const {
@@ -151,7 +140,7 @@ std::string_view owner_id(const Config& c) {
 std::string joined_baggage(const Headers& h) {
   std::string joined;
   for (const Header& f : h) {
-    if (classify(f.name) != Kind::baggage) continue;
+    if (!is_baggage(f.name)) continue;
     if (!joined.empty()) joined += ',';
     joined += f.value;
   }
@@ -253,7 +242,7 @@ bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sin
   if (claiming && config.propagate_baggage) {
     std::string joined;
     for (const Header& f : in) {
-      if (classify(f.name) != Kind::baggage || !rule(f)) continue;
+      if (!is_baggage(f.name) || !rule(f)) continue;
       if (!joined.empty()) joined += ',';
       joined += f.value;
     }
@@ -368,6 +357,17 @@ bool contains_obs_fold(std::string_view v) {
 }
 
 }  // namespace
+
+void append_decimal(std::string& out, uint64_t v) {
+  char buf[24];
+  out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
+}
+
+std::string_view trim_ows(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
 
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;

@@ -27,6 +27,24 @@ bool is_token(std::string_view s);                     // RFC 9110 5.6.2 tchar+,
 // False for CR, LF, NUL and every other CTL except HTAB (and DEL); obs-text is allowed.
 bool is_valid_field_value(std::string_view v);
 
+std::string_view trim_ows(std::string_view s);
+
+// Appends v in decimal (heads, access-log lines: no format string per request).
+void append_decimal(std::string& out, uint64_t v);  // without leading and trailing SP / HTAB
+
+// Calls fn(element) for each non-empty element of a comma-separated list
+// (RFC 9110 5.6.1: Connection options, baggage members), OWS trimmed.
+template <class Fn>
+void for_each_list_element(std::string_view list, Fn&& fn) {
+  while (true) {
+    size_t comma = list.find(',');
+    std::string_view element = trim_ows(list.substr(0, comma));
+    if (!element.empty()) fn(element);
+    if (comma == std::string_view::npos) return;
+    list.remove_prefix(comma + 1);
+  }
+}
+
 const Header* find_header(const Headers& h, std::string_view name);  // first, case-insensitive
 size_t count_headers(const Headers& h, std::string_view name);
 

@@ -211,7 +211,6 @@ class Exchange {
   std::string endpoints_;  // endpoints tried
   uint64_t bytes_out_ = 0;
   std::string pending_head_;  // response head (and terminal chunk) not yet written
-  uint64_t stall_armed_at_ = 0;  // uv_now() when the stall guard was last armed
 };
 
 }  // namespace onelayer

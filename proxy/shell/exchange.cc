@@ -2,9 +2,9 @@
 // from the pure core (RetryState); this file carries them out: timers,
 // replaying the buffered body, endpoint choice, counters, access log.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <charconv>
-#include <spdlog/spdlog.h>
 
 #include "core/retry_after.h"
 #include "shell/connections.h"
@@ -175,14 +175,8 @@ void Exchange::start_attempt() {
 
 void Exchange::on_connected() { send_head_and_body(); }
 
-// Numbers in heads and chunk-size lines, without a format string: these run
-// for every request.
-static void append_decimal(std::string& out, uint64_t v) {
-  char buf[24];
-  out.append(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
-}
-
-// Writes "<hex len>\r\n" (a chunk-size line) into buf; returns its length.
+// Writes "<hex len>\r\n" (a chunk-size line) into buf, without a format
+// string (this runs per body chunk); returns its length.
 static unsigned chunk_size_line(char (&buf)[24], size_t len) {
   char* end = std::to_chars(buf, buf + 20, len, 16).ptr;
   end[0] = '\r';
@@ -468,10 +462,7 @@ int Exchange::on_up_head(MessageHead& head) {
     if (c == '\r' || c == '\n') return -1;  // never split a response
   bytes_out_ += out.size();
   response_started_ = true;
-  if (!resp_no_body_) {
-    stall_armed_at_ = uv_now(w_->loop());
-    arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
-  }
+  if (!resp_no_body_) arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
   return head_request_ ? 1 : 0;
 }
 
@@ -495,14 +486,9 @@ int Exchange::on_up_body(const char* data, size_t len) {
     return -1;
   }
   if (down_->write_queue() > kHighWater && up_) up_->pause_reading();
-  // Progress pushes the stall guard back; re-arming at most every 1/8 of the
-  // timeout keeps timer churn off the per-chunk path.
-  uint64_t now = uv_now(w_->loop());
-  uint64_t idle = static_cast<uint64_t>(lcfg_->limits.idle_timeout.count());
-  if (now - stall_armed_at_ >= idle / 8) {
-    stall_armed_at_ = now;
-    arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
-  }
+  // Progress pushes the stall guard back. The connection timer re-arms
+  // lazily (Conn::arm_timer), so a later deadline per chunk costs no timer work.
+  arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
   return 0;
 }
 

@@ -10,6 +10,8 @@
 #include <ctime>
 #include <mutex>
 
+#include "core/http_headers.h"
+
 namespace onelayer {
 
 static LogFormat g_format = LogFormat::text;
@@ -91,17 +93,11 @@ static void append_iso_time(std::string& out, int64_t unix_ms) {
   out.append(frac, sizeof frac);
 }
 
-static void append_uint(std::string& out, uint64_t v) {
-  char buf[24];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
-}
-
 // A non-negative duration with three decimals ("61.412"), rounded to the
 // nearest microsecond; negative values (a clock step) print as 0.000.
 static void append_millis3(std::string& out, double ms) {
   uint64_t us = ms > 0 ? static_cast<uint64_t>(ms * 1000.0 + 0.5) : 0;
-  append_uint(out, us / 1000);
+  append_decimal(out, us / 1000);
   const char frac[] = {'.', static_cast<char>('0' + us / 100 % 10), static_cast<char>('0' + us / 10 % 10),
                        static_cast<char>('0' + us % 10)};
   out.append(frac, sizeof frac);
@@ -154,7 +150,7 @@ void format_access_log(const AccessRecord& r, LogFormat format, std::string& lin
   };
   auto num = [&](std::string_view k, uint64_t v) {
     key(k);
-    append_uint(line, v);
+    append_decimal(line, v);
   };
   // PRODUCT.md's field order.
   if (json) line += "{\"time\":\"";

@@ -5,9 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-
 #include <charconv>
+#include <cstring>
 
 #include "shell/connections.h"
 

@@ -158,6 +158,22 @@ class UpstreamErrorTest(IntegrationTest):
         self.assertProxyError(r, 502, "bad_upstream_response")
         self.assertEqual(origin.count(), 1)
 
+    def test_body_that_keeps_progressing_outlives_idle_timeout(self):
+        # The stall guard measures silence, not the whole transfer: every
+        # chunk pushes it back. 8 pieces 150 ms apart take ~1.2 s, three
+        # times idle_timeout, with no gap as long as it.
+        body = bytes(range(256)) * 8
+        origin = self.start_origin(script=[h.close_delimited(200, body=body, pieces=8, pause=0.15)])
+        proxy = self.proxy_for(origin, limits={"idle_timeout": "400ms"})
+        t0 = time.monotonic()
+        with h.Conn(proxy.port(), timeout=5) as c:
+            r = c.request("GET", "/trickle")
+        self.assertGreaterEqual(time.monotonic() - t0, 0.8, "the body did not trickle")
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.body, body)
+        time.sleep(0.3)  # the access log is flushed every 200 ms
+        self.assertNotIn("error=stream_stalled", proxy.stdout())
+
     def test_upstream_stalling_mid_body_is_cut_after_idle_timeout(self):
         # Head and part of the body, then silence: the client must not hang
         # forever; after the listener's idle_timeout the connection closes.
