@@ -6,7 +6,7 @@ set -euo pipefail
 
 BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlog-dev libfmt-dev doctest-dev node-llhttp"
 TEST_PKGS="python3 curl clang libclang-rt-14-dev prometheus"
-BENCH_PKGS="wrk nginx-light libnginx-mod-http-echo haproxy gnuplot-nox"
+BENCH_PKGS="wrk nginx-light libnginx-mod-http-echo haproxy gnuplot-nox valgrind strace"
 
 case "${1:-all}" in
   build) want="$BUILD_PKGS" ;;

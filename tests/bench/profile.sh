@@ -9,17 +9,23 @@
 # counts do not depend on what else the machine runs, so two builds can be
 # compared on a busy machine. Everything is on 127.0.0.1 and stops by itself.
 #
-# Usage: tests/bench/profile.sh [ONELAYER_BIN]   (default build-rel/onelayer)
+# With --syscalls, onelayer runs on its own and `strace -c -f` counts its
+# system calls over the same load instead: calls per request, by name.
+#
+# Usage: tests/bench/profile.sh [--syscalls] [ONELAYER_BIN]   (default build-rel/onelayer)
 # Environment: PROFILE_SECONDS (default 5), PROFILE_TOP (default 30),
 #              PROFILE_KEEP=1 keeps the temporary directory.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
+MODE=callgrind
+if [[ ${1:-} == --syscalls ]]; then MODE=syscalls; shift; fi
 BIN=${1:-$REPO/build-rel/onelayer}
 SECONDS_LOAD=${PROFILE_SECONDS:-5}
 TOP=${PROFILE_TOP:-30}
-for tool in valgrind callgrind_control callgrind_annotate wrk nginx python3; do
+if [[ $MODE == syscalls ]]; then tools="strace wrk nginx python3"; else tools="valgrind callgrind_control callgrind_annotate wrk nginx python3"; fi
+for tool in $tools; do
   command -v "$tool" >/dev/null || { echo "profile.sh: $tool not found" >&2; exit 1; }
 done
 [[ -x $BIN ]] || { echo "profile.sh: $BIN is not executable" >&2; exit 1; }
@@ -63,6 +69,37 @@ PIDS+=($!)
 python3 "$HERE/bench_util.py" waitport "$ORIGIN_PORT" --timeout 10
 
 python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile >"$TMP/onelayer.yaml"
+
+load() {  # load SECONDS: wrk against onelayer; prints wrk's output, fails on non-2xx
+  local out non2xx
+  out=$(timeout $(($1 + 30)) wrk -t1 -c64 -d"${1}s" "$URL")
+  non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
+  [[ -z $non2xx ]] || { echo "profile.sh: $non2xx non-2xx answers" >&2; return 1; }
+  echo "$out"
+}
+
+if [[ $MODE == syscalls ]]; then
+  "$BIN" --config "$TMP/onelayer.yaml" --ports-file "$TMP/ports" --log-level warn >/dev/null 2>"$TMP/onelayer.log" &
+  OL=$!
+  PIDS+=($OL)
+  PORT=$(python3 "$HERE/bench_util.py" portsfile "$TMP/ports" bench --timeout 10)
+  URL="http://127.0.0.1:$PORT/small.txt"
+  load 2 >/dev/null  # warm-up, and every wrk connection open before counting starts
+  timeout $((SECONDS_LOAD + 40)) strace -c -f -o "$TMP/strace.txt" -p "$OL" 2>/dev/null &
+  ST=$!
+  sleep 1  # strace attaches to every thread
+  WRK_OUT=$(load "$SECONDS_LOAD")
+  kill -INT "$ST" 2>/dev/null || true
+  wait "$ST" 2>/dev/null || true
+  REQS=$(awk '/requests in/ {print $1}' <<<"$WRK_OUT")
+  [[ -n $REQS && $REQS -gt 0 && -s $TMP/strace.txt ]] || { echo "profile.sh: no requests or no strace output" >&2; exit 1; }
+  echo "requests: $REQS (wrk under strace runs far slower than without it; the counts per request still hold)"
+  echo "system calls per request, by name:"
+  # strace -c rows: % time, seconds, usecs/call, calls, [errors,] syscall.
+  awk -v reqs="$REQS" '$1 ~ /^[0-9.]+$/ && $NF != "total" { printf "%8.3f  %s\n", $4 / reqs, $NF }' "$TMP/strace.txt" | sort -rn | head -n "$TOP"
+  exit 0
+fi
+
 OUTFILE="$TMP/callgrind.out"
 valgrind --tool=callgrind --callgrind-out-file="$OUTFILE" \
   "$BIN" --config "$TMP/onelayer.yaml" --ports-file "$TMP/ports" --log-level warn \
@@ -71,15 +108,13 @@ VG=$!
 PIDS+=($VG)
 PORT=$(python3 "$HERE/bench_util.py" portsfile "$TMP/ports" bench --timeout 60)
 URL="http://127.0.0.1:$PORT/small.txt"
-timeout 60 wrk -t1 -c64 -d2s "$URL" >/dev/null   # warm-up: pools, buffers, first-use allocations
+load 2 >/dev/null  # warm-up: pools, buffers, first-use allocations
 callgrind_control -z "$VG" >/dev/null
-WRK_OUT=$(timeout $((SECONDS_LOAD + 30)) wrk -t1 -c64 -d"${SECONDS_LOAD}s" "$URL")
+WRK_OUT=$(load "$SECONDS_LOAD")
 callgrind_control -d "$VG" >/dev/null
 REQS=$(awk '/requests in/ {print $1}' <<<"$WRK_OUT")
-NON2XX=$(awk '/Non-2xx/ {print $NF}' <<<"$WRK_OUT")
 DUMP=$(ls -t "$OUTFILE"* | grep -v "^$OUTFILE\$" | head -n1)
 [[ -n $DUMP && -n $REQS && $REQS -gt 0 ]] || { echo "profile.sh: no dump or no requests" >&2; exit 1; }
-[[ -z $NON2XX ]] || { echo "profile.sh: $NON2XX non-2xx answers" >&2; exit 1; }
 TOTAL=$(callgrind_annotate "$DUMP" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
 echo "requests: $REQS"
 echo "instructions: $TOTAL"
