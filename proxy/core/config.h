@@ -16,6 +16,9 @@ using Millis = std::chrono::milliseconds;
 
 enum class Jitter { full, equal, decorrelated, none };
 enum class InnerHops { forbid, strip, pass };
+// What a listener does with a request header whose name has an underscore
+// (CGI and WSGI servers map `Content_Length` onto `Content-Length`).
+enum class UnderscoreHeaders { drop, reject, allow };
 
 // A host:port pair as written in the file ("127.0.0.1:80", "[::1]:80",
 // "svc.local:8080"). Host is stored without brackets.
@@ -92,6 +95,7 @@ struct Listener {
   std::string name;
   HostPort listen;
   Limits limits;
+  UnderscoreHeaders headers_with_underscores = UnderscoreHeaders::drop;
   std::vector<Route> routes;
   bool operator==(const Listener&) const = default;
 };

@@ -225,6 +225,9 @@ class Loader {
   void read_list(const At& at, const Handler& item, bool allow_empty);
 
   std::optional<std::string> read_string(const At& at);
+  // One of a fixed set of words, each standing for a value of E.
+  template <class E>
+  void read_choice(const At& at, std::initializer_list<std::pair<const char*, E>> choices, E& out);
   bool read_name(const At& at, std::string& out);
   bool read_token(const At& at, std::string& out, const char* what);
   bool read_bool(const At& at, bool& out);
@@ -351,6 +354,22 @@ std::optional<std::string> Loader::read_string(const At& at) {
     return std::nullopt;
   }
   return at.node.Scalar();
+}
+
+template <class E>
+void Loader::read_choice(const At& at, std::initializer_list<std::pair<const char*, E>> choices, E& out) {
+  std::optional<std::string> s = read_string(at);
+  if (!s) return;
+  std::string words;
+  for (const auto& [word, value] : choices) {
+    if (*s == word) {
+      out = value;
+      return;
+    }
+    if (!words.empty()) words += ", ";
+    words += word;
+  }
+  error(at, "must be one of " + words);
 }
 
 bool Loader::read_name(const At& at, std::string& out) {
@@ -602,6 +621,13 @@ void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& n
        },
        true},
       {"limits", [&](const At& a) { read_limits(a, l.limits); }},
+      {"headers_with_underscores",
+       [&](const At& a) {
+         read_choice(a,
+                     {{"drop", UnderscoreHeaders::drop}, {"reject", UnderscoreHeaders::reject},
+                      {"allow", UnderscoreHeaders::allow}},
+                     l.headers_with_underscores);
+       }},
       {"routes",
        [&](const At& a) {
          read_list(
@@ -645,17 +671,8 @@ void Loader::read_route(const At& at, size_t listener, size_t index, Route& r,
       {"timeout", [&](const At& a) { read_duration(a, false, r.timeout); }},
       {"inner_hops",
        [&](const At& a) {
-         std::optional<std::string> s = read_string(a);
-         if (!s) return;
-         if (*s == "forbid") {
-           r.inner_hops = InnerHops::forbid;
-         } else if (*s == "strip") {
-           r.inner_hops = InnerHops::strip;
-         } else if (*s == "pass") {
-           r.inner_hops = InnerHops::pass;
-         } else {
-           error(a, "must be one of forbid, strip, pass");
-         }
+         read_choice(a, {{"forbid", InnerHops::forbid}, {"strip", InnerHops::strip}, {"pass", InnerHops::pass}},
+                     r.inner_hops);
        }},
       {"retry",
        [&](const At& a) {
@@ -804,19 +821,9 @@ void Loader::read_backoff(const At& at, Backoff& b) {
        }},
       {"jitter",
        [&](const At& a) {
-         std::optional<std::string> s = read_string(a);
-         if (!s) return;
-         if (*s == "full") {
-           b.jitter = Jitter::full;
-         } else if (*s == "equal") {
-           b.jitter = Jitter::equal;
-         } else if (*s == "decorrelated") {
-           b.jitter = Jitter::decorrelated;
-         } else if (*s == "none") {
-           b.jitter = Jitter::none;
-         } else {
-           error(a, "must be one of full, equal, decorrelated, none");
-         }
+         read_choice(a, {{"full", Jitter::full}, {"equal", Jitter::equal},
+                         {"decorrelated", Jitter::decorrelated}, {"none", Jitter::none}},
+                     b.jitter);
        }},
   });
   if (!base_ok || !cap_ok || b.cap >= b.base) return;
@@ -967,6 +974,15 @@ const char* inner_hops_name(InnerHops h) {
   return "forbid";
 }
 
+const char* underscore_headers_name(UnderscoreHeaders u) {
+  switch (u) {
+    case UnderscoreHeaders::drop: return "drop";
+    case UnderscoreHeaders::reject: return "reject";
+    case UnderscoreHeaders::allow: return "allow";
+  }
+  return "drop";
+}
+
 void emit_kv(YAML::Emitter& e, const char* key, const std::string& value) {
   e << YAML::Key << key << YAML::Value << value;
 }
@@ -1023,6 +1039,7 @@ void emit_listener(YAML::Emitter& e, const Listener& l) {
   emit_kv(e, "idle_timeout", format_duration(l.limits.idle_timeout));
   e << YAML::Key << "max_connections" << YAML::Value << l.limits.max_connections;
   e << YAML::EndMap;
+  emit_kv(e, "headers_with_underscores", underscore_headers_name(l.headers_with_underscores));
   e << YAML::Key << "routes" << YAML::Value << YAML::BeginSeq;
   for (const Route& r : l.routes) emit_route(e, r);
   e << YAML::EndSeq;

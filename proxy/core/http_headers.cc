@@ -309,6 +309,15 @@ bool is_decimal(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// A line break followed by SP/HTAB inside a value: the wrapper kept an obs-fold.
+bool contains_obs_fold(std::string_view v) {
+  for (size_t i = 0; i + 1 < v.size(); ++i)
+    if (v[i] == '\n' && (v[i + 1] == ' ' || v[i + 1] == '\t')) return true;
+  return false;
+}
+
+}  // namespace
+
 // RFC 9112 3.2 / RFC 3986 3.2.2: uri-host [ ":" port ]; empty is allowed (a
 // target without authority).
 bool is_valid_host_value(std::string_view v) {
@@ -348,15 +357,6 @@ bool is_valid_host_value(std::string_view v) {
   rest.remove_prefix(1);
   return rest.empty() || is_decimal(rest);  // port = *DIGIT
 }
-
-// A line break followed by SP/HTAB inside a value: the wrapper kept an obs-fold.
-bool contains_obs_fold(std::string_view v) {
-  for (size_t i = 0; i + 1 < v.size(); ++i)
-    if (v[i] == '\n' && (v[i + 1] == ' ' || v[i + 1] == '\t')) return true;
-  return false;
-}
-
-}  // namespace
 
 void append_decimal(std::string& out, uint64_t v) {
   char buf[24];
@@ -514,6 +514,29 @@ void append_serialized(const Headers& h, std::string& out) {
     out += f.value;
     out += "\r\n";
   }
+}
+
+std::optional<std::string> response_transfer_codings(const Headers& h) {
+  std::vector<std::string_view> codings;
+  for (const Header& f : h) {
+    if (!iequals(f.name, "transfer-encoding")) continue;
+    for_each_list_element(f.value, [&](std::string_view c) { codings.push_back(c); });
+  }
+  if (!codings.empty() && iequals(codings.back(), "chunked")) codings.pop_back();
+  std::string out;
+  for (std::string_view c : codings) {
+    if (iequals(c, "chunked")) return std::nullopt;
+    if (!out.empty()) out += ", ";
+    out += c;
+  }
+  return out;
+}
+
+bool is_clean_reason_phrase(std::string_view reason) {
+  if (reason.empty()) return false;
+  for (unsigned char c : reason)
+    if (c != '\t' && (c < 0x20 || c > 0x7e)) return false;
+  return true;
 }
 
 }  // namespace onelayer

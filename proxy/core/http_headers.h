@@ -28,6 +28,8 @@ bool is_token(std::string_view s);                     // RFC 9110 5.6.2 tchar+,
 bool is_valid_field_value(std::string_view v);
 
 std::string_view trim_ows(std::string_view s);
+// RFC 9112 3.2 / RFC 3986 3.2.2: uri-host [ ":" port ], or empty.
+bool is_valid_host_value(std::string_view v);
 
 // Appends v in decimal (heads, access-log lines: no format string per request).
 void append_decimal(std::string& out, uint64_t v);  // without leading and trailing SP / HTAB
@@ -137,6 +139,18 @@ bool response_marks_exhausted(const Headers& h, const HeaderNames& names);
 // straight into `out` without copying fields (the proxy's hot path). Returns
 // how many fields it dropped for an invalid name or value (for a log line).
 size_t append_rewritten_response_headers(const Headers& in, std::string_view via, std::string& out);
+
+// The transfer codings of a response other than a final `chunked`, as a
+// comma-separated list ("gzip" for "gzip, chunked" or for "gzip" alone, ""
+// for "chunked" or none). The proxy re-frames bodies, so it writes its own
+// chunked, but these codings describe the bytes and must reach the client.
+// nullopt when chunked appears anywhere but last (RFC 9112 6.1 forbids
+// applying it twice or under another coding): no framing can carry that.
+std::optional<std::string> response_transfer_codings(const Headers& h);
+
+// RFC 9112 4: reason-phrase = 1*( HTAB / SP / VCHAR / obs-text ); this also
+// refuses obs-text and an empty phrase (the proxy writes the standard one).
+bool is_clean_reason_phrase(std::string_view reason);
 
 // Serializes "Name: value\r\n" for each header into out (appends).
 void append_serialized(const Headers& h, std::string& out);

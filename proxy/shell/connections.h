@@ -47,7 +47,9 @@ class UpConn final : public Conn, public HttpParser::Handler {
   void connect(Millis timeout);
   void start_connect();  // once an address is known
   void attach(Exchange* ex) { ex_ = ex; }
-  void detach_and_close();
+  // `reset`: the peer gets a TCP RST (a request cut short must never look
+  // like a clean end to it).
+  void detach_and_close(bool reset = false);
   void release_to_pool();
   void fail_dns(int err);
 
@@ -65,7 +67,6 @@ class UpConn final : public Conn, public HttpParser::Handler {
   HttpParser parser_;
   uv_connect_t connect_req_;
   bool connected_ = false;
-  bool reused_ = false;
   bool idle_ = false;
   bool head_seen_ = false;
   bool keep_alive_ = true;
@@ -115,7 +116,6 @@ class DownConn final : public Conn, public HttpParser::Handler {
   bool close_pending_ = false;  // close once the write queue drains
   bool eof_ = false;
   bool in_exchange_ = false;
-  uint32_t requests_ = 0;
 };
 
 // One downstream request and all its upstream attempts.
@@ -130,6 +130,11 @@ class Exchange {
   void on_request_end();
   void on_down_drained();
   void on_up_drained();
+  // The request turned out malformed or too large after its head was taken:
+  // answer `status`/`reason` here. When bytes of it already went upstream
+  // (a body past buffer_limit streams), that connection is reset, and the
+  // answer (x-onelayer-forwarded: partial) and the log line say so.
+  void refuse_request(int status, const char* reason, const char* detail);
   void abort(const char* reason = "client_closed");  // downstream went away, or drain cut it
 
   // From the upstream connection.
@@ -160,11 +165,13 @@ class Exchange {
   bool end_failed_attempt(int status, const char* reason);
   void handle_failure(const AttemptResult& r, int status, const char* reason);
   bool decide_retry(const AttemptResult& r);
-  void respond_error(int status, const char* reason);
+  void respond_error(int status, const char* reason, std::string_view extra_headers = {});
+  void start_when_body_buffered();
+  static void on_body_deadline(uv_timer_t* t);
   void finish(bool close_after);
   void finish_aborted();
   void record(int status);
-  void drop_upstream();
+  void drop_upstream(bool reset = false);
   void count_breaker(bool failure);
   bool upstream_ready() const;
 
@@ -188,6 +195,10 @@ class Exchange {
   size_t body_sent_ = 0;      // bytes of body_ written to the current attempt
   uint64_t body_total_ = 0;
   bool replayable_ = true;
+  // The body is read whole (up to buffer_limit) before the first attempt:
+  // a request refused for its body never reaches the upstream.
+  bool awaiting_body_ = false;
+  bool forwarded_any_ = false;  // request bytes went to some upstream
   bool request_complete_ = false;
   bool request_end_sent_ = false;
   bool req_chunked_ = false;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/request_validation.h"
 #include "core/route_match.h"
 #include "shell/connections.h"
 #include "shell/logging.h"
@@ -156,6 +157,12 @@ void DownConn::process_input(const char* data, size_t len) {
       abort_connection();
       return;
     }
+    if (err == HttpParser::Error::parse) {
+      // The body was malformed (a chunk, a trailer): the exchange answers,
+      // and resets an upstream that has part of the request.
+      ex_->refuse_request(400, "bad_request", parser_.error_reason());
+      if (!ex_) return;  // answered; the connection closes once flushed
+    }
     ex_->abort();
     worker_->retire(std::move(ex_));
   }
@@ -169,75 +176,12 @@ void DownConn::process_input(const char* data, size_t len) {
   reject(400, "bad_request", true, parser_.error_reason());
 }
 
-static bool parse_target(const MessageHead& h, std::string& host, std::string& path,
-                         std::string& upstream_target) {
-  const std::string& t = h.target;
-  if (!t.empty() && t[0] == '/') {
-    path = t;
-    upstream_target = t;
-    if (const Header* hh = find_header(h.headers, "host")) host = hh->value;
-    return true;
-  }
-  if (t == "*" && h.method == "OPTIONS") {
-    path = "*";
-    upstream_target = t;
-    if (const Header* hh = find_header(h.headers, "host")) host = hh->value;
-    return true;
-  }
-  // absolute-form (RFC 9112 3.2.2): route by the configured upstreams using
-  // its authority as the host; never connect to the host it names.
-  auto starts = [&](std::string_view p) { return t.size() > p.size() && iequals(std::string_view(t).substr(0, p.size()), p); };
-  size_t skip = starts("http://") ? 7 : starts("https://") ? 8 : 0;
-  if (skip == 0) return false;
-  size_t slash = t.find_first_of("/?", skip);
-  host = t.substr(skip, slash == std::string::npos ? std::string::npos : slash - skip);
-  if (host.empty() || host.find('@') != std::string::npos) return false;
-  upstream_target = slash == std::string::npos ? "/" : t.substr(slash);
-  if (upstream_target[0] == '?') upstream_target.insert(0, "/");
-  path = upstream_target;
-  return true;
-}
-
 int DownConn::on_head(MessageHead& head) {
   disarm_timer();
-  ++requests_;
   bool http11 = head.http_major == 1 && head.http_minor >= 1;
   if (!head.keep_alive || !http11) close_after_ = true;
   if (worker_->draining()) close_after_ = true;
 
-  if (head.method == "CONNECT") {
-    reject(400, "bad_request", true, "CONNECT is not supported");
-    return -1;
-  }
-  if (head.http_major != 1) {
-    reject(400, "bad_request", true, "only HTTP/1.x is served");
-    return -1;
-  }
-  for (unsigned char c : head.target) {
-    if (c <= 0x20 || c >= 0x7f) {  // RFC 9112 3.2: no whitespace, controls or raw non-ASCII
-      reject(400, "bad_request", true, "invalid byte in the request target");
-      return -1;
-    }
-  }
-  // H: the only transfer coding forwarded is chunked alone (gzip, chunked
-  // would reach the upstream without its gzip).
-  for (const Header& h : head.headers) {
-    if (iequals(h.name, "transfer-encoding") && !iequals(h.value, "chunked")) {
-      reject(400, "bad_request", true, "unsupported Transfer-Encoding");
-      return -1;
-    }
-  }
-  RequestHeaderProblem problem =
-      head.obs_fold ? RequestHeaderProblem::obs_fold : validate_request_headers(head.headers, http11, 0);
-  if (problem != RequestHeaderProblem::none) {
-    reject(400, "bad_request", true, to_string(problem));
-    return -1;
-  }
-  std::string host, path, upstream_target;
-  if (!parse_target(head, host, path, upstream_target)) {
-    reject(400, "bad_request", true, "request target form not supported");
-    return -1;
-  }
   const GenerationPtr& gen = worker_->generation();
   int li = gen->listener_index(listener_->name);
   if (li < 0) {
@@ -245,22 +189,30 @@ int DownConn::on_head(MessageHead& head) {
     return -1;
   }
   const Listener& l = gen->config->listeners[static_cast<size_t>(li)];
-  const Route* route = match_route(l, host, path, head.method);
+  RequestHeadFacts facts{head.method, head.target, head.http_major, head.http_minor, head.obs_fold,
+                         head.chunked, head.has_content_length, head.content_length};
+  RequestVerdict v = check_request_head(facts, head.headers, l.headers_with_underscores);
+  if (v.refused()) {
+    reject(v.status, v.reason, true, v.detail);
+    return -1;
+  }
+  if (v.underscore_fields_dropped > 0) {
+    spdlog::info("listener {}: {} request header(s) with an underscore in the name dropped from {} {}",
+                 listener_->name, v.underscore_fields_dropped, head.method, head.target);
+  }
+  const Route* route = match_route(l, v.host, v.path, head.method);
   if (!route) {
     // Answer with the body (if any) still unread: the connection closes.
     reject(404, "no_route", !(head.content_length == 0 && !head.chunked), "no route matched");
     return head.content_length == 0 && !head.chunked ? 0 : -1;
   }
-  if (l.limits.max_body_bytes > 0 && head.has_content_length &&
-      head.content_length > l.limits.max_body_bytes) {
-    reject(413, "body_too_large", true, "Content-Length over max_body_bytes");
+  bool expect_continue = false;
+  RequestVerdict routed = check_routed_request(facts, head.headers, l.limits.max_body_bytes, &expect_continue);
+  if (routed.refused()) {
+    reject(routed.status, routed.reason, true, routed.detail);
     return -1;
   }
-  if (const Header* e = find_header(head.headers, "expect")) {
-    if (!iequals(e->value, "100-continue")) {
-      reject(417, "bad_request", true, "unsupported Expect");
-      return -1;
-    }
+  if (expect_continue) {
     // Answer 100 here and drop Expect upstream: the body is needed anyway
     // for replay, and the upstream then never has to speak 1xx.
     worker_->write(this, "HTTP/1.1 100 Continue\r\n\r\n");
@@ -268,7 +220,7 @@ int DownConn::on_head(MessageHead& head) {
   size_t ri = static_cast<size_t>(route - l.routes.data());
   RouteMetrics* rm = gen->route_metrics[static_cast<size_t>(li)][ri];
   in_exchange_ = true;
-  ex_ = std::make_unique<Exchange>(this, gen, li, route, rm, head, std::move(upstream_target));
+  ex_ = std::make_unique<Exchange>(this, gen, li, route, rm, head, std::move(v.upstream_target));
   ex_->start();
   return 0;
 }

@@ -68,6 +68,20 @@ void Exchange::start() {
     respond_error(504, "deadline_exceeded");
     return;
   }
+  if (req_has_body_ && replayable_) {
+    // A body that fits buffer_limit is read whole first (it is buffered for
+    // replay anyway): a malformed chunk, a bad trailer or max_body_bytes then
+    // refuse the request before a byte of it reaches an upstream.
+    awaiting_body_ = true;
+    arm_timer(rs_->time_left(started_), on_body_deadline);
+    return;
+  }
+  start_attempt();
+}
+
+void Exchange::start_when_body_buffered() {
+  awaiting_body_ = false;
+  stop_timer();
   start_attempt();
 }
 
@@ -104,6 +118,16 @@ void Exchange::on_stream_stalled(uv_timer_t* t) {
                ex->lcfg_->limits.idle_timeout.count());
   ex->error_reason_ = "stream_stalled";
   ex->finish_aborted();
+}
+
+// The deadline passed while the client was still sending the body: nothing
+// went upstream.
+void Exchange::on_body_deadline(uv_timer_t* t) {
+  Exchange* ex = exchange_of(t);
+  if (!ex || ex->finished_ || !ex->awaiting_body_) return;
+  ex->awaiting_body_ = false;
+  ex->declined_ = nullptr;
+  ex->respond_error(504, "deadline_exceeded");
 }
 
 void Exchange::on_backoff_done(uv_timer_t* t) {
@@ -231,6 +255,7 @@ void Exchange::send_head_and_body() {
   if (request_complete_ && req_chunked_) out += "0\r\n\r\n";
   if (request_complete_) request_end_sent_ = true;
   int rc = w_->write(up_, out);
+  forwarded_any_ = true;
   if (replayable_) {
     body_sent_ = body_.size();
   } else {
@@ -271,8 +296,7 @@ void Exchange::on_request_body(const char* data, size_t len) {
   body_total_ += len;
   uint64_t max = lcfg_->limits.max_body_bytes;
   if (max > 0 && body_total_ > max) {
-    declined_ = nullptr;
-    respond_error(413, "body_too_large");
+    refuse_request(413, "body_too_large", "request body over max_body_bytes");
     return;
   }
   if (replayable_ && body_total_ > route_->retry.buffer_limit) {
@@ -281,6 +305,15 @@ void Exchange::on_request_body(const char* data, size_t len) {
     rs_->set_body_replayable(false);
     body_.erase(0, body_sent_);
     body_sent_ = 0;
+    if (awaiting_body_) {
+      body_.append(data, len);  // sent with the head once connected
+      start_when_body_buffered();
+      return;
+    }
+  }
+  if (awaiting_body_) {
+    body_.append(data, len);
+    return;
   }
   if (upstream_ready()) {
     if (replayable_) {
@@ -301,6 +334,10 @@ void Exchange::on_request_body(const char* data, size_t len) {
 void Exchange::on_request_end() {
   request_complete_ = true;
   if (finished_) return;
+  if (awaiting_body_) {
+    start_when_body_buffered();
+    return;
+  }
   if (upstream_ready() && !request_end_sent_) send_request_end();
 }
 
@@ -316,11 +353,36 @@ void Exchange::on_down_drained() {
   if (up_ && response_started_ && down_->write_queue() < kLowWater) up_->resume_reading();
 }
 
-void Exchange::drop_upstream() {
+void Exchange::drop_upstream(bool reset) {
   if (up_) {
-    up_->detach_and_close();
+    up_->detach_and_close(reset);
     up_ = nullptr;
   }
+}
+
+void Exchange::refuse_request(int status, const char* reason, const char* detail) {
+  if (finished_) return;
+  if (response_started_) {
+    error_reason_ = reason;
+    finish_aborted();
+    return;
+  }
+  stop_timer();
+  declined_ = nullptr;
+  if (!forwarded_any_) {
+    spdlog::info("listener {}: {} {} from {}: {}", lcfg_->name, status, reason, down_->peer_ip_, detail);
+    respond_error(status, reason);
+    return;
+  }
+  // Part of the request went upstream (the body streamed past buffer_limit):
+  // the upstream must see it cut, never a clean end.
+  spdlog::warn("listener {}: {} {} from {}: {}; the head and part of the body (of {} bytes read) were "
+               "already forwarded to {}: upstream connection reset",
+               lcfg_->name, status, reason, down_->peer_ip_, detail, body_total_,
+               last_ep_ ? last_ep_->label : "?");
+  if (up_ && !response_started_) ups_->breaker.on_cancel(Clock::now());  // no result: free a probe slot
+  drop_upstream(true);
+  respond_error(status, reason, "x-onelayer-forwarded: partial\r\n");
 }
 
 void Exchange::count_breaker(bool failure) {
@@ -431,10 +493,25 @@ int Exchange::on_up_head(MessageHead& head) {
   size_t head_bytes = 64 + head.reason.size();
   for (const Header& h : head.headers) head_bytes += h.name.size() + h.value.size() + 4;
   out.reserve(head_bytes + 128);  // one allocation for the whole head
+  std::optional<std::string> coded = response_transfer_codings(head.headers);
+  if (!coded) {
+    spdlog::info("upstream {}: response Transfer-Encoding applies chunked twice or not last", last_ep_->label);
+    return -1;
+  }
+  const std::string& codings = *coded;
+  if (!codings.empty() && !resp_no_body_ && !http11_down) {
+    // An HTTP/1.0 client cannot be told of a transfer coding: refuse rather
+    // than hand it coded bytes marked as plain.
+    spdlog::info("upstream {}: response Transfer-Encoding {} cannot reach an HTTP/1.0 client", last_ep_->label,
+                 codings);
+    return -1;
+  }
   out += "HTTP/1.1 ";
   append_decimal(out, static_cast<uint64_t>(head.status));
   out += ' ';
-  out += head.reason.empty() ? std::string_view(status_text(head.status)) : std::string_view(head.reason);
+  // A reason phrase with a control byte (an escape sequence for the client's
+  // terminal, a NUL) or an empty one is replaced by the standard one.
+  out += is_clean_reason_phrase(head.reason) ? std::string_view(head.reason) : std::string_view(status_text(head.status));
   out += "\r\n";
   if (size_t invalid = append_rewritten_response_headers(head.headers, "1.1 onelayer", out)) {
     spdlog::info("upstream {}: {} response header(s) with invalid name or value dropped", last_ep_->label,
@@ -446,8 +523,14 @@ int Exchange::on_up_head(MessageHead& head) {
     out += "\r\n";
   } else if (!resp_no_body_) {
     if (http11_down) {
+      // Re-framed as chunked; codings the upstream applied stay in front.
       resp_chunked_down_ = true;
-      out += "Transfer-Encoding: chunked\r\n";
+      out += "Transfer-Encoding: ";
+      if (!codings.empty()) {
+        out += codings;
+        out += ", ";
+      }
+      out += "chunked\r\n";
     } else {
       resp_close_delimited_down_ = true;
     }
@@ -458,8 +541,6 @@ int Exchange::on_up_head(MessageHead& head) {
   bool close = down_->close_after_ || w_->draining() || resp_close_delimited_down_;
   if (close) down_->close_after_ = true;
   out += close ? "Connection: close\r\n\r\n" : "\r\n";
-  for (char c : head.reason)
-    if (c == '\r' || c == '\n') return -1;  // never split a response
   bytes_out_ += out.size();
   response_started_ = true;
   if (!resp_no_body_) arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
@@ -516,7 +597,7 @@ void Exchange::flush_head() {
   if (rc < 0) down_->abort_connection();
 }
 
-void Exchange::respond_error(int status, const char* reason) {
+void Exchange::respond_error(int status, const char* reason, std::string_view extra_headers) {
   if (finished_) return;
   stop_timer();
   drop_upstream();
@@ -526,8 +607,8 @@ void Exchange::respond_error(int status, const char* reason) {
   }
   status_ = status;
   error_reason_ = reason;
-  std::string extra;
-  if (mark_exhausted_) extra = fmt::format("{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
+  std::string extra(extra_headers);
+  if (mark_exhausted_) extra += fmt::format("{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
   bool close = down_->close_after_ || w_->draining() || !request_complete_;
   std::string out;
   append_proxy_response(out, status, reason, close, extra, head_request_);

@@ -1,5 +1,6 @@
 #include "shell/http_codec.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace onelayer {
@@ -49,7 +50,56 @@ void HttpParser::reset() {
   llhttp_reset(&llhttp_);
   llhttp_.data = this;
   error_ = Error::none;
-  in_head_ = in_message_ = false;
+  in_message_ = false;
+  resume_after_message_ = false;
+  restart_head_scan();
+}
+
+void HttpParser::restart_head_scan() {
+  scan_ = Scan::line_start;
+  scan_line_bytes_ = 0;
+  scan_past_request_line_ = false;
+  scan_prev_cr_ = false;
+  scan_fold_ = false;
+}
+
+// RFC 9112 2.2 and 5.2: every line of the head ends in CRLF, and a line that
+// starts with SP or HTAB continues the one before (obs-fold, refused by the
+// caller). Only newline bytes are looked at one by one (memchr finds them),
+// so a head costs a few comparisons per line.
+bool HttpParser::scan_request_head(const char* data, size_t len) {
+  const char* p = data;
+  const char* end = data + len;
+  while (p < end && scan_ != Scan::done) {
+    if (scan_ == Scan::line_start) {
+      if (scan_past_request_line_ && (*p == ' ' || *p == '\t')) scan_fold_ = true;
+      scan_ = Scan::in_line;
+      scan_line_bytes_ = 0;
+    }
+    const char* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+    if (!nl) {
+      size_t n = static_cast<size_t>(end - p);
+      scan_line_bytes_ = static_cast<uint8_t>(std::min<size_t>(2, scan_line_bytes_ + n));
+      scan_prev_cr_ = end[-1] == '\r';
+      return true;
+    }
+    bool cr = nl > p ? nl[-1] == '\r' : scan_prev_cr_;
+    if (!cr) {
+      error_ = Error::parse;
+      llhttp_set_error_reason(&llhttp_, "line ending without CR in the request head");
+      return false;
+    }
+    size_t line = std::min<size_t>(2, scan_line_bytes_ + static_cast<size_t>(nl - p));
+    if (line == 1 && scan_past_request_line_) {
+      scan_ = Scan::done;  // the empty line: the body (if any) follows
+    } else {
+      if (line > 1) scan_past_request_line_ = true;  // (empty lines before it are skipped)
+      scan_ = Scan::line_start;
+    }
+    scan_prev_cr_ = false;
+    p = nl + 1;
+  }
+  return true;
 }
 
 int HttpParser::count_head_bytes(size_t n) {
@@ -65,9 +115,7 @@ int HttpParser::s_message_begin(llhttp_t* p) {
   HttpParser* s = self(p);
   s->head_.clear();
   s->head_bytes_ = 0;
-  s->in_head_ = true;
   s->in_message_ = true;
-  s->value_open_ = false;
   s->expect_new_field_ = true;
   return 0;
 }
@@ -100,7 +148,6 @@ int HttpParser::s_header_field(llhttp_t* p, const char* at, size_t len) {
     }
     h.emplace_back();
     s->expect_new_field_ = false;
-    s->value_open_ = false;
   }
   h.back().name.append(at, len);
   return s->count_head_bytes(len + 4);  // ": " and CRLF
@@ -110,17 +157,9 @@ int HttpParser::s_header_value(llhttp_t* p, const char* at, size_t len) {
   HttpParser* s = self(p);
   Headers& h = s->head_.headers;
   if (h.empty()) return -1;
-  // A second fragment of the same value is a split read only when the first
-  // one ran to the end of its buffer and this one starts the next buffer;
-  // anything else is an obs-fold continuation line (RFC 9112 5.2).
-  bool split = s->value_ended_at_feed_end_ && at == s->feed_start_ && s->feed_count_ == s->value_feed_ + 1;
-  if (s->value_open_ && !split) {
-    s->head_.obs_fold = true;
-  }
-  s->value_open_ = true;
+  // Several fragments: a split read, or (responses) obs-fold continuation
+  // lines, which are joined here; the request-head scan reports folds.
   h.back().value.append(at, len);
-  s->value_ended_at_feed_end_ = (at + len == s->feed_end_);
-  s->value_feed_ = s->feed_count_;
   return s->count_head_bytes(len);
 }
 
@@ -137,7 +176,6 @@ int HttpParser::s_header_value_complete(llhttp_t* p) {
   while (b < v.size() && (v[b] == ' ' || v[b] == '\t')) ++b;
   if (b) v.erase(0, b);
   s->expect_new_field_ = true;
-  s->value_open_ = false;
   return 0;
 }
 
@@ -151,7 +189,7 @@ int HttpParser::s_headers_complete(llhttp_t* p) {
     llhttp_set_error_reason(p, "Transfer-Encoding does not end in chunked");
     return -1;
   }
-  s->in_head_ = false;
+  h.obs_fold = s->scan_fold_;
   h.status = p->status_code;
   h.http_major = p->http_major;
   h.http_minor = p->http_minor;
@@ -181,24 +219,42 @@ int HttpParser::s_body(llhttp_t* p, const char* at, size_t len) {
 int HttpParser::s_message_complete(llhttp_t* p) {
   HttpParser* s = self(p);
   s->in_message_ = false;
-  return s->handler_->on_message_end();
+  s->restart_head_scan();
+  int rc = s->handler_->on_message_end();
+  if (rc == 0 && p->type == HTTP_REQUEST) {
+    // The next request may start in this same buffer: stop here, so that
+    // feed() scans its head before llhttp parses it.
+    s->resume_after_message_ = true;
+    return HPE_PAUSED;
+  }
+  return rc;
 }
 
 size_t HttpParser::feed(const char* data, size_t len) {
   if (error_ != Error::none && error_ != Error::paused) return 0;
-  feed_start_ = data;
-  ++feed_count_;
-  feed_end_ = data + len;
-  llhttp_errno_t rc = llhttp_execute(&llhttp_, data, len);
-  if (rc == HPE_OK) return len;
-  if (rc == HPE_PAUSED) {
-    error_ = Error::paused;
+  const bool request = llhttp_.type == HTTP_REQUEST;
+  const char* start = data;
+  const char* end = data + len;
+  for (;;) {
+    if (request && scan_ != Scan::done && !scan_request_head(start, static_cast<size_t>(end - start)))
+      return static_cast<size_t>(start - data);
+    llhttp_errno_t rc = llhttp_execute(&llhttp_, start, static_cast<size_t>(end - start));
+    if (rc == HPE_OK) return len;
     const char* pos = llhttp_get_error_pos(&llhttp_);
-    return pos ? static_cast<size_t>(pos - data) : len;
+    if (rc == HPE_PAUSED && resume_after_message_) {
+      resume_after_message_ = false;
+      llhttp_resume(&llhttp_);
+      start = pos ? pos : end;
+      if (start == end) return len;
+      continue;
+    }
+    if (rc == HPE_PAUSED) {
+      error_ = Error::paused;
+      return pos ? static_cast<size_t>(pos - data) : len;
+    }
+    if (error_ == Error::none) error_ = Error::parse;
+    return pos && pos >= data && pos <= end ? static_cast<size_t>(pos - data) : 0;
   }
-  if (error_ == Error::none) error_ = Error::parse;
-  const char* pos = llhttp_get_error_pos(&llhttp_);
-  return pos && pos >= data && pos <= data + len ? static_cast<size_t>(pos - data) : 0;
 }
 
 HttpParser::Error HttpParser::finish() {

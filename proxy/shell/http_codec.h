@@ -1,6 +1,12 @@
 // llhttp wrapper used for both directions: joins header fragments, enforces
-// head size limits, detects obs-fold, and hands complete heads, body bytes and
-// message ends to its owner. One parser per connection, reused across messages.
+// head size limits, and hands complete heads, body bytes and message ends to
+// its owner. One parser per connection, reused across messages.
+//
+// A request head is also scanned line by line before llhttp sees its bytes
+// (RequestHeadScan below), for the two things llhttp 8.1 lets through that
+// a hop in front may read differently: obs-fold continuation lines (even
+// after an empty first line, "Content-Length:" CRLF " 5") and line endings
+// that are a bare LF (after the request line, or ending the head).
 #pragma once
 
 #include <llhttp.h>
@@ -20,7 +26,7 @@ struct MessageHead {
   std::string reason;   // responses
   uint8_t http_major = 1, http_minor = 1;
   Headers headers;
-  bool obs_fold = false;
+  bool obs_fold = false;  // requests: a header line continued another one
   bool chunked = false;
   bool has_content_length = false;
   uint64_t content_length = 0;
@@ -62,9 +68,7 @@ class HttpParser {
   Error error() const { return error_; }
   const char* error_reason() const { return llhttp_.reason ? llhttp_.reason : ""; }
   bool message_needs_eof() const { return llhttp_message_needs_eof(&llhttp_) != 0; }
-  bool in_head() const { return in_head_; }
   bool in_message() const { return in_message_; }
-  uint8_t method_code() const { return llhttp_.method; }
   const MessageHead& head() const { return head_; }  // the message being parsed (or the last one)
 
  private:
@@ -80,6 +84,10 @@ class HttpParser {
   static int s_message_complete(llhttp_t*);
 
   int count_head_bytes(size_t n);
+  // Runs the request-head scan over [data, data + len): false (and a parse
+  // error) on a bare LF.
+  bool scan_request_head(const char* data, size_t len);
+  void restart_head_scan();
   static const llhttp_settings_t* settings();
 
   llhttp_t llhttp_;
@@ -89,17 +97,24 @@ class HttpParser {
   // holds a parser.
   uint64_t head_bytes_ = 0;
   uint64_t max_head_bytes_ = 64 * 1024;
-  const char* feed_start_ = nullptr;  // the buffer being fed now
-  const char* feed_end_ = nullptr;
   Error error_ = Error::none;
   uint32_t max_headers_ = 128;
-  uint32_t feed_count_ = 0;           // buffers fed so far (wraps harmlessly)
-  uint32_t value_feed_ = 0;           // the buffer the last value fragment came from
-  bool in_head_ = false;
   bool in_message_ = false;
   bool expect_new_field_ = true;   // the next header-field callback starts a field
-  bool value_open_ = false;        // a value of the current field has started
-  bool value_ended_at_feed_end_ = false;
+  // A message llhttp finished inside a buffer that goes on: feed() resumes
+  // and scans the rest as the next message's head.
+  bool resume_after_message_ = false;
+  // The request-head scan: where it stands in the head (done once the empty
+  // line that ends it was seen), how many bytes of the current line it has
+  // seen (saturating at 2: an empty line is just CR), whether the request
+  // line is behind it, whether the last byte was CR, and whether a line
+  // began with SP or HTAB (obs-fold).
+  enum class Scan : uint8_t { line_start, in_line, done };
+  Scan scan_ = Scan::line_start;
+  uint8_t scan_line_bytes_ = 0;
+  bool scan_past_request_line_ = false;
+  bool scan_prev_cr_ = false;
+  bool scan_fold_ = false;
 };
 
 }  // namespace onelayer

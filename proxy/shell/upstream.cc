@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/request_validation.h"
 #include "shell/connections.h"
 
 namespace onelayer {
@@ -185,7 +186,9 @@ void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
 }
 
 int UpConn::on_head(MessageHead& head) {
-  if (head.status < 100 || head.status > 999) return -1;  // llhttp lets 0 and 099 through
+  // llhttp lets 0, 099 and 600-999 through; RFC 9110 15 ends at 599.
+  if (head.status < 100 || head.status > 599) return -1;
+  if (head.has_content_length && head.content_length > kMaxContentLength) return -1;
   if (head.status >= 100 && head.status < 200) {
     if (head.status == 101) return -1;  // Upgrade was stripped: a 101 is a broken upstream
     informational_ = true;
@@ -231,7 +234,6 @@ void UpConn::release_to_pool() {
     return;
   }
   idle_ = true;
-  reused_ = true;
   head_seen_ = false;
   expect_no_body_ = false;
   parser_.reset();
@@ -242,7 +244,7 @@ void UpConn::release_to_pool() {
   });
 }
 
-void UpConn::detach_and_close() {
+void UpConn::detach_and_close(bool reset) {
   if (closing_) return;
   ex_ = nullptr;
   if (idle_) {
@@ -263,7 +265,7 @@ void UpConn::detach_and_close() {
     }
   }
   worker_->runtime().metrics.upstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
-  close_handles();
+  close_handles(reset);
 }
 
 }  // namespace onelayer

@@ -56,12 +56,13 @@ void Conn::on_timer(uv_timer_t* t) {
   cb(t);
 }
 
-void Conn::close_handles() {
+void Conn::close_handles(bool reset) {
   if (closing_) return;
   closing_ = true;
   timer_cb_ = nullptr;
   uv_timer_stop(&timer_);
-  if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&tcp_)))
+  if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&tcp_)) &&
+      !(reset && uv_tcp_close_reset(&tcp_, on_conn_handle_closed) == 0))
     uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), on_conn_handle_closed);
   if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&timer_)))
     uv_close(reinterpret_cast<uv_handle_t*>(&timer_), on_conn_handle_closed);

@@ -51,7 +51,9 @@ class Conn {
   explicit Conn(Worker* w);
   virtual ~Conn() = default;
   virtual void on_write_done(int status) = 0;
-  void close_handles();
+  // Closes both handles; `reset` sends the peer a TCP RST instead of a FIN
+  // (a request that must not look complete to it).
+  void close_handles(bool reset = false);
   // Reading, for both connection kinds: libuv's alloc callback hands it no
   // buffer, so libuv calls the read callback with UV_ENOBUFS instead of
   // calling read(2), and the connection reads the socket itself with recv(2)

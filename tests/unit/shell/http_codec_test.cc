@@ -40,6 +40,14 @@ void feed_in_steps(HttpParser& p, const std::string& in, size_t step) {
   }
 }
 
+// Feeds `in` in pieces of `step` bytes until the parser stops with an error.
+void feed_until_error(HttpParser& p, const std::string& in, size_t step) {
+  for (size_t i = 0; i < in.size() && p.error() == HttpParser::Error::none; i += step) {
+    std::string piece = in.substr(i, step);
+    p.feed(piece.data(), piece.size());
+  }
+}
+
 const std::string kRequest =
     "POST /items?id=7 HTTP/1.1\r\n"
     "Host: inventory\r\n"
@@ -195,4 +203,72 @@ TEST_CASE("CloseDelimitedResponseEndsAtFinish") {
   p.finish();
   CHECK(r.ends == 1);
   CHECK(r.body == "until the end");
+}
+
+TEST_CASE("ObsFoldAfterAnEmptyFirstLineIsReportedWhereverTheReadsSplitIt") {
+  // llhttp itself unfolds these into "Content-Length: 5" and "Host: a".
+  const std::string ins[] = {
+      "POST /p HTTP/1.1\r\nHost: a\r\nContent-Length:\r\n 5\r\n\r\nhello",
+      "POST /p HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\r\n\tchunked\r\n\r\n0\r\n\r\n",
+      "GET / HTTP/1.1\r\nHost:\r\n a\r\n\r\n",
+      "GET / HTTP/1.1\r\nHost: a\r\nX: b\r\n \r\n\r\n",  // a fold of whitespace only
+  };
+  for (const std::string& in : ins) {
+    for (size_t step = 1; step <= in.size(); ++step) {
+      Recorder r;
+      HttpParser p(HTTP_REQUEST, &r);
+      feed_until_error(p, in, step);
+      REQUIRE_MESSAGE(r.heads.size() == 1, in, " step ", step);
+      CHECK_MESSAGE(r.heads[0].obs_fold, in, " step ", step);
+    }
+  }
+}
+
+TEST_CASE("BareLfAnywhereInTheRequestHeadIsAParseErrorBeforeTheHeadIsHandedOver") {
+  const std::string ins[] = {
+      "GET / HTTP/1.1\nHost: a\r\n\r\n",        // after the request line
+      "GET / HTTP/1.1\r\nHost: a\r\n\n",        // ending the head
+      "GET / HTTP/1.0\n\r\n",                   // HTTP/1.0 without fields
+      "GET / HTTP/1.1\nHost: a\n\n",
+  };
+  for (const std::string& in : ins) {
+    for (size_t step = 1; step <= in.size(); ++step) {
+      Recorder r;
+      HttpParser p(HTTP_REQUEST, &r);
+      feed_until_error(p, in, step);
+      CHECK_MESSAGE(p.error() == HttpParser::Error::parse, in, " step ", step);
+      CHECK_MESSAGE(r.heads.empty(), in, " step ", step);
+    }
+  }
+}
+
+TEST_CASE("BareLfInsideARequestBodyIsJustBodyAndTheNextHeadIsScannedAgain") {
+  Recorder r;
+  HttpParser p(HTTP_REQUEST, &r);
+  std::string in = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\na\nb"
+                   "GET /next HTTP/1.1\nHost: a\r\n\r\n";
+  p.feed(in.data(), in.size());
+  REQUIRE(r.heads.size() == 1);
+  CHECK(r.body == "a\nb");
+  CHECK(p.error() == HttpParser::Error::parse);  // the second head has a bare LF
+}
+
+TEST_CASE("RequestsThatFollowOneAnsweredWithoutPausingAreScannedToo") {
+  Recorder r;  // on_message_end returns 0: the parser goes on in the same buffer
+  HttpParser p(HTTP_REQUEST, &r);
+  std::string in = "GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\nX: 1\r\n 2\r\n\r\n";
+  CHECK(p.feed(in.data(), in.size()) == in.size());
+  REQUIRE(r.heads.size() == 2);
+  CHECK_FALSE(r.heads[0].obs_fold);
+  CHECK(r.heads[1].obs_fold);
+  CHECK(r.ends == 2);
+}
+
+TEST_CASE("AnEmptyLineBeforeTheRequestLineIsNotTakenForTheEndOfTheHead") {
+  Recorder r;
+  HttpParser p(HTTP_REQUEST, &r);
+  std::string in = "\r\nGET / HTTP/1.1\r\nHost: x\r\nX: 1\r\n 2\r\n\r\n";
+  p.feed(in.data(), in.size());
+  REQUIRE(r.heads.size() == 1);
+  CHECK(r.heads[0].obs_fold);
 }

@@ -1,0 +1,120 @@
+#include "core/request_validation.h"
+
+#include <algorithm>
+
+namespace onelayer {
+
+namespace {
+
+RequestVerdict refuse(int status, const char* reason, const char* detail) {
+  RequestVerdict v;
+  v.status = status;
+  v.reason = reason;
+  v.detail = detail;
+  return v;
+}
+
+RequestVerdict bad_request(const char* detail) { return refuse(400, "bad_request", detail); }
+
+bool has_underscore(std::string_view name) { return name.find('_') != std::string_view::npos; }
+
+bool starts_with_ci(std::string_view s, std::string_view prefix) {
+  return s.size() > prefix.size() && iequals(s.substr(0, prefix.size()), prefix);
+}
+
+// Fills host/path/upstream_target from the target; false when its form is
+// not one the proxy serves. `absolute` tells whether it named an authority.
+bool read_target(const RequestHeadFacts& head, const Headers& headers, RequestVerdict& v,
+                 bool& absolute) {
+  std::string_view t = head.target;
+  absolute = false;
+  auto host_header = [&] {
+    if (const Header* h = find_header(headers, "host")) v.host = h->value;
+  };
+  if (!t.empty() && t[0] == '/') {
+    v.path = t;
+    v.upstream_target = t;
+    host_header();
+    return true;
+  }
+  if (t == "*" && head.method == "OPTIONS") {
+    v.path = "*";
+    v.upstream_target = t;
+    host_header();
+    return true;
+  }
+  // absolute-form (RFC 9112 3.2.2): routed by the configured upstreams with
+  // its authority as the host; the host it names is never connected to.
+  size_t skip = starts_with_ci(t, "http://") ? 7 : starts_with_ci(t, "https://") ? 8 : 0;
+  if (skip == 0) return false;
+  size_t slash = t.find_first_of("/?", skip);
+  std::string_view authority = t.substr(skip, slash == std::string_view::npos ? std::string_view::npos : slash - skip);
+  if (authority.empty() || authority.find('@') != std::string_view::npos || !is_valid_host_value(authority))
+    return false;
+  v.host = authority;
+  v.upstream_target = slash == std::string_view::npos ? "/" : std::string(t.substr(slash));
+  if (v.upstream_target[0] == '?') v.upstream_target.insert(0, "/");
+  v.path = v.upstream_target;
+  absolute = true;
+  return true;
+}
+
+}  // namespace
+
+RequestVerdict check_request_head(const RequestHeadFacts& head, Headers& headers,
+                                  UnderscoreHeaders underscores) {
+  if (head.method == "CONNECT") return bad_request("CONNECT is not supported");
+  if (head.http_major != 1) return bad_request("only HTTP/1.x is served");
+  for (unsigned char c : head.target) {
+    if (c <= 0x20 || c >= 0x7f) return bad_request("invalid byte in the request target");  // RFC 9112 3.2
+  }
+  // The only transfer coding forwarded is chunked alone ("gzip, chunked"
+  // would reach the upstream without its gzip).
+  for (const Header& h : headers) {
+    if (iequals(h.name, "transfer-encoding") && !iequals(h.value, "chunked"))
+      return bad_request("unsupported Transfer-Encoding");
+  }
+  if (head.has_content_length && head.content_length > kMaxContentLength)
+    return bad_request("Content-Length above 2^53-1");
+  bool http11 = head.http_major == 1 && head.http_minor >= 1;
+  RequestHeaderProblem problem =
+      head.obs_fold ? RequestHeaderProblem::obs_fold : validate_request_headers(headers, http11, 0);
+  if (problem != RequestHeaderProblem::none) return bad_request(to_string(problem));
+
+  size_t underscored = static_cast<size_t>(
+      std::count_if(headers.begin(), headers.end(), [](const Header& h) { return has_underscore(h.name); }));
+  if (underscored > 0 && underscores == UnderscoreHeaders::reject)
+    return bad_request("header name with an underscore");
+
+  RequestVerdict v;
+  bool absolute = false;
+  if (!read_target(head, headers, v, absolute)) return bad_request("request target form not supported");
+
+  if (underscored > 0 && underscores == UnderscoreHeaders::drop) {
+    std::erase_if(headers, [](const Header& h) { return has_underscore(h.name); });
+    v.underscore_fields_dropped = underscored;
+  }
+  if (absolute) {
+    auto host = std::find_if(headers.begin(), headers.end(), [](const Header& h) { return iequals(h.name, "host"); });
+    if (host != headers.end()) {
+      host->value = v.host;
+    } else {
+      headers.push_back(Header{"Host", v.host});
+    }
+  }
+  return v;
+}
+
+RequestVerdict check_routed_request(const RequestHeadFacts& head, const Headers& headers,
+                                    uint64_t max_body_bytes, bool* expect_continue) {
+  *expect_continue = false;
+  if (max_body_bytes > 0 && head.has_content_length && head.content_length > max_body_bytes)
+    return refuse(413, "body_too_large", "Content-Length over max_body_bytes");
+  if (const Header* e = find_header(headers, "expect")) {
+    if (!iequals(e->value, "100-continue")) return refuse(417, "bad_request", "unsupported Expect");
+    *expect_continue = true;
+  }
+  return RequestVerdict{};
+}
+
+}  // namespace onelayer
