@@ -131,7 +131,7 @@ struct Upstream {
 };
 
 // Names of the single-layer protocol headers (`headers:` block); defaults are
-// PRODUCT.md's names. Stored lower case.
+// the documented names (docs/retries.md). Stored lower case.
 struct HeaderNames {
   std::string retry_owner = "x-retry-owner";
   std::string retry_attempt = "x-retry-attempt";

@@ -67,7 +67,7 @@ constexpr NamedKind kKinds[] = {
 };
 // Hop-by-hop: connection, keep-alive, proxy-connection, te, trailer, upgrade
 // (RFC 9110 7.6.1 and the de-facto extras; transfer-encoding is framing).
-// Foreign retry directives (PRODUCT.md): Envoy and Linkerd request headers
+// Foreign retry directives (docs/retries.md): Envoy and Linkerd request headers
 // that would make an inner hop retry on its own.
 
 constexpr size_t kMaxKindLength = 38;

@@ -1,6 +1,6 @@
 // Header rules of the proxy: request validation that llhttp leaves to us,
 // hop-by-hop removal, Via / X-Forwarded-* and the single-layer retry protocol
-// (PRODUCT.md "Headers"). Pure functions over a parsed header list; the shell
+// (docs/retries.md). Pure functions over a parsed header list; the shell
 // parses, calls these, and serializes the result.
 #pragma once
 
@@ -55,8 +55,8 @@ size_t count_headers(const Headers& h, std::string_view name);
 // Content-Length is NOT hop-by-hop (the shell handles framing).
 bool is_hop_by_hop(std::string_view name, const Headers& all);
 
-// What the proxy checks on every downstream request before routing (llhttp lets
-// these through, see LLHTTP.md). All of them mean 400 bad_request.
+// What the proxy checks on every downstream request before routing (llhttp 8.1 lets
+// these through). All of them mean 400 bad_request.
 //
 // obs-fold: llhttp hands a folded line to the parser wrapper as one more value
 // callback, without the CRLF, so only the wrapper can see it. The wrapper
@@ -111,7 +111,7 @@ struct RequestRewrite {
 //   (names.*): a hop must not be able to switch retry ownership off that way;
 // - drops fields with an invalid name or value (validation should have
 //   refused them already; this keeps header injection impossible here);
-// - forbid/strip: removes the foreign retry directives of PRODUCT.md;
+// - forbid/strip: removes the foreign retry directives (docs/retries.md);
 // - forbid + claim_ownership: replaces x-retry-owner / x-retry-attempt with
 //   <layer_id> / <attempt>, sets x-envoy-max-retries: 0 and merges the baggage
 //   member (names.baggage_member=<layer_id>) into the baggage headers (joined

@@ -18,7 +18,7 @@
 
 namespace onelayer {
 
-// The reasons a retryable failure was not retried (PRODUCT.md, fixed names).
+// The reasons a retryable failure was not retried (fixed names, documented in docs/operations.md).
 inline constexpr const char* kDeclineReasons[] = {
     "not_idempotent", "body_too_large", "attempts_exhausted",
     "budget_exhausted", "deadline", "retry_after_beyond_deadline",

@@ -1,4 +1,4 @@
-// The retry decision core (PRODUCT.md "Retry rules"). Pure: no I/O, no
+// The retry decision core (docs/retries.md). Pure: no I/O, no
 // clock reads; `now` and a Random come in as arguments. The shell asks a
 // RetryState what to do after each attempt and carries the answer out
 // (timer, replay, counters, x-retry-exhausted).
@@ -43,7 +43,7 @@ enum class Decline {
   not_retryable
 };
 
-// "not_idempotent", "body_too_large", ... exactly the PRODUCT.md label
+// "not_idempotent", "body_too_large", ... exactly the documented label
 // values; "none" and "not_retryable" for the two that are not labels.
 const char* decline_name(Decline);
 

@@ -1,4 +1,4 @@
-// The admin HTTP listener (PRODUCT.md "Admin listener"): /healthz, /ready,
+// The admin HTTP listener (docs/operations.md "Admin listener"): /healthz, /ready,
 // /config, /metrics and POST /reload on its own address, served on one libuv
 // loop. It answers from hooks the runtime provides and never touches proxy
 // state itself, so it cannot be reached through a proxy listener.

@@ -152,7 +152,7 @@ void format_access_log(const AccessRecord& r, LogFormat format, std::string& lin
     key(k);
     append_decimal(line, v);
   };
-  // PRODUCT.md's field order.
+  // The documented field order (docs/operations.md "Logs").
   if (json) line += "{\"time\":\"";
   append_iso_time(line, r.unix_ms);
   if (json) line += '"';

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Instructions per proxied request, by function, under callgrind (issue 7).
+# Instructions per proxied request, by function, under callgrind.
 #
 # Starts an NGINX origin serving the benchmark's 100-byte file and onelayer
 # (the benchmark's config: 1 worker, retries on, access log to /dev/null)

@@ -280,7 +280,7 @@ def targets_table(tp, mem, st, wk=None):
     cap = (wk or {}).get("capacity")
     if cap is None:
         rows.append(("workers: 2 >= 1.6x workers: 1 (load generator elsewhere)",
-                     "not measured (see README)", None))
+                     "not measured (see docs/benchmarks.md)", None))
     else:
         rows.append(("workers: 2 >= 1.6x workers: 1 (load generator elsewhere)",
                      f"{fmt(cap, 2, 'x')} estimated from CPU per request; "
@@ -296,7 +296,7 @@ def targets_table(tp, mem, st, wk=None):
         a = r.get("arrivals_per_request") if r else None
         rows.append((f"retry storm, depth {d}: <= 1.15 origin arrivals per request",
                      fmt(a), None if a is None else a <= 1.15))
-    out = ["## Issue 7 targets\n", "| target | measured | status |", "|---|---:|---|"]
+    out = ["## Targets\n", "| target | measured | status |", "|---|---:|---|"]
     out += [f"| {a} | {b} | {status(c)} |" for a, b, c in rows]
     return out + [""]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# onelayer benchmark suite (issue 7): onelayer side by side with HAProxy and
-# NGINX, on 127.0.0.1 only, in one command. See usage() and the README.
+# onelayer benchmark suite: onelayer side by side with HAProxy and
+# NGINX, on 127.0.0.1 only, in one command. See usage() and docs/benchmarks.md.
 #
 # Every process it starts is recorded and killed on exit; all files live in
 # one mktemp directory; a watchdog bounds the whole run.
@@ -36,7 +36,7 @@ Environment:
   BENCH_STORM_OUTAGE   seconds of 503s in the retry storm (default 10; quick 3)
   BENCH_STORM_CLIENTS  concurrent storm clients (default 200)
   BENCH_STORM_DEPTHS   proxy stack depths for the storm (default "1 3"; quick "3")
-  BENCH_ONELAYER_WORKERS  onelayer's workers (default 1; see the README on measuring 2)
+  BENCH_ONELAYER_WORKERS  onelayer's workers (default 1; see docs/benchmarks.md on measuring 2)
 EOF
 }
 
@@ -435,7 +435,7 @@ fi
 
 # ------------------------------------------------------------------ workers
 # onelayer with workers: 1 and workers: 2 on the same cores, rounds
-# interleaved (README "Measuring workers: 2"): req/s, CPU per request and
+# interleaved (docs/benchmarks.md "Measuring workers: 2"): req/s, CPU per request and
 # how the CPU split between the threads.
 if has "$PHASES" workers && has "$TARGETS" onelayer; then
   for w in 1 2; do

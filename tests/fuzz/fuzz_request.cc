@@ -9,7 +9,7 @@
 //   (no CR/LF/NUL/CTL inside a line: no request splitting);
 // - no hop-by-hop or framing field, nor a Connection-listed one, survives;
 //   exactly one Host when one was received; the ordinary fields survive in
-//   order and none is invented; the retry protocol fields are as PRODUCT.md
+//   order and none is invented; the retry protocol fields are as docs/retries.md
 //   says for each mode;
 // - the request as the shell would forward it (request line, Host, fields,
 //   its own framing) parses again as exactly one clean head with the same

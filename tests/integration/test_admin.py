@@ -1,4 +1,4 @@
-"""The admin listener (PRODUCT.md "Admin listener"): each endpoint through the
+"""The admin listener (docs/operations.md "Admin listener"): each endpoint through the
 real binary, and that the proxy listeners never expose it."""
 
 import os
@@ -12,8 +12,8 @@ import ops_helpers as ops
 import promcheck
 from harness import IntegrationTest
 
-# PRODUCT.md "Admin listener": every metric family it names, with its labels.
-PRODUCT_METRICS = {
+# The retry metrics of docs/operations.md: every family, with its labels.
+RETRY_METRICS = {
     "onelayer_requests_total": {"listener", "route", "code"},
     "onelayer_upstream_attempts_total": {"route", "upstream"},
     "onelayer_retries_total": {"route", "reason"},
@@ -23,7 +23,7 @@ PRODUCT_METRICS = {
     "onelayer_request_duration_seconds": {"route"},
     "onelayer_config_reloads_total": {"result"},
 }
-PRODUCT_TYPES = {
+RETRY_TYPES = {
     "onelayer_requests_total": "counter",
     "onelayer_upstream_attempts_total": "counter",
     "onelayer_retries_total": "counter",
@@ -76,7 +76,7 @@ class AdminEndpointsTest(IntegrationTest):
         code, out, err = h.run_onelayer(["--check", "--config", path])
         self.assertEqual(code, 0, "onelayer --check rejected /config output:\n%s%s\n%s" % (out, err, text))
 
-    def test_metrics_is_valid_prometheus_text_with_every_product_metric_and_label(self):
+    def test_metrics_is_valid_prometheus_text_with_every_retry_metric_and_label(self):
         with h.Conn(self.proxy.port("edge")) as c:
             self.assertEqual(c.request("GET", "/api/x").status, 200)
         ops.settled_metrics(self, self.proxy, "api-read", 1)
@@ -87,10 +87,10 @@ class AdminEndpointsTest(IntegrationTest):
         text = r.body.decode()
         self.assertEqual(promcheck.check(text), [], text)  # with promtool when installed
         families = promcheck.parse(text)
-        for name, labels in PRODUCT_METRICS.items():
+        for name, labels in RETRY_METRICS.items():
             self.assertIn(name, families, "family %s missing" % name)
             fam = families[name]
-            self.assertEqual(fam.type, PRODUCT_TYPES[name], name)
+            self.assertEqual(fam.type, RETRY_TYPES[name], name)
             self.assertTrue(fam.samples, "%s has no samples" % name)
             for s in fam.samples:
                 self.assertEqual(set(s.labels) - {"le"}, labels, "%s labels %r" % (name, s))

@@ -1,4 +1,4 @@
-"""`onelayer --check` and `--version` (issue 2): a valid file exits 0; an
+"""`onelayer --check` and `--version`: a valid file exits 0; an
 invalid one exits 1 and prints every error as `file:line:col: path: message`."""
 
 import os

@@ -1,6 +1,6 @@
 """Replays every raw request of the h2o HTTP/1 corpus (1,972 files, many
 malformed; ../shared/corpora/http1-requests, MIT) through one onelayer in front
-of a recording origin (issue 8).
+of a recording origin (docs/testing.md).
 
 For every file: each response is well formed (strict framing) and the
 connection ends cleanly within a bound; a proxy-made response carries a known

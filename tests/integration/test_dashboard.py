@@ -1,5 +1,5 @@
 """deploy/grafana/onelayer-dashboard.json and deploy/prometheus/onelayer-alerts.yml
-(issue 5 "A dashboard"): importable as is, every metric and label its
+(docs/operations.md "Dashboard and alerts"): importable as is, every metric and label its
 queries use is one a running onelayer exports, every query is valid PromQL,
 and the sample alert rules pass `promtool check rules` and their unit tests."""
 

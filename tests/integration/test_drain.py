@@ -1,4 +1,4 @@
-"""Graceful drain (issue 5 "Graceful drain"): SIGTERM/SIGINT stop accepting,
+"""Graceful drain (docs/operations.md "Graceful drain"): SIGTERM/SIGINT stop accepting,
 /ready turns 503, keep-alive connections are told to close, in-flight
 requests (also those waiting to retry) finish, exit 0; drain_timeout cuts
 what is left and the exit code (3) says so."""

@@ -1,4 +1,4 @@
-"""Hostile and broken upstreams (issue 8), and the randomized "nothing lost,
+"""Hostile and broken upstreams (docs/security.md), and the randomized "nothing lost,
 nothing duplicated" test.
 
 Environment:

@@ -1,4 +1,4 @@
-"""Hostile and malformed downstream input (issue 8).
+"""Hostile and malformed downstream input (docs/security.md).
 
 Every shape gets its status and ``x-onelayer-error`` reason, a log line on
 stderr and an access-log line, the connection is closed where the stream can
@@ -185,7 +185,7 @@ class BadRequestLineTest(HostileTestBase):
 
 class BadHeaderTest(HostileTestBase):
     def test_space_inside_header_name_gives_400_bad_request(self):
-        # llhttp accepts "Bad Name" (LLHTTP.md): the proxy must not.
+        # llhttp 8.1 accepts a space inside a header name ("Bad Name"): the proxy must not.
         self.assertRejected(b"GET / HTTP/1.1\r\nHost: a\r\nBad Name: 1\r\n\r\n", 400, "bad_request")
 
     def test_space_before_colon_gives_400_bad_request(self):

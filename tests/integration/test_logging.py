@@ -1,4 +1,4 @@
-"""Logs (issue 5 "Logging", PRODUCT.md "Access log"): one access line per
+"""Logs (docs/operations.md "Logs"): one access line per
 downstream request on stdout in text (key=value) or JSON, with attempts,
 retry reasons and declined reason; process logs on stderr, JSON too with
 --log-format json."""

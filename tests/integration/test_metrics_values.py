@@ -1,4 +1,4 @@
-"""Exact /metrics values after scripted request sequences (issue 5 "Tests"):
+"""Exact /metrics values after scripted request sequences (docs/operations.md "Metrics"):
 requests, attempts, retries by trigger, declines by reason, amplification,
 budget tokens, breaker state and the duration histogram."""
 

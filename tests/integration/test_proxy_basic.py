@@ -1,5 +1,5 @@
 """Round trips through the real onelayer: methods, bodies, framing, headers
-(issue 2). Every route here has no retry block: one attempt per request."""
+(docs/proxying.md). Every route here has no retry block: one attempt per request."""
 
 import json
 import unittest

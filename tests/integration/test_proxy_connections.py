@@ -1,4 +1,4 @@
-"""Connection handling through the real onelayer (issue 2): upstream pooling,
+"""Connection handling through the real onelayer: upstream pooling,
 downstream keep-alive and pipelining, Connection: close, max_connections."""
 
 import signal
@@ -224,7 +224,7 @@ class DrainTest(IntegrationTest):
 
     def test_sigterm_with_a_request_outlasting_drain_timeout_exits_3(self):
         # In-flight requests finish, bounded by drain_timeout; whatever is still
-        # open then is closed and the exit code says so (issue 5): 3, not 0.
+        # open then is closed and the exit code says so: 3, not 0.
         origin = self.start_origin(default=h.hang())
         proxy = self.start_proxy(h.simple_config(origin.port, drain_timeout="500ms"), check_exit=False)
         c = h.Conn(proxy.port())

@@ -1,4 +1,4 @@
-"""Proxy-made error responses (issue 2): each case answers with its status and
+"""Proxy-made error responses (docs/proxying.md): each case answers with its status and
 its `x-onelayer-error` reason, and malformed or smuggling-shaped requests
 never reach the upstream."""
 

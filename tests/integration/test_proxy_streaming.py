@@ -1,4 +1,4 @@
-"""Large bodies stream through onelayer with bounded memory (issue 2): 200 MiB
+"""Large bodies stream through onelayer with bounded memory: 200 MiB
 each way, the proxy's peak RSS (VmHWM) under 64 MiB. Neither the client nor
 the origin holds a body in memory: data is generated from a repeating block
 and checked by length and sha256. The consumer on the far side is made a bit

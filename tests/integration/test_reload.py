@@ -1,4 +1,4 @@
-"""Hot reload (issue 5 "Hot reload"): SIGHUP and POST /reload with valid and
+"""Hot reload (docs/operations.md "Hot reload"): SIGHUP and POST /reload with valid and
 invalid files, listeners opening and closing, no failed request under load,
 and upstream state (breakers, budgets) kept across a reload."""
 

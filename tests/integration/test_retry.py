@@ -1,4 +1,4 @@
-"""The retry engine through the real binary (issue 3), with scripted origins:
+"""The retry engine through the real binary (docs/retries.md), with scripted origins:
 what the client sees and what (and when) each upstream received."""
 
 import threading

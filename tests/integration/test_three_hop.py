@@ -1,4 +1,4 @@
-"""Issue 4's end-to-end proof: one user action causes at most one layer's
+"""The end-to-end proof of the single-layer protocol (docs/retries.md): one user action causes at most one layer's
 worth of attempts at the bottom of a three-hop stack.
 
     client -> onelayer A -> app 1 -> onelayer B -> app 2 -> onelayer C -> origin

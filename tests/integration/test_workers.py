@@ -1,4 +1,4 @@
-"""Worker threads (issue 5 "Worker threads"): with `workers: 2` both event
+"""Worker threads (docs/operations.md "Worker threads"): with `workers: 2` both event
 loops accept and serve (SO_REUSEPORT spreads connections), the retry budget
 of an upstream is one budget shared by both, and /metrics adds up what
 every worker counted."""

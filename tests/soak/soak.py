@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Bounded soak of onelayer (issue 8): mixed load with injected faults for a
+"""Bounded soak of onelayer: mixed load with injected faults for a
 fixed time, then checks that the proxy did not crash, did not grow (RSS and
 open descriptors after warm-up), and that every request's outcome is the one
 its injected faults explain (error counts match the faults injected).

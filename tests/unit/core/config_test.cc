@@ -56,7 +56,7 @@ upstreams:
 
 // ------------------------------------------------------------------ valid files
 
-TEST_CASE("config: the PRODUCT.md example loads with every value as written") {
+TEST_CASE("config: the documented example loads with every value as written") {
   LoadResult r = load_config_file(ONELAYER_TEST_DATA "/config/product_example.yaml");
   INFO(format_errors(r.errors));
   REQUIRE(r.ok());
@@ -141,7 +141,7 @@ TEST_CASE("config: the shipped config/onelayer.yaml loads without errors") {
   CHECK(c.listeners[0].routes.back().name == "demo");
 }
 
-TEST_CASE("config: a minimal file gets every default of PRODUCT.md") {
+TEST_CASE("config: a minimal file gets every documented default") {
   ConfigPtr c = load_ok(kMinimal);
   CHECK(c->layer_id == default_layer_id());
   CHECK_FALSE(c->layer_id.empty());
@@ -587,7 +587,7 @@ TEST_CASE("config error: deeply nested YAML is an error, not a stack overflow") 
 
 // ------------------------------------------------------------------ to YAML
 
-TEST_CASE("config_to_yaml: round trip of the PRODUCT.md example gives an equal config") {
+TEST_CASE("config_to_yaml: round trip of the documented example gives an equal config") {
   LoadResult first = load_config_file(ONELAYER_TEST_DATA "/config/product_example.yaml");
   REQUIRE(first.ok());
   std::string yaml = config_to_yaml(*first.config);

@@ -1,4 +1,4 @@
-// The access-log line, byte for byte, in both formats (README "Logs").
+// The access-log line, byte for byte, in both formats (docs/operations.md "Logs").
 #include <doctest/doctest.h>
 
 #include <string>
