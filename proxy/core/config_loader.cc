@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 #include <tuple>
+#include <utility>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -233,6 +234,9 @@ class Loader {
   bool read_uint_as(const At& at, uint64_t lo, uint64_t hi, T& out);
   bool read_double(const At& at, double lo, double hi, double& out);
   bool read_duration(const At& at, bool allow_zero, Millis& out);
+  // One of the names in `choices`; otherwise "must be one of a, b, c".
+  template <typename E>
+  void read_choice(const At& at, std::initializer_list<std::pair<std::string_view, E>> choices, E& out);
   bool read_size(const At& at, uint64_t lo, uint64_t hi, uint64_t& out);
   bool read_host_port(const At& at, bool allow_port_zero, HostPort& out);
 
@@ -248,6 +252,8 @@ class Loader {
   void read_retry_on(const At& at, RetryOn& on);
   void read_backoff(const At& at, Backoff& b);
   void read_upstream(const At& at, Upstream& u, NameIndex& names);
+  void read_outlier_detection(const At& at, OutlierDetectionConfig& od);
+  void read_health_check(const At& at, HealthCheckConfig& hc);
   void check_header_names(const At& at, const HeaderNames& h);
   void check_addresses();
   void resolve_upstreams();
@@ -339,6 +345,22 @@ void Loader::read_list(const At& at, const Handler& item, bool allow_empty) {
     if (n.IsNull() || mark.line < 0) mark = at.mark;
     item(At{n, mark, index_path(at.path, i)});
   }
+}
+
+template <typename E>
+void Loader::read_choice(const At& at, std::initializer_list<std::pair<std::string_view, E>> choices, E& out) {
+  std::optional<std::string> s = read_string(at);
+  if (!s) return;
+  std::string names;
+  for (const auto& [name, value] : choices) {
+    if (*s == name) {
+      out = value;
+      return;
+    }
+    names += names.empty() ? "" : ", ";
+    names += name;
+  }
+  error(at, "must be one of " + names);
 }
 
 std::optional<std::string> Loader::read_string(const At& at) {
@@ -645,17 +667,8 @@ void Loader::read_route(const At& at, size_t listener, size_t index, Route& r,
       {"timeout", [&](const At& a) { read_duration(a, false, r.timeout); }},
       {"inner_hops",
        [&](const At& a) {
-         std::optional<std::string> s = read_string(a);
-         if (!s) return;
-         if (*s == "forbid") {
-           r.inner_hops = InnerHops::forbid;
-         } else if (*s == "strip") {
-           r.inner_hops = InnerHops::strip;
-         } else if (*s == "pass") {
-           r.inner_hops = InnerHops::pass;
-         } else {
-           error(a, "must be one of forbid, strip, pass");
-         }
+         read_choice(a, {{"forbid", InnerHops::forbid}, {"strip", InnerHops::strip}, {"pass", InnerHops::pass}},
+                     r.inner_hops);
        }},
       {"retry",
        [&](const At& a) {
@@ -804,19 +817,12 @@ void Loader::read_backoff(const At& at, Backoff& b) {
        }},
       {"jitter",
        [&](const At& a) {
-         std::optional<std::string> s = read_string(a);
-         if (!s) return;
-         if (*s == "full") {
-           b.jitter = Jitter::full;
-         } else if (*s == "equal") {
-           b.jitter = Jitter::equal;
-         } else if (*s == "decorrelated") {
-           b.jitter = Jitter::decorrelated;
-         } else if (*s == "none") {
-           b.jitter = Jitter::none;
-         } else {
-           error(a, "must be one of full, equal, decorrelated, none");
-         }
+         read_choice(a,
+                     {{"full", Jitter::full},
+                      {"equal", Jitter::equal},
+                      {"decorrelated", Jitter::decorrelated},
+                      {"none", Jitter::none}},
+                     b.jitter);
        }},
   });
   if (!base_ok || !cap_ok || b.cap >= b.base) return;
@@ -878,7 +884,66 @@ void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
                           [&](const At& x) { read_uint_as(x, 1, 1000, cb.half_open_probes); }},
                      });
        }},
+      {"balance",
+       [&](const At& a) {
+         read_choice(a, {{"p2c", Balance::p2c}, {"round_robin", Balance::round_robin}}, u.balance);
+       }},
+      {"outlier_detection", [&](const At& a) { read_outlier_detection(a, u.outlier_detection); }},
+      {"health_check", [&](const At& a) { read_health_check(a, u.health_check); }},
   });
+}
+
+void Loader::read_outlier_detection(const At& at, OutlierDetectionConfig& od) {
+  std::optional<At> base_at, max_at;
+  read_map(at, {
+      {"enabled", [&](const At& x) { read_bool(x, od.enabled); }},
+      {"consecutive_failures",
+       [&](const At& x) { read_uint_as(x, 1, 1'000'000, od.consecutive_failures); }},
+      {"base_ejection",
+       [&](const At& x) {
+         if (read_duration(x, false, od.base_ejection)) base_at = x;
+       }},
+      {"max_ejection",
+       [&](const At& x) {
+         if (read_duration(x, false, od.max_ejection)) max_at = x;
+       }},
+      {"max_ejected_percent", [&](const At& x) { read_uint_as(x, 0, 100, od.max_ejected_percent); }},
+  });
+  if (od.max_ejection >= od.base_ejection) return;
+  if (max_at) {
+    error(*max_at, "must be >= base_ejection (" + format_duration(od.base_ejection) + ")");
+  } else if (base_at) {
+    error(*base_at, "must be <= max_ejection (" + format_duration(od.max_ejection) + ")");
+  }
+}
+
+void Loader::read_health_check(const At& at, HealthCheckConfig& hc) {
+  hc.enabled = true;  // giving the block turns checks on unless it says otherwise
+  std::optional<At> timeout_at;
+  read_map(at, {
+      {"enabled", [&](const At& x) { read_bool(x, hc.enabled); }},
+      {"path",
+       [&](const At& x) {
+         std::optional<std::string> s = read_string(x);
+         if (!s) return;
+         bool printable = std::all_of(s->begin(), s->end(), [](char c) { return c > 0x20 && c < 0x7f; });
+         if (s->empty() || s->front() != '/' || !printable) {
+           error(x, "must start with / and hold no spaces or control characters");
+         } else {
+           hc.path = *s;
+         }
+       }},
+      {"interval", [&](const At& x) { read_duration(x, false, hc.interval); }},
+      {"timeout",
+       [&](const At& x) {
+         if (read_duration(x, false, hc.timeout)) timeout_at = x;
+       }},
+      {"unhealthy", [&](const At& x) { read_uint_as(x, 1, 1000, hc.unhealthy); }},
+      {"healthy", [&](const At& x) { read_uint_as(x, 1, 1000, hc.healthy); }},
+  });
+  if (timeout_at && hc.timeout > hc.interval) {
+    error(*timeout_at, "must be <= interval (" + format_duration(hc.interval) + ")");
+  }
 }
 
 void Loader::check_addresses() {
@@ -1050,6 +1115,24 @@ void emit_upstream(YAML::Emitter& e, const Upstream& u) {
   e << YAML::Key << "consecutive_failures" << YAML::Value << cb.consecutive_failures;
   emit_kv(e, "open_for", format_duration(cb.open_for));
   e << YAML::Key << "half_open_probes" << YAML::Value << cb.half_open_probes;
+  e << YAML::EndMap;
+  emit_kv(e, "balance", u.balance == Balance::p2c ? "p2c" : "round_robin");
+  const OutlierDetectionConfig& od = u.outlier_detection;
+  e << YAML::Key << "outlier_detection" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  e << YAML::Key << "enabled" << YAML::Value << od.enabled;
+  e << YAML::Key << "consecutive_failures" << YAML::Value << od.consecutive_failures;
+  emit_kv(e, "base_ejection", format_duration(od.base_ejection));
+  emit_kv(e, "max_ejection", format_duration(od.max_ejection));
+  e << YAML::Key << "max_ejected_percent" << YAML::Value << od.max_ejected_percent;
+  e << YAML::EndMap;
+  const HealthCheckConfig& hc = u.health_check;
+  e << YAML::Key << "health_check" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  e << YAML::Key << "enabled" << YAML::Value << hc.enabled;
+  emit_kv(e, "path", hc.path);
+  emit_kv(e, "interval", format_duration(hc.interval));
+  emit_kv(e, "timeout", format_duration(hc.timeout));
+  e << YAML::Key << "unhealthy" << YAML::Value << hc.unhealthy;
+  e << YAML::Key << "healthy" << YAML::Value << hc.healthy;
   e << YAML::EndMap;
   e << YAML::EndMap;
 }
