@@ -87,6 +87,7 @@ OutlierDetector::Event OutlierDetector::bring_back(Endpoint& e, TimePoint now) {
 
 OutlierDetector::Event OutlierDetector::on_success(size_t i, TimePoint now) {
   Endpoint& e = eps_[i];
+  if (!e.present) return {};
   switch (e.state) {
     case State::ejected: return {};  // started before the ejection: no evidence
     case State::probing: return bring_back(e, now);
@@ -100,6 +101,7 @@ OutlierDetector::Event OutlierDetector::on_success(size_t i, TimePoint now) {
 
 OutlierDetector::Event OutlierDetector::on_failure(size_t i, TimePoint now, Failure kind) {
   Endpoint& e = eps_[i];
+  if (!e.present) return {};  // an address that left DNS while the attempt ran
   switch (e.state) {
     case State::ejected: return {};
     case State::probing: return eject(e, now, Reason::probe_failed);
@@ -112,6 +114,10 @@ OutlierDetector::Event OutlierDetector::on_failure(size_t i, TimePoint now, Fail
   if (!timeout && e.failures < std::max<uint32_t>(1, od_.consecutive_failures)) return {};
   if (!may_eject()) return {};
   return eject(e, now, timeout ? Reason::connect_timeout : Reason::consecutive_failures);
+}
+
+void OutlierDetector::on_server_error(size_t i) {
+  if (eps_[i].state == State::in) eps_[i].last_failed = true;
 }
 
 OutlierDetector::Event OutlierDetector::on_check(size_t i, bool passed, TimePoint now) {

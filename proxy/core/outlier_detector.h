@@ -62,6 +62,9 @@ class OutlierDetector {
   void on_cancel(size_t i);
   Event on_success(size_t i, TimePoint now);
   Event on_failure(size_t i, TimePoint now, Failure kind);
+  // A 5xx that is not a failure in the retry_on sense (500, say): no step
+  // towards an ejection, but the endpoint is not answering well either.
+  void on_server_error(size_t i);
   Event on_check(size_t i, bool passed, TimePoint now);
 
   bool ejected(size_t i) const { return eps_[i].state != State::in; }
@@ -77,7 +80,7 @@ class OutlierDetector {
     State state = State::in;
     bool present = true;
     bool by_check = false;       // ejected by health checks: only checks return it
-    bool last_failed = false;    // latest attempt's verdict
+    bool last_failed = false;    // latest attempt failed (or answered a 5xx)
     uint32_t failures = 0;       // consecutive failed attempts while in
     uint32_t in_a_row = 0;       // ejections in a row
     uint32_t check_failures = 0;

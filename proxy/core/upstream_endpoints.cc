@@ -99,6 +99,16 @@ UpstreamEndpoints::Report UpstreamEndpoints::report(uint32_t member, Result r, T
       if (rep.event.kind == OutlierDetector::Event::Kind::ejected) balancer_.reset(i);
       rep.upstream_failing = detector_.all_in_failing();
       return rep;
+    case Result::server_error:
+      balancer_.on_end(i, now, latency, true);
+      if (detector_.ejected(i)) {
+        rep.event = detector_.on_success(i, now);  // it answered: a probe that gets a 500 still returns it
+        if (rep.event.kind == OutlierDetector::Event::Kind::returned) balancer_.reseed(i, now, latency);
+      } else {
+        detector_.on_server_error(i);
+      }
+      rep.upstream_failing = detector_.all_in_failing();
+      return rep;
   }
   return rep;
 }

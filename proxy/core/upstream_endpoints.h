@@ -35,10 +35,13 @@ class UpstreamEndpoints {
     std::string_view address;  // the IP to connect to; empty: any of the endpoint's addresses
     bool probe = false;        // the one attempt that decides an ejected member's return
   };
-  enum class Result { success, failure, connect_timeout, cancelled };
+  // failure: connect failure, reset, timeout, or a 5xx the route retries on;
+  // server_error: another 5xx (except 501), which the circuit breaker counts
+  // but the outlier detector does not.
+  enum class Result { success, failure, connect_timeout, server_error, cancelled };
   struct Report {
     OutlierDetector::Event event;
-    bool upstream_failing = false;  // a failure, and every member that is in fails
+    bool upstream_failing = false;  // not a success, and every member that is in fails
   };
   struct MemberView {
     uint32_t member;
