@@ -22,7 +22,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,30 +29,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import harness as h  # noqa: E402
 
 
-def blackhole_port():
-    """A listener with backlog 0 that never accepts, its queue filled by
-    connections this function keeps: further SYNs are dropped (the client's
-    connect hangs until its timeout), all on 127.0.0.1."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    s.listen(0)
-    port = s.getsockname()[1]
-    fillers = []
-    for _ in range(4):
-        c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        c.setblocking(False)
-        try:
-            c.connect(("127.0.0.1", port))
-        except BlockingIOError:
-            pass
-        fillers.append(c)
-    time.sleep(0.2)
-    return port, [s] + fillers
-
-
 def dead_endpoint(kind):
     if kind == "blackhole":
-        return blackhole_port()
+        return h.black_hole_port()
     port, sock = h.closed_port()
     return port, [sock]
 
@@ -76,43 +54,8 @@ def metric_sum(text, name, **labels):
     return total
 
 
-def run_load(port, total, concurrency, timeout=10.0):
-    results = []  # (t_start, status, seconds)
-    lock = threading.Lock()
-    counter = [0]
-
-    def worker():
-        conn = None
-        while True:
-            with lock:
-                if counter[0] >= total:
-                    break
-                counter[0] += 1
-            t0 = time.monotonic()
-            status = 0
-            try:
-                if conn is None:
-                    conn = h.Conn(port, timeout=timeout)
-                r = conn.request("GET", "/item", host="bench")
-                status = r.status
-                if r.wants_close():
-                    conn.close()
-                    conn = None
-            except (OSError, h.IncompleteMessage, TimeoutError):
-                if conn:
-                    conn.close()
-                conn = None
-            with lock:
-                results.append((t0, status, time.monotonic() - t0))
-        if conn:
-            conn.close()
-
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results
+def run_load(port, total, concurrency):
+    return h.concurrent_gets(port, total, concurrency, host="bench")
 
 
 def summarize(results, t_begin):
