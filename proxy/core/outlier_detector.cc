@@ -117,7 +117,10 @@ OutlierDetector::Event OutlierDetector::on_failure(size_t i, TimePoint now, Fail
 }
 
 void OutlierDetector::on_server_error(size_t i) {
-  if (eps_[i].state == State::in) eps_[i].last_failed = true;
+  Endpoint& e = eps_[i];
+  if (e.state != State::in) return;
+  e.last_failed = true;
+  e.failures = 0;  // it answered: the streak of failures is broken
 }
 
 OutlierDetector::Event OutlierDetector::on_check(size_t i, bool passed, TimePoint now) {

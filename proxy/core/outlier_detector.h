@@ -62,8 +62,9 @@ class OutlierDetector {
   void on_cancel(size_t i);
   Event on_success(size_t i, TimePoint now);
   Event on_failure(size_t i, TimePoint now, Failure kind);
-  // A 5xx that is not a failure in the retry_on sense (500, say): no step
-  // towards an ejection, but the endpoint is not answering well either.
+  // A 5xx that is not a failure in the retry_on sense (500, say): it breaks
+  // a streak of failures like any answer, but marks the endpoint as not
+  // answering well for all_in_failing (the circuit breaker counts it).
   void on_server_error(size_t i);
   Event on_check(size_t i, bool passed, TimePoint now);
 

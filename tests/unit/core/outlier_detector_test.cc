@@ -241,3 +241,13 @@ TEST_CASE("DetectorAbsentEndpointsAreNeitherPickedNorCounted") {
   CHECK(d.on_failure(0, kT0, Failure::failure).kind == Kind::ejected);  // 1 of 2 present
   CHECK(d.on_failure(1, kT0, Failure::failure).kind == Kind::none);     // the last one in
 }
+
+TEST_CASE("DetectorAServerErrorBreaksTheStreakButMarksTheEndpointFailing") {
+  auto d = make(2);
+  fail_n(d, 0, 4, kT0);
+  d.on_server_error(0);
+  CHECK(fail_n(d, 0, 4, kT0).kind == Kind::none);
+  d.on_success(1, kT0);
+  d.on_server_error(1);
+  CHECK(d.all_in_failing());
+}
