@@ -846,6 +846,8 @@ void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
                if (read_host_port(item, false, hp)) u.endpoints.push_back(hp);
              },
              false);
+         // The balancer keeps its endpoints in 64-bit sets (endpoint_balancer.h).
+         if (u.endpoints.size() > 64) error(a, "at most 64 endpoints per upstream");
        },
        true},
       {"connect_timeout", [&](const At& a) { read_duration(a, false, u.connect_timeout); }},

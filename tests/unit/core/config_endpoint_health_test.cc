@@ -94,3 +94,13 @@ TEST_CASE("config endpoint health: bad values name the key") {
   CHECK(first_error(load_with("    health_check: { intervl: 1s }\n")).find("did you mean \"interval\"") !=
         std::string::npos);
 }
+
+TEST_CASE("config endpoint health: at most 64 endpoints per upstream") {
+  std::string many = "[";
+  for (int i = 0; i < 65; ++i) many += (i ? ", 127.0.0.1:" : "127.0.0.1:") + std::to_string(1000 + i);
+  many += "]";
+  std::string yaml = kFile;
+  yaml.replace(yaml.find("[127.0.0.1:8081, 127.0.0.1:8082]"), 32, many);
+  LoadResult r = load_config_string(yaml, "t.yaml");
+  CHECK(first_error(r) == "t.yaml:9:16: upstreams[0].endpoints: at most 64 endpoints per upstream");
+}
