@@ -120,6 +120,30 @@ struct CircuitBreakerConfig {
   bool operator==(const CircuitBreakerConfig&) const = default;
 };
 
+// How a request's endpoint is chosen (docs/endpoint-health.md).
+enum class Balance { p2c, round_robin };
+
+// Passive outlier detection: on unless `enabled: false`.
+struct OutlierDetectionConfig {
+  bool enabled = true;
+  uint32_t consecutive_failures = 5;
+  Millis base_ejection{10'000};
+  Millis max_ejection{300'000};
+  uint32_t max_ejected_percent = 50;
+  bool operator==(const OutlierDetectionConfig&) const = default;
+};
+
+// Active health checks: off unless a `health_check:` block is given.
+struct HealthCheckConfig {
+  bool enabled = false;
+  std::string path = "/healthz";
+  Millis interval{5'000};
+  Millis timeout{1'000};
+  uint32_t unhealthy = 3;  // failed checks in a row that eject
+  uint32_t healthy = 2;    // passed checks in a row that return
+  bool operator==(const HealthCheckConfig&) const = default;
+};
+
 struct Upstream {
   std::string name;
   std::vector<HostPort> endpoints;
@@ -127,6 +151,9 @@ struct Upstream {
   PoolConfig pool;
   RetryBudgetConfig retry_budget;
   CircuitBreakerConfig circuit_breaker;
+  Balance balance = Balance::p2c;
+  OutlierDetectionConfig outlier_detection;
+  HealthCheckConfig health_check;
   bool operator==(const Upstream&) const = default;
 };
 

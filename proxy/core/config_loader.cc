@@ -15,6 +15,7 @@
 #include <optional>
 #include <sstream>
 #include <tuple>
+#include <utility>
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
@@ -225,9 +226,6 @@ class Loader {
   void read_list(const At& at, const Handler& item, bool allow_empty);
 
   std::optional<std::string> read_string(const At& at);
-  // One of a fixed set of words, each standing for a value of E.
-  template <class E>
-  void read_choice(const At& at, std::initializer_list<std::pair<const char*, E>> choices, E& out);
   bool read_name(const At& at, std::string& out);
   bool read_token(const At& at, std::string& out, const char* what);
   bool read_bool(const At& at, bool& out);
@@ -236,6 +234,9 @@ class Loader {
   bool read_uint_as(const At& at, uint64_t lo, uint64_t hi, T& out);
   bool read_double(const At& at, double lo, double hi, double& out);
   bool read_duration(const At& at, bool allow_zero, Millis& out);
+  // One of the names in `choices`; otherwise "must be one of a, b, c".
+  template <typename E>
+  void read_choice(const At& at, std::initializer_list<std::pair<std::string_view, E>> choices, E& out);
   bool read_size(const At& at, uint64_t lo, uint64_t hi, uint64_t& out);
   bool read_host_port(const At& at, bool allow_port_zero, HostPort& out);
 
@@ -251,6 +252,8 @@ class Loader {
   void read_retry_on(const At& at, RetryOn& on);
   void read_backoff(const At& at, Backoff& b);
   void read_upstream(const At& at, Upstream& u, NameIndex& names);
+  void read_outlier_detection(const At& at, OutlierDetectionConfig& od);
+  void read_health_check(const At& at, HealthCheckConfig& hc);
   void check_header_names(const At& at, const HeaderNames& h);
   void check_addresses();
   void resolve_upstreams();
@@ -344,6 +347,22 @@ void Loader::read_list(const At& at, const Handler& item, bool allow_empty) {
   }
 }
 
+template <typename E>
+void Loader::read_choice(const At& at, std::initializer_list<std::pair<std::string_view, E>> choices, E& out) {
+  std::optional<std::string> s = read_string(at);
+  if (!s) return;
+  std::string names;
+  for (const auto& [name, value] : choices) {
+    if (*s == name) {
+      out = value;
+      return;
+    }
+    names += names.empty() ? "" : ", ";
+    names += name;
+  }
+  error(at, "must be one of " + names);
+}
+
 std::optional<std::string> Loader::read_string(const At& at) {
   if (at.node.IsNull()) {
     error(at, "missing value");
@@ -354,22 +373,6 @@ std::optional<std::string> Loader::read_string(const At& at) {
     return std::nullopt;
   }
   return at.node.Scalar();
-}
-
-template <class E>
-void Loader::read_choice(const At& at, std::initializer_list<std::pair<const char*, E>> choices, E& out) {
-  std::optional<std::string> s = read_string(at);
-  if (!s) return;
-  std::string words;
-  for (const auto& [word, value] : choices) {
-    if (*s == word) {
-      out = value;
-      return;
-    }
-    if (!words.empty()) words += ", ";
-    words += word;
-  }
-  error(at, "must be one of " + words);
 }
 
 bool Loader::read_name(const At& at, std::string& out) {
@@ -847,6 +850,8 @@ void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
                if (read_host_port(item, false, hp)) u.endpoints.push_back(hp);
              },
              false);
+         // The balancer keeps its endpoints in 64-bit sets (endpoint_balancer.h).
+         if (u.endpoints.size() > 64) error(a, "at most 64 endpoints per upstream");
        },
        true},
       {"connect_timeout", [&](const At& a) { read_duration(a, false, u.connect_timeout); }},
@@ -885,7 +890,66 @@ void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
                           [&](const At& x) { read_uint_as(x, 1, 1000, cb.half_open_probes); }},
                      });
        }},
+      {"balance",
+       [&](const At& a) {
+         read_choice(a, {{"p2c", Balance::p2c}, {"round_robin", Balance::round_robin}}, u.balance);
+       }},
+      {"outlier_detection", [&](const At& a) { read_outlier_detection(a, u.outlier_detection); }},
+      {"health_check", [&](const At& a) { read_health_check(a, u.health_check); }},
   });
+}
+
+void Loader::read_outlier_detection(const At& at, OutlierDetectionConfig& od) {
+  std::optional<At> base_at, max_at;
+  read_map(at, {
+      {"enabled", [&](const At& x) { read_bool(x, od.enabled); }},
+      {"consecutive_failures",
+       [&](const At& x) { read_uint_as(x, 1, 1'000'000, od.consecutive_failures); }},
+      {"base_ejection",
+       [&](const At& x) {
+         if (read_duration(x, false, od.base_ejection)) base_at = x;
+       }},
+      {"max_ejection",
+       [&](const At& x) {
+         if (read_duration(x, false, od.max_ejection)) max_at = x;
+       }},
+      {"max_ejected_percent", [&](const At& x) { read_uint_as(x, 0, 100, od.max_ejected_percent); }},
+  });
+  if (od.max_ejection >= od.base_ejection) return;
+  if (max_at) {
+    error(*max_at, "must be >= base_ejection (" + format_duration(od.base_ejection) + ")");
+  } else if (base_at) {
+    error(*base_at, "must be <= max_ejection (" + format_duration(od.max_ejection) + ")");
+  }
+}
+
+void Loader::read_health_check(const At& at, HealthCheckConfig& hc) {
+  hc.enabled = true;  // giving the block turns checks on unless it says otherwise
+  std::optional<At> timeout_at;
+  read_map(at, {
+      {"enabled", [&](const At& x) { read_bool(x, hc.enabled); }},
+      {"path",
+       [&](const At& x) {
+         std::optional<std::string> s = read_string(x);
+         if (!s) return;
+         bool printable = std::all_of(s->begin(), s->end(), [](char c) { return c > 0x20 && c < 0x7f; });
+         if (s->empty() || s->front() != '/' || !printable) {
+           error(x, "must start with / and hold no spaces or control characters");
+         } else {
+           hc.path = *s;
+         }
+       }},
+      {"interval", [&](const At& x) { read_duration(x, false, hc.interval); }},
+      {"timeout",
+       [&](const At& x) {
+         if (read_duration(x, false, hc.timeout)) timeout_at = x;
+       }},
+      {"unhealthy", [&](const At& x) { read_uint_as(x, 1, 1000, hc.unhealthy); }},
+      {"healthy", [&](const At& x) { read_uint_as(x, 1, 1000, hc.healthy); }},
+  });
+  if (timeout_at && hc.timeout > hc.interval) {
+    error(*timeout_at, "must be <= interval (" + format_duration(hc.interval) + ")");
+  }
 }
 
 void Loader::check_addresses() {
@@ -1067,6 +1131,24 @@ void emit_upstream(YAML::Emitter& e, const Upstream& u) {
   e << YAML::Key << "consecutive_failures" << YAML::Value << cb.consecutive_failures;
   emit_kv(e, "open_for", format_duration(cb.open_for));
   e << YAML::Key << "half_open_probes" << YAML::Value << cb.half_open_probes;
+  e << YAML::EndMap;
+  emit_kv(e, "balance", u.balance == Balance::p2c ? "p2c" : "round_robin");
+  const OutlierDetectionConfig& od = u.outlier_detection;
+  e << YAML::Key << "outlier_detection" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  e << YAML::Key << "enabled" << YAML::Value << od.enabled;
+  e << YAML::Key << "consecutive_failures" << YAML::Value << od.consecutive_failures;
+  emit_kv(e, "base_ejection", format_duration(od.base_ejection));
+  emit_kv(e, "max_ejection", format_duration(od.max_ejection));
+  e << YAML::Key << "max_ejected_percent" << YAML::Value << od.max_ejected_percent;
+  e << YAML::EndMap;
+  const HealthCheckConfig& hc = u.health_check;
+  e << YAML::Key << "health_check" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  e << YAML::Key << "enabled" << YAML::Value << hc.enabled;
+  emit_kv(e, "path", hc.path);
+  emit_kv(e, "interval", format_duration(hc.interval));
+  emit_kv(e, "timeout", format_duration(hc.timeout));
+  e << YAML::Key << "unhealthy" << YAML::Value << hc.unhealthy;
+  e << YAML::Key << "healthy" << YAML::Value << hc.healthy;
   e << YAML::EndMap;
   e << YAML::EndMap;
 }

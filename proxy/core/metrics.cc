@@ -267,10 +267,13 @@ bool is_builtin_name(std::string_view name) {
 struct KnownGauge {
   const char* name;
   const char* help;
+  const char* type = "gauge";
 };
 constexpr KnownGauge kKnownGauges[] = {
     {"onelayer_retry_budget_tokens", "Retry budget tokens currently available, by upstream."},
     {"onelayer_circuit_breaker_state", "Circuit breaker state by upstream: 0 closed, 1 open, 2 half-open."},
+    {"onelayer_endpoint_ejected", "1 while the endpoint is ejected (outlier detection or health checks)."},
+    {"onelayer_endpoint_ejections_total", "Times the endpoint was ejected.", "counter"},
 };
 
 void render_extra(Writer& w, const std::vector<GaugeSample>& extra) {
@@ -283,7 +286,7 @@ void render_extra(Writer& w, const std::vector<GaugeSample>& extra) {
     it->second.push_back(&g);
   }
   for (const auto& known : kKnownGauges) {
-    if (by_name.find(known.name) == by_name.end()) w.family(known.name, "gauge", known.help);
+    if (by_name.find(known.name) == by_name.end()) w.family(known.name, known.type, known.help);
   }
   for (const auto& name : order) {
     const auto& samples = by_name[name];
@@ -300,7 +303,7 @@ void render_extra(Writer& w, const std::vector<GaugeSample>& extra) {
       }
     }
     if (help.empty()) help = "Gauge reported by onelayer.";
-    w.family(name, "gauge", help);
+    w.family(name, samples.front()->type, help);
     std::set<std::string> seen;  // a repeated label set would make the exposition invalid
     for (const auto* g : samples) {
       if (seen.insert(g->labels).second) w.sample(name, g->labels, format_double(g->value));

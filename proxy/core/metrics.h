@@ -135,6 +135,7 @@ struct GaugeSample {
   std::string labels;
   double value = 0;
   std::string help;
+  const char* type = "gauge";  // or "counter" (a total the shell keeps)
 };
 
 // Escapes a label value for the text format: backslash, double quote, newline.

@@ -14,6 +14,7 @@
 #include "core/config.h"
 #include "core/http_headers.h"
 #include "core/retry.h"
+#include "core/upstream_endpoints.h"
 #include "shell/http_codec.h"
 #include "shell/worker.h"
 
@@ -39,6 +40,12 @@ struct EndpointState {
   uv_getaddrinfo_t gai_req;
   Worker* worker = nullptr;
   size_t next_addr = 0;
+  // DNS names: addrs as IP text, so a balancer member (one address) finds
+  // its index; handed to the upstream's UpstreamEndpoints when it changes.
+  std::vector<std::string> addr_text;
+  uint64_t addrs_version = 0;
+  const void* synced_to = nullptr;
+  uint64_t synced_version = 0;
 };
 
 class UpConn final : public Conn, public HttpParser::Handler {
@@ -75,6 +82,8 @@ class UpConn final : public Conn, public HttpParser::Handler {
   bool message_done_ = false;
   bool reading_ = false;
   Millis connect_timeout_{1000};
+  int addr_index_ = -1;  // index into ep_->addrs to use (the balancer's pick); -1: the sticky one
+  int addr_used_ = -1;   // the index it connected to
 };
 
 class DownConn final : public Conn, public HttpParser::Handler {
@@ -162,8 +171,10 @@ class Exchange {
   static void on_stream_stalled(uv_timer_t* t);
   // Ends a failed attempt: timer off, breaker told, upstream let go. False
   // when response bytes already went downstream (the exchange is aborted).
-  bool end_failed_attempt(int status, const char* reason);
-  void handle_failure(const AttemptResult& r, int status, const char* reason);
+  bool end_failed_attempt(int status, const char* reason,
+                          UpstreamEndpoints::Result verdict = UpstreamEndpoints::Result::failure);
+  void handle_failure(const AttemptResult& r, int status, const char* reason,
+                      UpstreamEndpoints::Result verdict = UpstreamEndpoints::Result::failure);
   bool decide_retry(const AttemptResult& r);
   void respond_error(int status, const char* reason, std::string_view extra_headers = {});
   void start_when_body_buffered();
@@ -172,7 +183,10 @@ class Exchange {
   void finish_aborted();
   void record(int status);
   void drop_upstream(bool reset = false);
-  void count_breaker(bool failure);
+  EndpointState* pick_endpoint(TimePoint now);
+  // The attempt's verdict to the balancer, outlier detector and breaker.
+  void end_attempt(UpstreamEndpoints::Result r);
+  void cancel_member();  // the attempt ends without a verdict
   bool upstream_ready() const;
 
   DownConn* down_;
@@ -183,6 +197,7 @@ class Exchange {
   const Route* route_;
   const Upstream* ucfg_;
   UpstreamShared* ups_;
+  UpstreamEndpoints* eps_;
   RouteMetrics* rm_;
   MessageHead req_;
   std::string target_;  // what the upstream gets as request target
@@ -207,6 +222,11 @@ class Exchange {
 
   UpConn* up_ = nullptr;
   EndpointState* last_ep_ = nullptr;
+  uint64_t tried_ = 0;                            // balancer members this request used
+  uint32_t member_ = UpstreamEndpoints::kNone;    // the attempt's member, until its verdict is in
+  uint32_t last_member_ = UpstreamEndpoints::kNone;
+  TimePoint attempt_started_{};
+  int pick_addr_ = -1;  // the picked member's index in its EndpointState's addrs (-1: any)
   bool waiting_backoff_ = false;
   bool response_started_ = false;
   bool response_done_ = false;

@@ -8,6 +8,7 @@
 
 #include "core/retry_after.h"
 #include "shell/connections.h"
+#include "shell/endpoint_log.h"
 #include "shell/logging.h"
 #include "shell/proxy_responses.h"
 
@@ -27,6 +28,7 @@ Exchange::Exchange(DownConn* d, GenerationPtr gen, int listener_index, const Rou
   lcfg_ = &cfg_->listeners[static_cast<size_t>(listener_index)];
   ucfg_ = &cfg_->upstreams[route_->upstream_index];
   ups_ = gen_->upstreams[route_->upstream_index].get();
+  eps_ = gen_->endpoints[route_->upstream_index].get();
   // Take the parsed head; the parser's storage is reused for the next one.
   req_.method.swap(head.method);
   req_.target.swap(head.target);
@@ -40,6 +42,7 @@ Exchange::Exchange(DownConn* d, GenerationPtr gen, int listener_index, const Rou
 }
 
 Exchange::~Exchange() {
+  cancel_member();
   if (up_) up_->detach_and_close();
 }
 
@@ -158,13 +161,7 @@ void Exchange::start_attempt() {
   rs_->on_attempt_started();
   rm_->on_attempt();
 
-  size_t n = ucfg_->endpoints.size();
-  size_t idx = static_cast<size_t>(ups_->round_robin.fetch_add(1, std::memory_order_relaxed) % n);
-  EndpointState* ep = w_->endpoint(ucfg_->endpoints[idx], *ucfg_);
-  if (n > 1 && ep == last_ep_) {  // a retry prefers another endpoint
-    idx = (idx + 1) % n;
-    ep = w_->endpoint(ucfg_->endpoints[idx], *ucfg_);
-  }
+  EndpointState* ep = pick_endpoint(now);
   last_ep_ = ep;
   if (!endpoints_.empty()) endpoints_ += ',';
   endpoints_ += ep->label;
@@ -178,9 +175,12 @@ void Exchange::start_attempt() {
   request_end_sent_ = false;
   arm_timer(t, on_attempt_timeout);
 
-  while (!ep->idle.empty()) {
-    UpConn* u = ep->idle.back();
-    ep->idle.pop_back();
+  // A DNS name's idle connections may lead to other addresses (members):
+  // take one to the picked address, else open a new one.
+  for (size_t k = ep->idle.size(); k-- > 0;) {
+    UpConn* u = ep->idle[k];
+    if (pick_addr_ >= 0 && u->addr_used_ != pick_addr_) continue;
+    ep->idle.erase(ep->idle.begin() + static_cast<std::ptrdiff_t>(k));
     if (u->closing()) continue;
     u->idle_ = false;
     u->disarm_timer();
@@ -194,7 +194,61 @@ void Exchange::start_attempt() {
   up_ = u;
   u->attach(this);
   u->expect_no_body_ = head_request_;
+  u->addr_index_ = pick_addr_;
   u->connect(std::min(ucfg_->connect_timeout, t));
+}
+
+// The balancer's choice for this attempt (a retry prefers a member not
+// tried yet), as this worker's EndpointState; a DNS name's addresses are
+// handed to the balancer whenever this worker resolved them anew.
+EndpointState* Exchange::pick_endpoint(TimePoint now) {
+  UpstreamEndpoints::Pick p = eps_->pick(now, w_->random(), tried_, last_member_);
+  uint32_t e = p.member == UpstreamEndpoints::kNone ? 0 : p.endpoint;
+  EndpointState* ep = w_->endpoint(ucfg_->endpoints[e], *ucfg_);
+  member_ = p.member;
+  last_member_ = p.member;
+  attempt_started_ = now;
+  if (p.member < 64) tried_ |= uint64_t{1} << p.member;
+  pick_addr_ = -1;
+  for (size_t i = 0; i < ep->addr_text.size() && !p.address.empty(); ++i) {
+    if (ep->addr_text[i] == p.address) pick_addr_ = static_cast<int>(i);
+  }
+  if (!ep->literal && !ep->addr_text.empty() && (ep->synced_to != eps_ || ep->synced_version != ep->addrs_version)) {
+    eps_->set_addresses(e, ep->addr_text);
+    ep->synced_to = eps_;
+    ep->synced_version = ep->addrs_version;
+  }
+  return ep;
+}
+
+void Exchange::end_attempt(UpstreamEndpoints::Result r) {
+  using Result = UpstreamEndpoints::Result;
+  TimePoint now = Clock::now();
+  // Without a member (a failure after the response head was judged) the
+  // breaker counts the failure as before.
+  bool upstream_failing = r != Result::success && r != Result::cancelled;
+  if (member_ != UpstreamEndpoints::kNone) {
+    uint32_t m = member_;
+    member_ = UpstreamEndpoints::kNone;
+    UpstreamEndpoints::Report rep = eps_->report(m, r, now, now - attempt_started_);
+    log_endpoint_event(ucfg_->name, eps_->label(m), rep.event);
+    upstream_failing = rep.upstream_failing;
+  }
+  // The breaker sees the upstream as a whole: one endpoint's failure while
+  // others answer is no verdict on it (and frees a half-open probe slot).
+  if (r == Result::success) {
+    ups_->breaker.on_success(now);
+  } else if (upstream_failing) {
+    ups_->breaker.on_failure(now);
+  } else {
+    ups_->breaker.on_cancel(now);
+  }
+}
+
+void Exchange::cancel_member() {
+  if (member_ == UpstreamEndpoints::kNone) return;
+  eps_->report(member_, UpstreamEndpoints::Result::cancelled, Clock::now(), {});
+  member_ = UpstreamEndpoints::kNone;
 }
 
 void Exchange::on_connected() { send_head_and_body(); }
@@ -354,6 +408,7 @@ void Exchange::on_down_drained() {
 }
 
 void Exchange::drop_upstream(bool reset) {
+  cancel_member();
   if (up_) {
     up_->detach_and_close(reset);
     up_ = nullptr;
@@ -380,18 +435,9 @@ void Exchange::refuse_request(int status, const char* reason, const char* detail
                "already forwarded to {}: upstream connection reset",
                lcfg_->name, status, reason, down_->peer_ip_, detail, body_total_,
                last_ep_ ? last_ep_->label : "?");
-  if (up_ && !response_started_) ups_->breaker.on_cancel(Clock::now());  // no result: free a probe slot
+  if (up_) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
   drop_upstream(true);
   respond_error(status, reason, "x-onelayer-forwarded: partial\r\n");
-}
-
-void Exchange::count_breaker(bool failure) {
-  TimePoint now = Clock::now();
-  if (failure) {
-    ups_->breaker.on_failure(now);
-  } else {
-    ups_->breaker.on_success(now);
-  }
 }
 
 bool Exchange::decide_retry(const AttemptResult& r) {
@@ -419,9 +465,9 @@ bool Exchange::decide_retry(const AttemptResult& r) {
   return false;
 }
 
-bool Exchange::end_failed_attempt(int status, const char* reason) {
+bool Exchange::end_failed_attempt(int status, const char* reason, UpstreamEndpoints::Result verdict) {
   stop_timer();
-  count_breaker(true);
+  end_attempt(verdict);
   drop_upstream();
   if (response_started_) {
     // Bytes went downstream already: the only honest signal is a close.
@@ -433,8 +479,9 @@ bool Exchange::end_failed_attempt(int status, const char* reason) {
   return true;
 }
 
-void Exchange::handle_failure(const AttemptResult& r, int status, const char* reason) {
-  if (!end_failed_attempt(status, reason)) return;
+void Exchange::handle_failure(const AttemptResult& r, int status, const char* reason,
+                              UpstreamEndpoints::Result verdict) {
+  if (!end_failed_attempt(status, reason, verdict)) return;
   if (decide_retry(r)) return;
   if (declined_ && std::string_view(declined_) == "deadline") {
     respond_error(504, "deadline_exceeded");
@@ -450,7 +497,10 @@ void Exchange::on_connect_failed(int err, bool dns) {
   AttemptResult r;
   r.outcome = AttemptOutcome::connect_failure;
   r.request_may_have_reached = false;
-  handle_failure(r, 502, "connect_failure");
+  // A connect that waited the whole connect_timeout: a black hole, ejected at once.
+  bool black_hole = err == UV_ETIMEDOUT && !dns && up_ && up_->connect_timeout_ >= ucfg_->connect_timeout;
+  handle_failure(r, 502, "connect_failure",
+                 black_hole ? UpstreamEndpoints::Result::connect_timeout : UpstreamEndpoints::Result::failure);
 }
 
 void Exchange::on_up_error(int err) {
@@ -477,7 +527,11 @@ int Exchange::on_up_head(MessageHead& head) {
   if (const Header* ra = find_header(head.headers, "retry-after")) {
     r.retry_after = parse_retry_after(ra->value, std::chrono::system_clock::now());
   }
-  count_breaker(head.status >= 500 && head.status != 501);
+  using Result = UpstreamEndpoints::Result;
+  bool server_error = head.status >= 500 && head.status != 501;
+  end_attempt(!server_error                                   ? Result::success
+              : route_->retry.retry_on.has_status(head.status) ? Result::failure
+                                                               : Result::server_error);
   if (is_retryable_outcome(r, route_->retry.retry_on) && decide_retry(r)) return -1;
 
   status_ = head.status;
@@ -664,7 +718,7 @@ void Exchange::abort(const char* reason) {
   if (finished_) return;
   finished_ = true;
   stop_timer();
-  if (up_ && !response_started_) ups_->breaker.on_cancel(Clock::now());  // no result: free a probe slot
+  if (up_ && !response_started_) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
   drop_upstream();
   if (!error_reason_) error_reason_ = reason;
   record(499);  // the client went away before the answer was complete

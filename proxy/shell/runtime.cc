@@ -14,7 +14,18 @@ GenerationPtr Runtime::install(ConfigPtr cfg) {
   TimePoint now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   std::unordered_map<std::string, std::shared_ptr<UpstreamShared>> next;
+  std::unordered_map<std::string, std::shared_ptr<UpstreamEndpoints>> next_endpoints;
   for (const Upstream& u : cfg->upstreams) {
+    auto ep = endpoint_state_.find(u.name);
+    std::shared_ptr<UpstreamEndpoints> eps;
+    if (ep != endpoint_state_.end() && ep->second->same_members(u)) {
+      eps = ep->second;
+      eps->reconfigure(u);
+    } else {
+      eps = std::make_shared<UpstreamEndpoints>(u);
+    }
+    next_endpoints[u.name] = eps;
+    gen->endpoints.push_back(eps);
     auto it = upstream_state_.find(u.name);
     std::shared_ptr<UpstreamShared> s;
     if (it != upstream_state_.end()) {
@@ -28,6 +39,7 @@ GenerationPtr Runtime::install(ConfigPtr cfg) {
     gen->upstreams.push_back(s);
   }
   upstream_state_ = std::move(next);
+  endpoint_state_ = std::move(next_endpoints);
   for (const Listener& l : cfg->listeners) {
     std::vector<RouteMetrics*> rms;
     for (const Route& r : l.routes) rms.push_back(metrics.route(l.name, r.name, r.upstream));
@@ -51,6 +63,16 @@ std::vector<GaugeSample> Runtime::gauges() const {
     out.push_back({"onelayer_circuit_breaker_state", label,
                    static_cast<double>(static_cast<int>(s->breaker.state(now))),
                    "Circuit breaker state per upstream: 0 closed, 1 open, 2 half-open"});
+  }
+  for (const auto& [name, eps] : endpoint_state_) {
+    for (const UpstreamEndpoints::MemberView& m : eps->members()) {
+      std::string label = "upstream=\"" + escape_label_value(name) + "\",endpoint=\"" +
+                          escape_label_value(m.label) + "\"";
+      out.push_back({"onelayer_endpoint_ejected", label, m.ejected ? 1.0 : 0.0,
+                     "1 while the endpoint is ejected (outlier detection or health checks)"});
+      out.push_back({"onelayer_endpoint_ejections_total", label, static_cast<double>(m.ejections_total),
+                     "Times the endpoint was ejected", "counter"});
+    }
   }
   out.push_back({"onelayer_draining", "", draining.load() ? 1.0 : 0.0, "1 while the process drains"});
   return out;

@@ -15,6 +15,7 @@
 #include "core/config.h"
 #include "core/metrics.h"
 #include "core/retry_budget.h"
+#include "core/upstream_endpoints.h"
 
 namespace onelayer {
 
@@ -24,13 +25,15 @@ struct UpstreamShared {
   std::string name;
   RetryBudget budget;
   CircuitBreaker breaker;
-  std::atomic<uint64_t> round_robin{0};
 };
 
 struct Generation {
   uint64_t id = 0;
   ConfigPtr config;
   std::vector<std::shared_ptr<UpstreamShared>> upstreams;  // by Config::upstreams index
+  // Balancing and endpoint health, by Config::upstreams index: kept across
+  // reloads while the upstream's endpoints and balance stay the same.
+  std::vector<std::shared_ptr<UpstreamEndpoints>> endpoints;
   std::vector<std::vector<RouteMetrics*>> route_metrics;    // [listener][route]
 
   int listener_index(std::string_view name) const;
@@ -64,7 +67,7 @@ class Runtime {
     return current_;
   }
 
-  // Extra gauges for /metrics: budget tokens, breaker state.
+  // Extra gauges for /metrics: budget tokens, breaker state, endpoint ejections.
   std::vector<GaugeSample> gauges() const;
 
  private:
@@ -72,6 +75,7 @@ class Runtime {
   GenerationPtr current_;
   std::atomic<uint64_t> generation_id_{0};
   std::unordered_map<std::string, std::shared_ptr<UpstreamShared>> upstream_state_;
+  std::unordered_map<std::string, std::shared_ptr<UpstreamEndpoints>> endpoint_state_;
 };
 
 }  // namespace onelayer

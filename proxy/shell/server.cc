@@ -18,6 +18,7 @@
 
 #include "core/config_loader.h"
 #include "shell/admin_server.h"
+#include "shell/health_checker.h"
 #include "shell/logging.h"
 #include "shell/runtime.h"
 #include "shell/worker.h"
@@ -98,6 +99,7 @@ class Server {
   std::atomic<int> workers_done_{0};
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<AdminServer> admin_;
+  std::unique_ptr<HealthChecker> health_;
   std::map<std::string, std::string> bound_addr_;  // listener -> configured address
   std::map<std::string, uint16_t> bound_port_;
   bool draining_ = false;
@@ -215,6 +217,7 @@ void Server::worker_finished() {
   uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&worker_done_), nullptr);
+  health_->close();
   admin_->close(nullptr);
 }
 
@@ -294,6 +297,8 @@ int Server::run() {
     };
   }
   for (size_t i = 0; i < nworkers; ++i) workers_[i]->start(sockets[i]);
+  health_ = std::make_unique<HealthChecker>(&loop_, rt_);
+  health_->start();
   rt_.ready = true;
   write_ports_file();
   spdlog::info("onelayer {} ready: layer_id {}, {} listener(s), {} worker(s)", ONELAYER_VERSION, cfg->layer_id,
@@ -304,6 +309,7 @@ int Server::run() {
   workers_.clear();
   admin_.reset();
   uv_run(&loop_, UV_RUN_NOWAIT);
+  health_.reset();
   if (uv_loop_close(&loop_) != 0) spdlog::warn("main loop closed with open handles");
   flush_access_log();
   spdlog::info("stopped{}", forced_ ? " (drain_timeout cut connections)" : "");

@@ -45,6 +45,17 @@ static void on_gai(uv_getaddrinfo_t* req, int status, addrinfo* res) {
       ep->addrs = std::move(addrs);
       ep->next_addr = 0;
       ep->resolved_at = Clock::now();
+      ep->addr_text.clear();
+      for (const sockaddr_storage& ss : ep->addrs) {
+        char ip[INET6_ADDRSTRLEN] = {};
+        if (ss.ss_family == AF_INET) {
+          uv_ip4_name(reinterpret_cast<const sockaddr_in*>(&ss), ip, sizeof ip);
+        } else {
+          uv_ip6_name(reinterpret_cast<const sockaddr_in6*>(&ss), ip, sizeof ip);
+        }
+        ep->addr_text.emplace_back(ip);
+      }
+      ep->addrs_version++;
     }
   } else {
     spdlog::warn("dns: resolving {} failed: {}", ep->hp.host, uv_strerror(status));
@@ -117,8 +128,14 @@ void UpConn::start_connect() {
     fail_dns(UV_EAI_NONAME);
     return;
   }
-  // Sticky: stay on the address that works; move on after a failure.
-  const sockaddr_storage& ss = ep_->addrs[ep_->next_addr % ep_->addrs.size()];
+  // The balancer's address when it picked one (a DNS name balances per
+  // address); otherwise sticky: stay on the address that works, move on
+  // after a failure.
+  size_t n = ep_->addrs.size();
+  size_t at = addr_index_ >= 0 && static_cast<size_t>(addr_index_) < n ? static_cast<size_t>(addr_index_)
+                                                                        : ep_->next_addr % n;
+  const sockaddr_storage& ss = ep_->addrs[at];
+  addr_used_ = static_cast<int>(at);
   int rc = uv_tcp_connect(&connect_req_, &tcp_, reinterpret_cast<const sockaddr*>(&ss), [](uv_connect_t* req, int status) {
     auto* u = static_cast<UpConn*>(req->data);
     if (status == UV_ECANCELED || u->closing()) return;

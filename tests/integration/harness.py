@@ -1171,6 +1171,68 @@ def closed_port():
     return s.getsockname()[1], s
 
 
+def black_hole_port():
+    """A 127.0.0.1 port that drops SYNs, like a black-holed host: a listener
+    with backlog 0 that never accepts, its queue filled at once, so a connect
+    hangs until the client's timeout. Returns (port, sockets); keep the
+    sockets open for as long as the port is needed."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.listen(0)
+    port = s.getsockname()[1]
+    keep = [s]
+    for _ in range(3):
+        c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        c.setblocking(False)
+        try:
+            c.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        keep.append(c)
+    time.sleep(0.1)
+    return port, keep
+
+
+def concurrent_gets(port, total, concurrency=10, target="/item", host="test.local", timeout=10.0):
+    """`total` GETs over `concurrency` keep-alive connections (a new one after
+    an error): [(start time, status or 0 for no answer, seconds)]."""
+    out = []
+    lock = threading.Lock()
+    left = [total]
+
+    def run():
+        conn = None
+        while True:
+            with lock:
+                if left[0] == 0:
+                    break
+                left[0] -= 1
+            t0 = time.monotonic()
+            status = 0
+            try:
+                conn = conn or Conn(port, timeout=timeout)
+                r = conn.request("GET", target, host=host)
+                status = r.status
+                if r.wants_close():
+                    conn.close()
+                    conn = None
+            except (OSError, IncompleteMessage):
+                if conn:
+                    conn.close()
+                conn = None
+            with lock:
+                out.append((t0, status, time.monotonic() - t0))
+        if conn:
+            conn.close()
+
+    threads = [threading.Thread(target=run) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return out
+
+
 # --------------------------------------------------------------------------
 # Config helpers.
 

@@ -158,6 +158,10 @@ onelayer_bytes_out_total 5678
 # HELP onelayer_build_info Always 1; the version label says which onelayer is running.
 # TYPE onelayer_build_info gauge
 onelayer_build_info{version=")") + ONELAYER_VERSION + R"("} 1
+# HELP onelayer_endpoint_ejected 1 while the endpoint is ejected (outlier detection or health checks).
+# TYPE onelayer_endpoint_ejected gauge
+# HELP onelayer_endpoint_ejections_total Times the endpoint was ejected.
+# TYPE onelayer_endpoint_ejections_total counter
 # HELP onelayer_retry_budget_tokens Retry budget tokens currently available, by upstream.
 # TYPE onelayer_retry_budget_tokens gauge
 onelayer_retry_budget_tokens{upstream="inventory"} 10.5
@@ -350,6 +354,19 @@ TEST_CASE("ConcurrentUpdatesFromManyThreadsAreAllCounted") {
   CHECK(totals.requests == kTotal);
   CHECK(totals.attempts == 2 * kTotal);
   CHECK(!rendered.empty());
+}
+
+TEST_CASE("ExtraCounterSamplesRenderWithTypeCounter") {
+  Metrics m;
+  std::vector<GaugeSample> extra = {
+      {"onelayer_endpoint_ejections_total", "upstream=\"u\",endpoint=\"127.0.0.1:1\"", 3, "", "counter"},
+      {"onelayer_endpoint_ejected", "upstream=\"u\",endpoint=\"127.0.0.1:1\"", 1, ""}};
+  std::string text = m.render_prometheus(0, extra);
+  CHECK(text.find("# TYPE onelayer_endpoint_ejections_total counter\n"
+                  "onelayer_endpoint_ejections_total{upstream=\"u\",endpoint=\"127.0.0.1:1\"} 3\n") !=
+        std::string::npos);
+  CHECK(text.find("# TYPE onelayer_endpoint_ejected gauge\n"
+                  "onelayer_endpoint_ejected{upstream=\"u\",endpoint=\"127.0.0.1:1\"} 1\n") != std::string::npos);
 }
 
 }  // namespace onelayer

@@ -1,0 +1,157 @@
+#include "shell/health_checker.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <string>
+
+#include "shell/endpoint_log.h"
+
+namespace onelayer {
+
+static constexpr uint64_t kTickMs = 50;
+
+// One check in flight: a TCP connection, a timeout, the first line read.
+struct HealthChecker::Check {
+  HealthChecker* owner;
+  std::shared_ptr<UpstreamEndpoints> eps;
+  std::string upstream;
+  uint32_t member;
+  Key key;
+  uint32_t unhealthy, healthy;
+  uv_tcp_t tcp;
+  uv_timer_t timer;
+  uv_connect_t connect_req;
+  uv_write_t write_req;
+  std::string request;
+  std::string response;
+  char buf[512];
+  int open_handles = 2;
+  bool done = false;
+};
+
+HealthChecker::HealthChecker(uv_loop_t* loop, Runtime& rt) : loop_(loop), rt_(rt) {
+  uv_timer_init(loop_, &timer_);
+  timer_.data = this;
+}
+
+HealthChecker::~HealthChecker() = default;
+
+void HealthChecker::start() {
+  uv_timer_start(&timer_, [](uv_timer_t* t) { static_cast<HealthChecker*>(t->data)->tick(); }, kTickMs, kTickMs);
+}
+
+void HealthChecker::close() {
+  if (closed_) return;
+  closed_ = true;
+  uv_timer_stop(&timer_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
+  std::vector<Check*> inflight;
+  for (auto& [c, owned] : checks_) inflight.push_back(c);
+  for (Check* c : inflight) finished(c, false);
+}
+
+void HealthChecker::tick() {
+  GenerationPtr gen = rt_.current();
+  TimePoint now = Clock::now();
+  for (size_t i = 0; i < gen->config->upstreams.size(); ++i) {
+    const Upstream& u = gen->config->upstreams[i];
+    if (!u.health_check.enabled) continue;
+    const std::shared_ptr<UpstreamEndpoints>& eps = gen->endpoints[i];
+    for (const UpstreamEndpoints::MemberView& m : eps->members()) {
+      if (m.address.empty()) continue;  // a DNS name not resolved by a worker yet
+      Target& t = targets_[Key{eps.get(), m.member}];
+      if (t.in_flight || now < t.next) continue;
+      t.next = now + u.health_check.interval;
+      launch(u, eps, m, t);
+    }
+  }
+}
+
+void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndpoints>& eps,
+                           const UpstreamEndpoints::MemberView& m, Target& t) {
+  sockaddr_storage ss{};
+  uint16_t port = u.endpoints[m.endpoint].port;
+  std::string ip(m.address);
+  if (uv_ip4_addr(ip.c_str(), port, reinterpret_cast<sockaddr_in*>(&ss)) != 0 &&
+      uv_ip6_addr(ip.c_str(), port, reinterpret_cast<sockaddr_in6*>(&ss)) != 0) {
+    return;
+  }
+  auto owned = std::make_unique<Check>();
+  Check* c = owned.get();
+  c->owner = this;
+  c->eps = eps;
+  c->upstream = u.name;
+  c->member = m.member;
+  c->key = Key{eps.get(), m.member};
+  c->unhealthy = u.health_check.unhealthy;
+  c->healthy = u.health_check.healthy;
+  c->request = "GET " + u.health_check.path + " HTTP/1.1\r\nHost: " + u.endpoints[m.endpoint].to_string() +
+               "\r\nUser-Agent: onelayer-health-check\r\nConnection: close\r\n\r\n";
+  uv_tcp_init(loop_, &c->tcp);
+  uv_timer_init(loop_, &c->timer);
+  c->tcp.data = c->timer.data = c->connect_req.data = c->write_req.data = c;
+  checks_.emplace(c, std::move(owned));
+  t.in_flight = true;
+  uv_timer_start(&c->timer, [](uv_timer_t* h) {
+    auto* c = static_cast<Check*>(h->data);
+    c->owner->finished(c, false);
+  }, static_cast<uint64_t>(u.health_check.timeout.count()), 0);
+  int rc = uv_tcp_connect(&c->connect_req, &c->tcp, reinterpret_cast<const sockaddr*>(&ss), [](uv_connect_t* req,
+                                                                                                int status) {
+    auto* c = static_cast<Check*>(req->data);
+    if (status == UV_ECANCELED || c->done) return;
+    if (status < 0) {
+      c->owner->finished(c, false);
+      return;
+    }
+    uv_buf_t b = uv_buf_init(c->request.data(), static_cast<unsigned>(c->request.size()));
+    uv_write(&c->write_req, reinterpret_cast<uv_stream_t*>(&c->tcp), &b, 1, [](uv_write_t*, int) {});
+    uv_read_start(reinterpret_cast<uv_stream_t*>(&c->tcp),
+                  [](uv_handle_t* h, size_t, uv_buf_t* out) {
+                    auto* c = static_cast<Check*>(h->data);
+                    *out = uv_buf_init(c->buf, sizeof c->buf);
+                  },
+                  [](uv_stream_t* s, ssize_t n, const uv_buf_t* b) {
+                    auto* c = static_cast<Check*>(s->data);
+                    if (c->done) return;
+                    if (n < 0) {
+                      c->owner->finished(c, false);
+                      return;
+                    }
+                    c->response.append(b->base, static_cast<size_t>(n));
+                    size_t eol = c->response.find("\r\n");
+                    if (eol == std::string::npos && c->response.size() < 256) return;
+                    // "HTTP/1.1 200 ...": the status is the three digits after the first space.
+                    std::string_view line(c->response.data(), std::min(eol, c->response.size()));
+                    size_t sp = line.find(' ');
+                    bool passed = line.rfind("HTTP/1.", 0) == 0 && sp != std::string_view::npos &&
+                                  line.size() >= sp + 4 && line[sp + 1] == '2';
+                    c->owner->finished(c, passed);
+                  });
+  });
+  if (rc != 0) finished(c, false);
+}
+
+void HealthChecker::finished(Check* c, bool passed) {
+  if (c->done) return;
+  c->done = true;
+  if (!closed_) {
+    auto it = targets_.find(c->key);
+    if (it != targets_.end()) it->second.in_flight = false;
+    UpstreamEndpoints::Report rep = c->eps->check(c->member, passed, Clock::now());
+    using Kind = OutlierDetector::Event::Kind;
+    uint32_t checks = rep.event.kind == Kind::ejected ? c->unhealthy : c->healthy;
+    log_endpoint_event(c->upstream, c->eps->label(c->member), rep.event, checks);
+    if (!passed) spdlog::debug("upstream {}: health check of {} failed", c->upstream, c->eps->label(c->member));
+  }
+  uv_timer_stop(&c->timer);
+  auto on_closed = [](uv_handle_t* h) {
+    auto* c = static_cast<Check*>(h->data);
+    if (--c->open_handles == 0) c->owner->checks_.erase(c);
+  };
+  uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), on_closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&c->timer), on_closed);
+}
+
+}  // namespace onelayer

@@ -1,0 +1,48 @@
+// Optional active health checks (`upstreams[].health_check`), run on the
+// main loop for the whole process: every `interval`, one HTTP GET of `path`
+// to each member (address) of each upstream that enables them; a 2xx
+// status line within `timeout` passes, anything else (refused, reset,
+// timeout, another status) fails. Verdicts go to the upstream's shared
+// UpstreamEndpoints, which ejects after `unhealthy` failed checks in a row
+// and returns after `healthy` passed ones.
+#pragma once
+
+#include <uv.h>
+
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "shell/runtime.h"
+
+namespace onelayer {
+
+class HealthChecker {
+ public:
+  HealthChecker(uv_loop_t* loop, Runtime& rt);
+  ~HealthChecker();
+  void start();
+  void close();  // stops the timer and cancels checks in flight
+
+ private:
+  struct Check;
+  struct Target {
+    TimePoint next{};
+    bool in_flight = false;
+  };
+  using Key = std::pair<const UpstreamEndpoints*, uint32_t>;
+
+  void tick();
+  void launch(const Upstream& u, const std::shared_ptr<UpstreamEndpoints>& eps, const UpstreamEndpoints::MemberView& m,
+              Target& t);
+  void finished(Check* c, bool passed);
+
+  uv_loop_t* loop_;
+  Runtime& rt_;
+  uv_timer_t timer_;
+  bool closed_ = false;
+  std::map<Key, Target> targets_;
+  std::map<Check*, std::unique_ptr<Check>> checks_;
+};
+
+}  // namespace onelayer

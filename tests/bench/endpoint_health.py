@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""One dead endpoint among two (issue 15), measured: N requests at
+concurrency C through a proxy whose upstream has a healthy origin and a
+port that refuses connections (or, with --dead blackhole, a listener whose
+accept queue is full, so SYNs are dropped).
+
+  endpoint_health.py --proxy onelayer [--breaker] [--dead refuse|blackhole]
+  endpoint_health.py --proxy haproxy   (option redispatch, observe layer4)
+  endpoint_health.py --proxy nginx     (max_fails / fail_timeout, proxy_next_upstream)
+
+Prints one JSON object: requests, errors (non-2xx or no answer), error
+rate, attempts the origins saw (healthy origin arrivals; the dead endpoint
+refuses so it sees none), extra attempts per request (onelayer: from
+/metrics), the same after the first second, p50/p99 latency. 127.0.0.1 only.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import harness as h  # noqa: E402
+
+
+def dead_endpoint(kind):
+    if kind == "blackhole":
+        return h.black_hole_port()
+    port, sock = h.closed_port()
+    return port, [sock]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def metric_sum(text, name, **labels):
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        if all('%s="%s"' % (k, v) in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def run_load(port, total, concurrency):
+    return h.concurrent_gets(port, total, concurrency, host="bench")
+
+
+def summarize(results, t_begin):
+    lat = sorted(r[2] for r in results)
+    errors = sum(1 for r in results if not 200 <= r[1] < 300)
+    late = [r for r in results if r[0] - t_begin >= 1.0]
+    pct = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] * 1000 if lat else 0.0
+    return {
+        "requests": len(results),
+        "errors": errors,
+        "error_rate": errors / max(1, len(results)),
+        "errors_after_1s": sum(1 for r in late if not 200 <= r[1] < 300),
+        "requests_after_1s": len(late),
+        "p50_ms": round(pct(0.50), 2),
+        "p99_ms": round(pct(0.99), 2),
+    }
+
+
+def run_onelayer(args, origin, dead):
+    upstream = {"name": "origin", "endpoints": [origin.endpoint, "127.0.0.1:%d" % dead],
+                "connect_timeout": args.connect_timeout}
+    if args.breaker:
+        upstream["circuit_breaker"] = {"consecutive_failures": 5, "open_for": "10s"}
+    if args.balance:
+        upstream["balance"] = args.balance
+    cfg = h.simple_config(endpoints=upstream["endpoints"], upstream=upstream,
+                          retry={"max_attempts": 3, "backoff": {"base": "5ms", "cap": "20ms"}},
+                          timeout="5s")
+    proxy = h.Proxy(cfg, log_level="warn")
+    proxy.start()
+    try:
+        t_begin = time.monotonic()
+        results = run_load(proxy.port(), args.requests, args.concurrency)
+        text = proxy.admin_get("/metrics").body.decode()
+        out = summarize(results, t_begin)
+        attempts = metric_sum(text, "onelayer_upstream_attempts_total")
+        out["attempts"] = attempts
+        out["extra_attempts_per_request"] = round((attempts - len(results)) / max(1, len(results)), 4)
+        out["retries"] = metric_sum(text, "onelayer_retries_total")
+        out["budget_exhausted"] = metric_sum(text, "onelayer_retries_declined_total",
+                                             reason="budget_exhausted")
+        out["circuit_open"] = metric_sum(text, "onelayer_retries_declined_total", reason="circuit_open")
+        out["ejections"] = metric_sum(text, "onelayer_endpoint_ejections_total")
+        return out
+    finally:
+        proxy.stop(expect_code=None)
+        proxy.cleanup()
+
+
+HAPROXY_CFG = """global
+  maxconn 4096
+defaults
+  mode http
+  timeout connect {connect_ms}ms
+  timeout client 30s
+  timeout server 30s
+  retries 2
+  option redispatch 1
+frontend fe
+  bind 127.0.0.1:{port}
+  default_backend be
+backend be
+  balance roundrobin
+  default-server check observe layer4 error-limit 5 on-error mark-down inter 2s
+  server healthy {healthy}
+  server dead {dead}
+"""
+
+NGINX_CFG = """worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log;
+events {{ worker_connections 1024; }}
+http {{
+  access_log off;
+  upstream be {{
+    server {healthy} max_fails=1 fail_timeout=10s;
+    server {dead} max_fails=1 fail_timeout=10s;
+    keepalive 32;
+  }}
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      proxy_pass http://be;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_connect_timeout {connect_ms}ms;
+      proxy_next_upstream error timeout http_502 http_503 http_504;
+      proxy_next_upstream_tries 3;
+    }}
+  }}
+}}
+"""
+
+
+def run_peer(args, origin, dead):
+    exe = shutil.which(args.proxy) or "/usr/sbin/" + args.proxy
+    tmp = tempfile.mkdtemp(prefix="ep-health-")
+    port = free_port()
+    connect_ms = int(float(re.sub(r"ms$", "", args.connect_timeout))) if args.connect_timeout.endswith(
+        "ms") else int(float(args.connect_timeout.rstrip("s")) * 1000)
+    fields = {"port": port, "healthy": origin.endpoint, "dead": "127.0.0.1:%d" % dead,
+              "connect_ms": connect_ms, "dir": tmp}
+    path = os.path.join(tmp, args.proxy + ".conf")
+    with open(path, "w") as f:
+        f.write((HAPROXY_CFG if args.proxy == "haproxy" else NGINX_CFG).format(**fields))
+    cmd = [exe, "-f", path, "-db"] if args.proxy == "haproxy" else [exe, "-c", path, "-g", "daemon off;",
+                                                                    "-p", tmp]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        before = origin.count()
+        t_begin = time.monotonic()
+        results = run_load(port, args.requests, args.concurrency)
+        out = summarize(results, t_begin)
+        # The dead endpoint never answers, so the origin's arrivals are the
+        # successful attempts; extra attempts are not visible from outside.
+        out["healthy_arrivals"] = origin.count() - before
+        return out
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--proxy", default="onelayer", choices=["onelayer", "haproxy", "nginx"])
+    ap.add_argument("--requests", type=int, default=1000)
+    ap.add_argument("--concurrency", type=int, default=10)
+    ap.add_argument("--breaker", action="store_true", help="onelayer: add a circuit breaker")
+    ap.add_argument("--balance", default=None, help="onelayer: p2c or round_robin")
+    ap.add_argument("--dead", default="refuse", choices=["refuse", "blackhole"])
+    ap.add_argument("--connect-timeout", default="250ms")
+    args = ap.parse_args()
+    origin = h.Origin(default=h.respond(200, body=b"ok"))
+    dead, keep = dead_endpoint(args.dead)
+    try:
+        out = run_onelayer(args, origin, dead) if args.proxy == "onelayer" else run_peer(args, origin, dead)
+    finally:
+        origin.stop()
+        for s in keep:
+            s.close()
+    out.update({"proxy": args.proxy, "dead": args.dead, "breaker": args.breaker,
+                "concurrency": args.concurrency})
+    print(json.dumps(out, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
