@@ -67,7 +67,7 @@ void HttpParser::restart_head_scan() {
 // starts with SP or HTAB continues the one before (obs-fold, refused by the
 // caller). Only newline bytes are looked at one by one (memchr finds them),
 // so a head costs a few comparisons per line.
-bool HttpParser::scan_request_head(const char* data, size_t len) {
+size_t HttpParser::scan_request_head(const char* data, size_t len) {
   const char* p = data;
   const char* end = data + len;
   while (p < end && scan_ != Scan::done) {
@@ -81,14 +81,10 @@ bool HttpParser::scan_request_head(const char* data, size_t len) {
       size_t n = static_cast<size_t>(end - p);
       scan_line_bytes_ = static_cast<uint8_t>(std::min<size_t>(2, scan_line_bytes_ + n));
       scan_prev_cr_ = end[-1] == '\r';
-      return true;
+      return len;
     }
     bool cr = nl > p ? nl[-1] == '\r' : scan_prev_cr_;
-    if (!cr) {
-      error_ = Error::parse;
-      llhttp_set_error_reason(&llhttp_, "line ending without CR in the request head");
-      return false;
-    }
+    if (!cr) return static_cast<size_t>(nl - data);
     size_t line = std::min<size_t>(2, scan_line_bytes_ + static_cast<size_t>(nl - p));
     if (line == 1 && scan_past_request_line_) {
       scan_ = Scan::done;  // the empty line: the body (if any) follows
@@ -99,7 +95,7 @@ bool HttpParser::scan_request_head(const char* data, size_t len) {
     scan_prev_cr_ = false;
     p = nl + 1;
   }
-  return true;
+  return len;
 }
 
 int HttpParser::count_head_bytes(size_t n) {
@@ -236,9 +232,16 @@ size_t HttpParser::feed(const char* data, size_t len) {
   const char* start = data;
   const char* end = data + len;
   for (;;) {
-    if (request && scan_ != Scan::done && !scan_request_head(start, static_cast<size_t>(end - start)))
-      return static_cast<size_t>(start - data);
-    llhttp_errno_t rc = llhttp_execute(&llhttp_, start, static_cast<size_t>(end - start));
+    // llhttp parses up to a bare LF the scan found, so that what comes first
+    // in the bytes decides the error, however the reads split them.
+    size_t n = static_cast<size_t>(end - start);
+    size_t clean = request && scan_ != Scan::done ? scan_request_head(start, n) : n;
+    llhttp_errno_t rc = llhttp_execute(&llhttp_, start, clean);
+    if (rc == HPE_OK && clean < n) {
+      error_ = Error::parse;
+      llhttp_set_error_reason(&llhttp_, "line ending without CR in the request head");
+      return static_cast<size_t>(start + clean - data);
+    }
     if (rc == HPE_OK) return len;
     const char* pos = llhttp_get_error_pos(&llhttp_);
     if (rc == HPE_PAUSED && resume_after_message_) {

@@ -84,9 +84,9 @@ class HttpParser {
   static int s_message_complete(llhttp_t*);
 
   int count_head_bytes(size_t n);
-  // Runs the request-head scan over [data, data + len): false (and a parse
-  // error) on a bare LF.
-  bool scan_request_head(const char* data, size_t len);
+  // Runs the request-head scan over [data, data + len): the offset of the
+  // first LF without CR before it, or len.
+  size_t scan_request_head(const char* data, size_t len);
   void restart_head_scan();
   static const llhttp_settings_t* settings();
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One dead endpoint among two (issue 15), measured: N requests at
+"""One dead endpoint among two, measured: N requests at
 concurrency C through a proxy whose upstream has a healthy origin and a
 port that refuses connections (or, with --dead blackhole, a listener whose
 accept queue is full, so SYNs are dropped).

@@ -1,4 +1,4 @@
-"""Endpoint health and balancing (issue 15, PRODUCT.md "Endpoint health and
+"""Endpoint health and balancing (docs/endpoint-health.md)
 balancing") through the real binary, with real origins and dead endpoints on
 127.0.0.1: a port that refuses connections, a listener whose accept queue is
 full (SYNs dropped: a black hole), an origin answering 503 to everything, a
