@@ -24,13 +24,14 @@ SKIPPED = 77
 def outcome(result, ci):
     """(exit status, lines to print) for a finished unittest result."""
     lines = []
-    if result.testsRun == 0:
+    # A class skipped in setUpClass counts no test run, only the skip.
+    if result.testsRun == 0 and not result.skipped:
         return 1, ["run_unittest: no tests were found"]
     if not result.wasSuccessful():
         return 1, lines
     if result.skipped:
         verdict = "FAILED: skips are failures under CI=true" if ci else "reported to ctest as skipped"
-        lines.append("run_unittest: %d of %d tests skipped (%s):" % (
+        lines.append("run_unittest: %d skipped, %d run (%s):" % (
             len(result.skipped), result.testsRun, verdict))
         lines += ["  %s: %s" % (test.id(), reason) for test, reason in result.skipped]
         return (1 if ci else SKIPPED), lines

@@ -228,15 +228,21 @@ class ImageTest(unittest.TestCase):
         if p.returncode != 0:
             raise AssertionError("podman image mount: " + p.stderr)
         cls.root = p.stdout.strip()
-        cls.addClassCleanup(run, ["podman", "image", "unmount", TAG], timeout=60)
+        # Not run(): the unmount must happen even when the budget is spent.
+        cls.addClassCleanup(subprocess.run, ["podman", "image", "unmount", TAG],
+                            capture_output=True, timeout=60)
 
-        probe = run(PodmanRunner().command(["--version"]), timeout=120)
-        if probe.returncode == 0:
+        try:
+            probe = run(PodmanRunner().command(["--version"]), timeout=120)
+            why = (probe.stderr.strip().splitlines() or ["exit %d" % probe.returncode])[-1]
+        except subprocess.TimeoutExpired:
+            probe, why = None, "podman run did not finish within 120 s"
+        if probe is not None and probe.returncode == 0:
             cls.runner = PodmanRunner()
         else:
             cls.runner = ChrootRunner(cls.root, cls.config)
             log("podman run cannot start a container here (%s); running the image's binary with %s" % (
-                (probe.stderr.strip().splitlines() or ["exit %d" % probe.returncode])[-1], cls.runner.kind))
+                why, cls.runner.kind))
         cls.tmp = tempfile.mkdtemp(prefix="onelayer-ctest-")
         cls.addClassCleanup(shutil.rmtree, cls.tmp, True)
         uid, gid = (int(x) for x in IMAGE_USER.split(":"))

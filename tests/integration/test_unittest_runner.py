@@ -33,6 +33,14 @@ MODULES = {
             def test_a(self):
                 pass
     """,
+    "m_setup_class_skip": """
+        class T(unittest.TestCase):
+            @classmethod
+            def setUpClass(cls):
+                raise unittest.SkipTest("podman cannot build here")
+            def test_a(self):
+                pass
+    """,
     "m_fail": """
         class T(unittest.TestCase):
             def test_a(self):
@@ -83,7 +91,7 @@ class RunUnittestTest(unittest.TestCase):
                 self.assertIn("test_a", err)
 
     def test_a_skip_exits_77_or_fails_under_ci_and_names_the_reason(self):
-        for module in ("m_skip", "m_class_skip"):
+        for module in ("m_skip", "m_class_skip", "m_setup_class_skip"):
             for ci, want_code, want_text in ((False, 77, "reported to ctest as skipped"),
                                              (True, 1, "skips are failures under CI=true")):
                 with self.subTest(module=module, ci=ci):
@@ -91,7 +99,7 @@ class RunUnittestTest(unittest.TestCase):
                     self.assertEqual(code, want_code, err)
                     self.assertIn(want_text, err)
         _, err = self.run_module("m_skip", False)
-        self.assertIn("1 of 2 tests skipped", err)
+        self.assertIn("1 skipped, 2 run", err)
         self.assertIn("tool X not installed", err)
 
     def test_failures_errors_and_no_tests_exit_1(self):
