@@ -13,8 +13,9 @@
 #   FUZZ_JOBS          parallel build jobs (default 2)
 #   FUZZ_UNIT_TIMEOUT  seconds one input may take (default 20)
 #   FUZZ_RSS_MB        memory limit per target (default 2048)
-#   ONELAYER_SHARED_DIR  where corpora/http1-requests lives (default <repo>/../shared);
-#                      used as extra seeds for fuzz_request when present
+#
+# fuzz_request also takes every request of tests/corpora/http1-requests as a
+# seed; a missing corpus directory is an error.
 #
 # Reproduce a failure: <build>/tests/fuzz/<target> <artifact file>
 set -euo pipefail
@@ -26,7 +27,7 @@ build="${FUZZ_BUILD_DIR:-$root/build-fuzz}"
 jobs="${FUZZ_JOBS:-2}"
 unit_timeout="${FUZZ_UNIT_TIMEOUT:-20}"
 rss_mb="${FUZZ_RSS_MB:-2048}"
-shared="${ONELAYER_SHARED_DIR:-$root/../shared}"
+corpus_http1="$root/tests/corpora/http1-requests"
 all_targets=(fuzz_request fuzz_response fuzz_config fuzz_retry_after fuzz_baggage)
 
 if [[ $# -gt 0 ]]; then
@@ -81,8 +82,8 @@ max_len_for() {
 }
 extra_seeds_for() {
   case "$1" in
-    fuzz_request) [[ -d "$shared/corpora/http1-requests" ]] && echo "$shared/corpora/http1-requests" ;;
-    fuzz_config) [[ -d "$root/config/examples" ]] && echo "$root/config/examples" ;;
+    fuzz_request) echo "$corpus_http1" ;;
+    fuzz_config) echo "$root/config/examples" ;;
   esac
   return 0
 }
@@ -99,7 +100,12 @@ for t in "${targets[@]}"; do
   [[ -n "$dict" ]] && args+=(-dict="$dict")
   seeds=("$here/corpus/$t")
   while read -r extra; do
-    [[ -n "$extra" ]] && seeds+=("$extra")
+    [[ -n "$extra" ]] || continue
+    if [[ ! -d "$extra" ]] || [[ -z "$(ls -A "$extra")" ]]; then
+      echo "run-fuzzers: seed directory $extra for $t is missing or empty" >&2
+      exit 1
+    fi
+    seeds+=("$extra")
   done < <(extra_seeds_for "$t")
   log="$build/$t.log"
   echo "run-fuzzers: $t for ${seconds}s (seeds: ${seeds[*]})"

@@ -150,10 +150,7 @@ class ConfigCheckTest(unittest.TestCase):
         self.assertIn("does-not-exist.yaml", output)
 
     def test_repository_config_is_valid(self):
-        source = os.environ.get("ONELAYER_SOURCE_DIR")
-        if not source:
-            self.skipTest("ONELAYER_SOURCE_DIR not set")
-        code, output = self.check(os.path.join(source, "config", "onelayer.yaml"))
+        code, output = self.check(os.path.join(h.SOURCE_DIR, "config", "onelayer.yaml"))
         self.assertEqual(code, 0, output)
 
     def test_version_prints_a_version_and_exits_0(self):

@@ -1,5 +1,5 @@
 """Replays every raw request of the h2o HTTP/1 corpus (1,972 files, many
-malformed; ../shared/corpora/http1-requests, MIT) through one onelayer in front
+malformed; tests/corpora/http1-requests, MIT) through one onelayer in front
 of a recording origin (docs/testing.md).
 
 For every file: each response is well formed (strict framing) and the
@@ -31,14 +31,8 @@ PROXY_ERRORS = {400, 404, 408, 413, 417, 431, 501, 502, 503, 504}
 REQUEST_LINE = re.compile(rb"(?:\A|\n)(HEAD|GET|POST|PUT|DELETE|OPTIONS|TRACE|PATCH|CONNECT|[A-Z]+) \S")
 
 
-def corpus_dir():
-    shared = os.environ.get("ONELAYER_SHARED_DIR") or os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared")
-    for base in (shared, "/work/shared"):
-        d = os.path.join(base, "corpora", "http1-requests")
-        if os.path.isdir(d):
-            return d
-    return None
+CORPUS_DIR = os.path.join(h.SOURCE_DIR, "tests", "corpora", "http1-requests")
+CORPUS_FILES = 1972
 
 
 def exchange(port, data, half_close, bound):
@@ -62,18 +56,16 @@ class CorpusReplayTest(IntegrationTest):
     maxDiff = None
 
     def test_every_corpus_request_gets_a_well_formed_answer_or_a_clean_close(self):
-        d = corpus_dir()
-        if d is None:
-            self.skipTest("corpora/http1-requests not found (ONELAYER_SHARED_DIR)")
-        names = sorted(os.listdir(d))
+        # A missing or short corpus is a failure: the replay must run.
+        self.assertTrue(os.path.isdir(CORPUS_DIR), "the corpus %s is missing" % CORPUS_DIR)
+        names = sorted(os.listdir(CORPUS_DIR))
+        self.assertEqual(len(names), CORPUS_FILES, "files in %s" % CORPUS_DIR)
         limit = int(os.environ.get("CORPUS_LIMIT", "0"))
         if limit:
             names = names[:limit]
-        elif len(names) < 1900:
-            self.fail("corpus has %d files, expected 1,972" % len(names))
         files = []
         for n in names:
-            with open(os.path.join(d, n), "rb") as f:
+            with open(os.path.join(CORPUS_DIR, n), "rb") as f:
                 files.append((n, f.read()))
 
         origin = fo.FaultOrigin(lambda a: fo.respond(200, [("X-Arrival", str(a.index))], b"ok"))

@@ -13,6 +13,7 @@ concurrent-connections test.
 
 import os
 import re
+import resource
 import select
 import selectors
 import shutil
@@ -506,7 +507,21 @@ class ManyConnectionsTest(HostileTestBase):
     # request is sent. This test is about concurrency, not timeouts.
     limits = dict(LIMITS, header_timeout="60s", idle_timeout="60s")
 
+    CONNECTIONS = int(os.environ.get("HOSTILE_CONNECTIONS", "2000"))
+
     def setUp(self):
+        # Each connection costs a descriptor in the client and one in the
+        # origin (both in this process), and two in the proxy, which inherits
+        # the limit. Raise the soft limit as far as the hard one allows,
+        # before the proxy starts; only a hard limit too low is a skip.
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        need = 2 * self.CONNECTIONS + 200
+        if soft != resource.RLIM_INFINITY and soft < need:
+            if hard != resource.RLIM_INFINITY and hard < need:
+                self.skipTest("RLIMIT_NOFILE hard limit %d too low for %d connections" % (
+                    hard, self.CONNECTIONS))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
         # harness.Origin has one thread per connection and a backlog of 256:
         # this origin takes thousands of connections at once.
         self.origin = fo.FaultOrigin(lambda a: fo.respond(200, body=b"ok"))
@@ -517,11 +532,7 @@ class ManyConnectionsTest(HostileTestBase):
         self.port = self.proxy.port()
 
     def test_thousands_of_concurrent_connections_are_all_served(self):
-        n = int(os.environ.get("HOSTILE_CONNECTIONS", "2000"))
-        import resource
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft < 2 * n + 200:
-            self.skipTest("RLIMIT_NOFILE %d too low for %d connections" % (soft, n))
+        n = self.CONNECTIONS
         socks = []
         self.addCleanup(lambda: [s.close() for s in socks])
         for _ in range(n):
