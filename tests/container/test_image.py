@@ -1,5 +1,5 @@
 """The container image, built from the Dockerfile the way a user builds it,
-then run (issue 18).
+then run.
 
 1. `deploy/base-image.sh` makes the Debian base images the Dockerfile names
    (debootstrap from apt's mirror, imported into podman; cached, so only the
