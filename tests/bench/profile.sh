@@ -115,7 +115,9 @@ callgrind_control -d "$VG" >/dev/null
 REQS=$(awk '/requests in/ {print $1}' <<<"$WRK_OUT")
 DUMP=$(ls -t "$OUTFILE"* | grep -v "^$OUTFILE\$" | head -n1)
 [[ -n $DUMP && -n $REQS && $REQS -gt 0 ]] || { echo "profile.sh: no dump or no requests" >&2; exit 1; }
-TOTAL=$(callgrind_annotate "$DUMP" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1; exit}')
+# awk reads to the end (no early exit): with pipefail, callgrind_annotate
+# dying of SIGPIPE would end the script here.
+TOTAL=$(callgrind_annotate "$DUMP" 2>/dev/null | awk '/PROGRAM TOTALS/ && !seen {gsub(",", "", $1); print $1; seen = 1}')
 echo "requests: $REQS"
 echo "instructions: $TOTAL"
 echo "instructions per request: $((TOTAL / REQS))"
