@@ -1,17 +1,26 @@
 #!/usr/bin/env python3
 """One dead endpoint among two, measured: N requests at
 concurrency C through a proxy whose upstream has a healthy origin and a
-port that refuses connections (or, with --dead blackhole, a listener whose
-accept queue is full, so SYNs are dropped).
+dead endpoint: a port that refuses connections (`refuse`), a listener whose
+accept queue is full so SYNs are dropped (`blackhole`), or a listener that
+accepts and resets every connection at once (`reset`: each attempt there is
+one accepted connection, so the extra attempts of HAProxy and NGINX can be
+counted from outside too).
 
-  endpoint_health.py --proxy onelayer [--breaker] [--dead refuse|blackhole]
+  endpoint_health.py --proxy onelayer [--breaker] [--dead refuse|blackhole|reset]
   endpoint_health.py --proxy haproxy   (option redispatch, observe layer4)
   endpoint_health.py --proxy nginx     (max_fails / fail_timeout, proxy_next_upstream)
+  endpoint_health.py --compare [--dead ...]   all three in one run, a table
 
-Prints one JSON object: requests, errors (non-2xx or no answer), error
-rate, attempts the origins saw (healthy origin arrivals; the dead endpoint
-refuses so it sees none), extra attempts per request (onelayer: from
-/metrics), the same after the first second, p50/p99 latency. 127.0.0.1 only.
+Prints one JSON object per proxy: requests, errors (non-2xx or no answer),
+error rate, the same after the first second, extra attempts per request
+(onelayer: from /metrics; with `reset`, for every proxy: connections the dead
+endpoint accepted), the same after the first second, p50/p99 latency.
+--compare also prints a table and checks the targets: at most 0.5% errors
+and at most 0.05 extra attempts per request after the first second, and
+onelayer no worse than either peer on both after the first second (the
+first second is when every proxy finds out which endpoint is dead). 127.0.0.1 only; bounded by
+--requests.
 """
 import argparse
 import json
@@ -21,7 +30,9 @@ import shutil
 import socket
 import subprocess
 import sys
+import struct
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -29,11 +40,61 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import harness as h  # noqa: E402
 
 
+class ResettingEndpoint:
+    """A 127.0.0.1 listener that accepts each connection and resets it at
+    once; it keeps the time of every accept."""
+
+    def __init__(self):
+        self.accepts = []
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(128)
+        self._sock.settimeout(0.1)
+        self.port = self._sock.getsockname()[1]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                c, _ = self._sock.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            self.accepts.append(time.monotonic())
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            c.close()
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(2)
+        self._sock.close()
+
+
 def dead_endpoint(kind):
+    """(port, things to close, ResettingEndpoint or None)."""
     if kind == "blackhole":
-        return h.black_hole_port()
+        port, keep = h.black_hole_port()
+        return port, keep, None
+    if kind == "reset":
+        r = ResettingEndpoint()
+        return r.port, [r], r
     port, sock = h.closed_port()
-    return port, [sock]
+    return port, [sock], None
+
+
+def count_dead_attempts(out, resetter, t_begin):
+    """With a resetting dead endpoint: its accepted connections are the
+    attempts every proxy sent it."""
+    if resetter is None:
+        return
+    n = out["requests"]
+    late = [t for t in resetter.accepts if t - t_begin >= 1.0]
+    out["dead_attempts"] = len(resetter.accepts)
+    out["extra_attempts_per_request"] = round(len(resetter.accepts) / max(1, n), 4)
+    out["extra_attempts_per_request_after_1s"] = round(len(late) / max(1, out["requests_after_1s"]), 4)
 
 
 def free_port():
@@ -74,7 +135,7 @@ def summarize(results, t_begin):
     }
 
 
-def run_onelayer(args, origin, dead):
+def run_onelayer(args, origin, dead, resetter):
     upstream = {"name": "origin", "endpoints": [origin.endpoint, "127.0.0.1:%d" % dead],
                 "connect_timeout": args.connect_timeout}
     if args.breaker:
@@ -99,6 +160,7 @@ def run_onelayer(args, origin, dead):
                                              reason="budget_exhausted")
         out["circuit_open"] = metric_sum(text, "onelayer_retries_declined_total", reason="circuit_open")
         out["ejections"] = metric_sum(text, "onelayer_endpoint_ejections_total")
+        count_dead_attempts(out, resetter, t_begin)
         return out
     finally:
         proxy.stop(expect_code=None)
@@ -150,7 +212,7 @@ http {{
 """
 
 
-def run_peer(args, origin, dead):
+def run_peer(args, origin, dead, resetter):
     exe = shutil.which(args.proxy) or "/usr/sbin/" + args.proxy
     tmp = tempfile.mkdtemp(prefix="ep-health-")
     port = free_port()
@@ -179,6 +241,7 @@ def run_peer(args, origin, dead):
         # The dead endpoint never answers, so the origin's arrivals are the
         # successful attempts; extra attempts are not visible from outside.
         out["healthy_arrivals"] = origin.count() - before
+        count_dead_attempts(out, resetter, t_begin)
         return out
     finally:
         proc.terminate()
@@ -189,28 +252,70 @@ def run_peer(args, origin, dead):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--proxy", default="onelayer", choices=["onelayer", "haproxy", "nginx"])
-    ap.add_argument("--requests", type=int, default=1000)
-    ap.add_argument("--concurrency", type=int, default=10)
-    ap.add_argument("--breaker", action="store_true", help="onelayer: add a circuit breaker")
-    ap.add_argument("--balance", default=None, help="onelayer: p2c or round_robin")
-    ap.add_argument("--dead", default="refuse", choices=["refuse", "blackhole"])
-    ap.add_argument("--connect-timeout", default="250ms")
-    args = ap.parse_args()
+def run_one(args, proxy):
     origin = h.Origin(default=h.respond(200, body=b"ok"))
-    dead, keep = dead_endpoint(args.dead)
+    dead, keep, resetter = dead_endpoint(args.dead)
     try:
-        out = run_onelayer(args, origin, dead) if args.proxy == "onelayer" else run_peer(args, origin, dead)
+        run = run_onelayer if proxy == "onelayer" else run_peer
+        args.proxy = proxy
+        out = run(args, origin, dead, resetter)
     finally:
         origin.stop()
         for s in keep:
             s.close()
-    out.update({"proxy": args.proxy, "dead": args.dead, "breaker": args.breaker,
+    out.update({"proxy": proxy, "dead": args.dead, "breaker": args.breaker,
                 "concurrency": args.concurrency})
-    print(json.dumps(out, sort_keys=True))
+    return out
+
+
+def compare(args):
+    """All three proxies in one run; a table; the targets checked."""
+    rows = [run_one(args, p) for p in ("onelayer", "haproxy", "nginx")]
+    print("| proxy | requests | errors | error rate | errors after 1 s | extra attempts/request "
+          "| after 1 s | p50 ms | p99 ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print("| %s | %d | %d | %.2f%% | %d | %s | %s | %.2f | %.2f |" % (
+            r["proxy"], r["requests"], r["errors"], 100 * r["error_rate"], r["errors_after_1s"],
+            r.get("extra_attempts_per_request", "not visible"),
+            r.get("extra_attempts_per_request_after_1s", "not visible"), r["p50_ms"], r["p99_ms"]))
+    ol, peers = rows[0], rows[1:]
+    late_rate = lambda r: r["errors_after_1s"] / max(1, r["requests_after_1s"])
+    if ol["requests_after_1s"] == 0:
+        print("\nthe run ended within its first second: raise --requests")
+        return 2
+    checks = [("errors after 1 s <= 0.5%", late_rate(ol) <= 0.005)]
+    if "extra_attempts_per_request_after_1s" in ol:
+        checks.append(("extra attempts/request after 1 s <= 0.05",
+                       ol["extra_attempts_per_request_after_1s"] <= 0.05))
+    for p in peers:
+        checks.append(("error rate after 1 s <= %s's" % p["proxy"], late_rate(ol) <= late_rate(p)))
+        if "extra_attempts_per_request_after_1s" in p:
+            checks.append(("extra attempts/request after 1 s <= %s's" % p["proxy"],
+                           ol["extra_attempts_per_request_after_1s"] <= p["extra_attempts_per_request_after_1s"]))
+    print()
+    for name, ok in checks:
+        print("- %s: %s" % (name, "met" if ok else "NOT met"))
+    print(json.dumps(rows, sort_keys=True))
+    return 0 if all(ok for _, ok in checks) else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--proxy", default="onelayer", choices=["onelayer", "haproxy", "nginx"])
+    ap.add_argument("--compare", action="store_true", help="run all three proxies, print a table")
+    ap.add_argument("--requests", type=int, default=1000)
+    ap.add_argument("--concurrency", type=int, default=10)
+    ap.add_argument("--breaker", action="store_true", help="onelayer: add a circuit breaker")
+    ap.add_argument("--balance", default=None, help="onelayer: p2c or round_robin")
+    ap.add_argument("--dead", default="refuse", choices=["refuse", "blackhole", "reset"])
+    ap.add_argument("--connect-timeout", default="250ms")
+    args = ap.parse_args()
+    if args.compare:
+        return compare(args)
+    print(json.dumps(run_one(args, args.proxy), sort_keys=True))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
