@@ -141,6 +141,41 @@ class WorkersTest(IntegrationTest):
         self.assertEqual(len(ops.series(text, "onelayer_retry_budget_tokens")), 1,
                          "one budget gauge for the one upstream")
 
+    def test_endpoint_ejection_is_shared_by_both_workers(self):
+        # One refusing endpoint of two. Each connection first gets a no_route
+        # answer (its log line names the worker thread), then proxies: both
+        # workers send attempts to the dead endpoint, and the one outlier
+        # detector ejects it once. Per-worker detectors would eject it twice.
+        origin = self.start_origin()
+        dead_port, dead_sock = h.closed_port()
+        self.addCleanup(dead_sock.close)
+        proxy = self.start_proxy(ops.config(
+            [ops.listener("main", [ops.route("api", match={"path_prefix": "/api"},
+                                             retry={"max_attempts": 3, "backoff": ops.FAST_BACKOFF})])],
+            [ops.upstream("origin", [origin.endpoint, "127.0.0.1:%d" % dead_port],
+                          outlier_detection={"consecutive_failures": 3, "base_ejection": "30s"})],
+            workers=2))
+        port = proxy.port()
+
+        def one(i):
+            with h.Conn(port) as c:
+                statuses = [c.request("GET", "/not-routed/%d" % i).status]
+                statuses += [c.request("GET", "/api/%d/%d" % (i, k)).status for k in range(4)]
+                return statuses
+        results, errors = parallel(CONNECTIONS, one)
+        self.assertEqual(errors, [])
+        self.assertEqual(results, [[404, 200, 200, 200, 200]] * CONNECTIONS)
+        lines = [l for l in proxy.stderr().splitlines() if "no_route" in l]
+        threads = {re.search(r"\[(\d+)\]", l).group(1) for l in lines}
+        self.assertEqual(len(threads), 2, "connections were served by threads %r" % threads)
+        text = ops.metrics(self, proxy)
+        self.assertEqual(ops.value(text, "onelayer_endpoint_ejections_total", upstream="origin",
+                                   endpoint="127.0.0.1:%d" % dead_port), 1)
+        self.assertEqual(ops.value(text, "onelayer_endpoint_ejected", upstream="origin",
+                                   endpoint="127.0.0.1:%d" % dead_port), 1)
+        ejected = [l for l in proxy.stderr().splitlines() if "ejected" in l]
+        self.assertEqual(len(ejected), 1, ejected)
+
     def test_open_breaker_is_shared_by_both_workers(self):
         origin = self.start_origin(default=h.respond(503))
         proxy = self.start_proxy(ops.config(
