@@ -175,7 +175,10 @@ class Exchange {
                           UpstreamEndpoints::Result verdict = UpstreamEndpoints::Result::failure);
   void handle_failure(const AttemptResult& r, int status, const char* reason,
                       UpstreamEndpoints::Result verdict = UpstreamEndpoints::Result::failure);
-  bool decide_retry(const AttemptResult& r);
+  // Asks the core about a finished attempt and carries out a retry (backoff
+  // timer) or records the decline; the caller answers the client otherwise.
+  RetryState::Decision decide_retry(const AttemptResult& r);
+  void decline(Decline why, bool mark_exhausted);
   void respond_error(int status, const char* reason, std::string_view extra_headers = {});
   void start_when_body_buffered();
   static void on_body_deadline(uv_timer_t* t);
@@ -238,7 +241,7 @@ class Exchange {
   int status_ = 0;
   const char* error_reason_ = nullptr;
   std::string triggers_;   // retry triggers, comma separated
-  const char* declined_ = nullptr;
+  Decline declined_ = Decline::none;
   std::string endpoints_;  // endpoints tried
   uint64_t bytes_out_ = 0;
   std::string pending_head_;  // response head (and terminal chunk) not yet written

@@ -129,7 +129,7 @@ void Exchange::on_body_deadline(uv_timer_t* t) {
   Exchange* ex = exchange_of(t);
   if (!ex || ex->finished_ || !ex->awaiting_body_) return;
   ex->awaiting_body_ = false;
-  ex->declined_ = nullptr;
+  ex->declined_ = Decline::none;
   ex->respond_error(504, "deadline_exceeded");
 }
 
@@ -142,23 +142,17 @@ void Exchange::on_backoff_done(uv_timer_t* t) {
 void Exchange::start_attempt() {
   waiting_backoff_ = false;
   TimePoint now = Clock::now();
-  if (!ups_->breaker.allow(now)) {
-    RetryState::Decision d = rs_->on_circuit_open();
-    declined_ = "circuit_open";
-    rm_->on_declined("circuit_open");
-    mark_exhausted_ = d.mark_exhausted;
-    respond_error(503, "circuit_open");
+  RetryState::Admission a = rs_->admit_attempt(now, &ups_->breaker);
+  if (!a.admitted) {
+    decline(a.declined, a.mark_exhausted);
+    if (a.declined == Decline::circuit_open) {
+      respond_error(503, "circuit_open");
+    } else {
+      respond_error(504, "deadline_exceeded");
+    }
     return;
   }
-  Millis t = rs_->attempt_timeout(now);
-  if (t.count() <= 0) {
-    declined_ = "deadline";
-    rm_->on_declined("deadline");
-    mark_exhausted_ = rs_->owns_retries();
-    respond_error(504, "deadline_exceeded");
-    return;
-  }
-  rs_->on_attempt_started();
+  const Millis t = a.timeout;
   rm_->on_attempt();
 
   EndpointState* ep = pick_endpoint(now);
@@ -423,7 +417,7 @@ void Exchange::refuse_request(int status, const char* reason, const char* detail
     return;
   }
   stop_timer();
-  declined_ = nullptr;
+  declined_ = Decline::none;
   if (!forwarded_any_) {
     spdlog::info("listener {}: {} {} from {}: {}", lcfg_->name, status, reason, down_->peer_ip_, detail);
     respond_error(status, reason);
@@ -440,29 +434,30 @@ void Exchange::refuse_request(int status, const char* reason, const char* detail
   respond_error(status, reason, "x-onelayer-forwarded: partial\r\n");
 }
 
-bool Exchange::decide_retry(const AttemptResult& r) {
-  TimePoint now = Clock::now();
-  // An open breaker refuses the retry before a budget token is spent on it.
-  bool breaker_open = is_retryable_outcome(r, route_->retry.retry_on) && !response_started_ &&
-                      rs_->owns_retries() && rs_->attempts_started() < route_->retry.max_attempts &&
-                      ups_->breaker.state(now) == CircuitBreaker::State::open;
-  RetryState::Decision d = breaker_open ? rs_->on_circuit_open()
-                                        : rs_->on_attempt_result(r, now, response_started_, w_->random(), &ups_->budget);
+void Exchange::decline(Decline why, bool mark_exhausted) {
+  declined_ = why;
+  rm_->on_declined(why);  // counts only the reasons that are labels
+  mark_exhausted_ = mark_exhausted;
+}
+
+RetryState::Decision Exchange::decide_retry(const AttemptResult& r) {
+  RetryState::Decision d =
+      rs_->on_attempt_result(r, Clock::now(), response_started_, w_->random(), &ups_->budget, &ups_->breaker);
   if (d.retry) {
-    rm_->on_retry(d.trigger);
+    rm_->on_retry(d.trigger.outcome, d.trigger.status);
     if (!triggers_.empty()) triggers_ += ',';
-    triggers_ += d.trigger;
+    append_trigger_name(triggers_, d.trigger);
     drop_upstream();
     waiting_backoff_ = true;
     arm_timer(d.wait, on_backoff_done);
-    return true;
+    return d;
   }
-  if (d.declined != Decline::none && d.declined != Decline::not_retryable) {
-    declined_ = decline_name(d.declined);
-    rm_->on_declined(declined_);
+  if (is_counted_decline(d.declined)) {
+    decline(d.declined, d.mark_exhausted);
+  } else {
+    mark_exhausted_ = d.mark_exhausted;
   }
-  mark_exhausted_ = d.mark_exhausted;
-  return false;
+  return d;
 }
 
 bool Exchange::end_failed_attempt(int status, const char* reason, UpstreamEndpoints::Result verdict) {
@@ -482,8 +477,10 @@ bool Exchange::end_failed_attempt(int status, const char* reason, UpstreamEndpoi
 void Exchange::handle_failure(const AttemptResult& r, int status, const char* reason,
                               UpstreamEndpoints::Result verdict) {
   if (!end_failed_attempt(status, reason, verdict)) return;
-  if (decide_retry(r)) return;
-  if (declined_ && std::string_view(declined_) == "deadline") {
+  RetryState::Decision d = decide_retry(r);
+  if (d.retry) return;
+  // No time left for another attempt: the caller hears of the deadline.
+  if (d.declined == Decline::deadline) {
     respond_error(504, "deadline_exceeded");
     return;
   }
@@ -532,7 +529,7 @@ int Exchange::on_up_head(MessageHead& head) {
   end_attempt(!server_error                                   ? Result::success
               : route_->retry.retry_on.has_status(head.status) ? Result::failure
                                                                : Result::server_error);
-  if (is_retryable_outcome(r, route_->retry.retry_on) && decide_retry(r)) return -1;
+  if (decide_retry(r).retry) return -1;
 
   status_ = head.status;
   bool http11_down = req_.http_major == 1 && req_.http_minor >= 1;
@@ -684,7 +681,7 @@ void Exchange::record(int status) {
   a.path = req_.target;
   a.upstream_endpoints = endpoints_;
   a.retry_reasons = triggers_;
-  a.declined = declined_ ? declined_ : "";
+  a.declined = is_counted_decline(declined_) ? decline_name(declined_) : "";
   a.error = error_reason_ ? error_reason_ : "";
   a.status = status;
   a.attempts = rs_ ? rs_->attempts_started() : 0;
