@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 
+#include "core/units.h"
+
 #ifndef ONELAYER_VERSION
 #define ONELAYER_VERSION "unknown"
 #endif
@@ -32,14 +34,6 @@ size_t slot_of(int64_t second) {
 }
 
 uint64_t tag_of(int64_t second) { return static_cast<uint64_t>(second) & kTagMask; }
-
-std::string format_double(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, res.ptr);
-}
 
 std::string escape_help(std::string_view text) {
   std::string out;

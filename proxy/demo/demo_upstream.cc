@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/http_status.h"
+
 namespace {
 
 constexpr size_t kMaxHeadBytes = 64 * 1024;
@@ -91,33 +93,6 @@ struct Reply {
 };
 
 // ---- small helpers ----
-
-const char* reason_phrase(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 301: return "Moved Permanently";
-    case 302: return "Found";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 413: return "Content Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "Status";
-  }
-}
 
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -316,7 +291,7 @@ void write(Conn* c, std::string data) {
 std::string serialize(const Conn& c, const Reply& r, bool close) {
   const bool head = c.parser.method == HTTP_HEAD;
   const bool no_body_status = r.status == 204 || r.status == 304;
-  std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + reason_phrase(r.status) + "\r\n";
+  std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + onelayer::status_text(r.status) + "\r\n";
   if (!no_body_status) {
     out += "Content-Type: " + r.content_type + "\r\n";
   }
@@ -475,7 +450,7 @@ void reject(Conn* c, llhttp_errno_t err) {
   const int status = c->reject_status != 0 ? c->reject_status : 400;
   std::fprintf(stderr, "demo:%d bad request -> %d: %s %s\n", c->server != nullptr ? c->server->port : 0, status,
                llhttp_errno_name(err), c->parser.reason != nullptr ? c->parser.reason : "");
-  Reply r = text(status, std::string(reason_phrase(status)) + "\n");
+  Reply r = text(status, std::string(onelayer::status_text(status)) + "\n");
   c->close_after_write = true;
   write(c, serialize(*c, r, true));
 }

@@ -8,6 +8,9 @@
 #include <exception>
 #include <string_view>
 
+#include "core/http_status.h"
+#include "shell/socket_address.h"
+
 namespace onelayer {
 
 // One admin client. Owns two handles (the socket and its idle timer); the
@@ -50,22 +53,6 @@ struct Response {
   std::string allow;  // for 405
 };
 
-const char* reason_phrase(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
-  }
-}
-
 Response text(int status, std::string body) {
   Response r;
   r.status = status;
@@ -82,35 +69,6 @@ Response method_not_allowed(const char* allow) {
 std::string with_newline(std::string s) {
   if (!s.empty() && s.back() != '\n') s += '\n';
   return s;
-}
-
-// Resolves `addr` into `out`: IP literals first, then a blocking lookup
-// (listen() runs at startup, before the loop serves anything).
-int resolve(uv_loop_t* loop, const HostPort& addr, sockaddr_storage* out) {
-  const std::string host = addr.host.empty() ? "127.0.0.1" : addr.host;
-  std::memset(out, 0, sizeof *out);
-  if (uv_ip4_addr(host.c_str(), addr.port, reinterpret_cast<sockaddr_in*>(out)) == 0) return 0;
-  if (uv_ip6_addr(host.c_str(), addr.port, reinterpret_cast<sockaddr_in6*>(out)) == 0) return 0;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  uv_getaddrinfo_t req;
-  int r = uv_getaddrinfo(loop, &req, nullptr, host.c_str(), nullptr, &hints);
-  if (r < 0) return r;
-  r = UV_EAI_NONAME;
-  for (addrinfo* ai = req.addrinfo; ai != nullptr; ai = ai->ai_next) {
-    if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
-    std::memcpy(out, ai->ai_addr, ai->ai_addrlen);
-    if (ai->ai_family == AF_INET) {
-      reinterpret_cast<sockaddr_in*>(out)->sin_port = htons(addr.port);
-    } else {
-      reinterpret_cast<sockaddr_in6*>(out)->sin6_port = htons(addr.port);
-    }
-    r = 0;
-    break;
-  }
-  uv_freeaddrinfo(req.addrinfo);
-  return r;
 }
 
 int bound_port(const uv_tcp_t* tcp) {
@@ -258,7 +216,7 @@ struct AdminServer::Callbacks {
     out += "HTTP/1.1 ";
     out += std::to_string(r.status);
     out += ' ';
-    out += reason_phrase(r.status);
+    out += status_text(r.status);
     out += "\r\nContent-Type: ";
     out += r.content_type;
     out += "\r\nContent-Length: ";
@@ -359,7 +317,7 @@ struct AdminServer::Callbacks {
     const int status = c->reject_status != 0 ? c->reject_status : 400;
     spdlog::warn("admin: rejecting request with {}: {} ({})", status, llhttp_errno_name(err),
                  c->parser.reason != nullptr ? c->parser.reason : "");
-    Response r = text(status, with_newline(reason_phrase(status)));
+    Response r = text(status, with_newline(status_text(status)));
     send(c, r, false, true, false);
     c->close_after_write = true;
   }
@@ -410,14 +368,14 @@ AdminServer::~AdminServer() {
 int AdminServer::listen(const HostPort& addr) {
   if (closing_) return UV_EINVAL;
   if (listener_ != nullptr) return UV_EBUSY;
-  sockaddr_storage ss;
-  int r = resolve(loop_, addr, &ss);
-  if (r < 0) {
-    spdlog::error("admin: cannot resolve {}: {}", addr.host, uv_strerror(r));
-    return r;
+  sockaddr_storage ss{};
+  if (std::string err = resolve_address_blocking(addr.host.empty() ? "127.0.0.1" : addr.host, addr.port, &ss);
+      !err.empty()) {
+    spdlog::error("admin: {}", err);
+    return UV_EAI_NONAME;
   }
   auto* tcp = new uv_tcp_t;
-  r = uv_tcp_init(loop_, tcp);
+  int r = uv_tcp_init(loop_, tcp);
   if (r < 0) {
     delete tcp;  // never registered with the loop
     return r;

@@ -207,7 +207,6 @@ class Exchange {
   RetryOwnership ownership_;
   std::optional<RetryState> rs_;
   TimePoint started_;
-  std::chrono::system_clock::time_point wall_start_;
 
   std::string body_;          // replay buffer, or unsent bytes once streaming
   size_t body_sent_ = 0;      // bytes of body_ written to the current attempt
@@ -232,7 +231,6 @@ class Exchange {
   int pick_addr_ = -1;  // the picked member's index in its EndpointState's addrs (-1: any)
   bool waiting_backoff_ = false;
   bool response_started_ = false;
-  bool response_done_ = false;
   bool finished_ = false;
   bool resp_chunked_down_ = false;  // re-framing upstream body as chunked downstream
   bool resp_close_delimited_down_ = false;

@@ -6,6 +6,7 @@
 
 #include <charconv>
 
+#include "core/http_status.h"
 #include "core/retry_after.h"
 #include "shell/connections.h"
 #include "shell/endpoint_log.h"
@@ -48,7 +49,6 @@ Exchange::~Exchange() {
 
 void Exchange::start() {
   started_ = Clock::now();
-  wall_start_ = std::chrono::system_clock::now();
   ownership_ = detect_outer_owner(req_.headers, cfg_->headers);
   Millis timeout = route_->timeout;
   if (auto in = incoming_timeout_ms(req_.headers, cfg_->headers)) timeout = std::min(timeout, Millis(*in));
@@ -626,7 +626,6 @@ int Exchange::on_up_body(const char* data, size_t len) {
 
 void Exchange::on_up_end(bool reusable) {
   if (finished_) return;
-  response_done_ = true;
   if (resp_chunked_down_) pending_head_ += "0\r\n\r\n";
   flush_head();
   if (up_) {

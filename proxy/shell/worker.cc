@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "shell/connections.h"
+#include "shell/socket_address.h"
 
 namespace onelayer {
 
@@ -211,10 +212,6 @@ void Worker::down_closed(DownConn* d) {
     --conn_count_;
     d->listener_->connections--;
     rt_.metrics.downstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
-    if (d->listener_->closing && d->listener_->connections == 0 &&
-        uv_is_closing(reinterpret_cast<uv_handle_t*>(&d->listener_->tcp))) {
-      // listener already closed; its memory is released in its close callback
-    }
   }
   maybe_finish_drain();
 }
@@ -352,8 +349,7 @@ EndpointState* Worker::endpoint(const HostPort& hp, const Upstream& u) {
     e->worker = this;
     e->gai_req.data = e.get();
     sockaddr_storage ss{};
-    if (uv_ip4_addr(hp.host.c_str(), hp.port, reinterpret_cast<sockaddr_in*>(&ss)) == 0 ||
-        uv_ip6_addr(hp.host.c_str(), hp.port, reinterpret_cast<sockaddr_in6*>(&ss)) == 0) {
+    if (ip_literal_address(hp.host, hp.port, &ss)) {
       e->literal = true;
       e->addrs.push_back(ss);
     }
