@@ -9,19 +9,18 @@
 #include <string_view>
 
 #include "core/http_status.h"
+#include "shell/handle_wrap.h"
 #include "shell/socket_address.h"
 
 namespace onelayer {
 
 // One admin client. Owns two handles (the socket and its idle timer); the
-// object is deleted only when both close callbacks have run.
-struct AdminServer::Conn {
+// object is deleted only when both close callbacks have run (HandleWrap).
+struct AdminServer::Conn : HandleWrap<AdminServer::Conn> {
   AdminServer* server = nullptr;  // null once the server is destroyed
   uv_tcp_t tcp{};
   uv_timer_t idle{};
   llhttp_t parser{};
-  int open_handles = 0;
-  bool closing = false;
   bool counted = false;        // counts toward serving_
   bool close_after_write = false;  // no more requests: close once writes are done
   bool lingering = false;      // FIN sent: discard input until EOF or the timer
@@ -33,6 +32,14 @@ struct AdminServer::Conn {
   size_t body_bytes = 0;
   bool keep_alive = true;
   int reject_status = 0;  // set when a limit stops the parser
+
+  // Both handles are initialized (uv_*_init) and belong to this object now.
+  void adopt_handles() {
+    adopt(&tcp);
+    adopt(&idle);
+  }
+  void close() { close_handles(nullptr, &tcp, &idle); }
+  void on_closed();
 };
 
 namespace {
@@ -156,7 +163,7 @@ struct AdminServer::Callbacks {
 
   static int on_message_complete(llhttp_t* p) {
     Conn* c = conn_of(p);
-    if (c->server == nullptr || c->closing) return HPE_PAUSED;
+    if (c->server == nullptr || c->closing()) return HPE_PAUSED;
     const bool head_only = p->method == HTTP_HEAD;
     Response r = dispatch(*c->server, static_cast<llhttp_method_t>(p->method), c->url);
     spdlog::debug("admin: {} {} -> {}", llhttp_method_name(static_cast<llhttp_method_t>(p->method)), c->url, r.status);
@@ -263,7 +270,7 @@ struct AdminServer::Callbacks {
   // client reads our last response instead of a reset (closing a socket with
   // unread input makes the kernel send RST).
   static void linger(Conn* c) {
-    if (c->closing || c->lingering) return;
+    if (c->closing() || c->lingering) return;
     c->lingering = true;
     auto* req = new uv_shutdown_t;
     req->data = c;
@@ -282,10 +289,10 @@ struct AdminServer::Callbacks {
     if (status < 0) close_conn(c);
   }
 
-  static void on_idle(uv_timer_t* t) { close_conn(static_cast<Conn*>(t->data)); }
+  static void on_idle(uv_timer_t* t) { close_conn(Conn::owner_of(t)); }
 
   static void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
-    Conn* c = static_cast<Conn*>(h->data);
+    Conn* c = Conn::owner_of(h);
     if (c->server == nullptr) {
       *buf = uv_buf_init(nullptr, 0);  // makes libuv report UV_ENOBUFS: the read callback closes
       return;
@@ -295,15 +302,15 @@ struct AdminServer::Callbacks {
   }
 
   static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
-    Conn* c = static_cast<Conn*>(stream->data);
+    Conn* c = Conn::owner_of(stream);
     if (nread < 0) {
       close_conn(c);  // EOF, reset, or no buffer
       return;
     }
-    if (nread == 0 || c->closing || c->lingering || c->close_after_write || c->server == nullptr) return;
+    if (nread == 0 || c->closing() || c->lingering || c->close_after_write || c->server == nullptr) return;
     uv_timer_start(&c->idle, on_idle, c->server->limits_.idle_timeout_ms, 0);
     const llhttp_errno_t err = llhttp_execute(&c->parser, buf->base, static_cast<size_t>(nread));
-    if (err == HPE_OK || err == HPE_PAUSED || c->closing) return;
+    if (err == HPE_OK || err == HPE_PAUSED || c->closing()) return;
     if (err == HPE_PAUSED_UPGRADE) {
       // The request was answered; the admin listener never switches protocols.
       c->close_after_write = true;
@@ -331,19 +338,7 @@ struct AdminServer::Callbacks {
     if (s != nullptr && !s->closing_) s->accept_one();
   }
 
-  static void close_conn(Conn* c) {
-    if (c->closing) return;
-    c->closing = true;
-    uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), on_conn_handle_closed);
-    uv_close(reinterpret_cast<uv_handle_t*>(&c->idle), on_conn_handle_closed);
-  }
-
-  static void on_conn_handle_closed(uv_handle_t* h) {
-    Conn* c = static_cast<Conn*>(h->data);
-    if (--c->open_handles > 0) return;
-    if (c->server != nullptr) c->server->conn_closed(c);
-    delete c;
-  }
+  static void close_conn(Conn* c) { c->close(); }
 
   static void on_listener_closed(uv_handle_t* h) {
     auto* tcp = reinterpret_cast<uv_tcp_t*>(h);
@@ -400,14 +395,12 @@ int AdminServer::port() const { return listener_ != nullptr ? port_ : 0; }
 void AdminServer::accept_one() {
   auto* c = new Conn;
   c->server = this;
-  c->tcp.data = c;
-  c->idle.data = c;
   if (uv_tcp_init(loop_, &c->tcp) < 0) {
     delete c;
     return;
   }
   uv_timer_init(loop_, &c->idle);
-  c->open_handles = 2;
+  c->adopt_handles();
   connections_.push_back(c);
   if (uv_accept(reinterpret_cast<uv_stream_t*>(listener_), reinterpret_cast<uv_stream_t*>(&c->tcp)) < 0) {
     Callbacks::close_conn(c);
@@ -427,6 +420,10 @@ void AdminServer::accept_one() {
   if (uv_read_start(reinterpret_cast<uv_stream_t*>(&c->tcp), Callbacks::on_alloc, Callbacks::on_read) < 0) {
     Callbacks::close_conn(c);
   }
+}
+
+void AdminServer::Conn::on_closed() {
+  if (server != nullptr) server->conn_closed(this);
 }
 
 void AdminServer::conn_closed(Conn* c) {

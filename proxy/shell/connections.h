@@ -96,6 +96,7 @@ class DownConn final : public Conn, public HttpParser::Handler {
   int on_body(const char* data, size_t len) override;
   int on_message_end() override;
   void on_write_done(int status) override;
+  void on_closed() override;  // leaves the worker's list and its listener's count
 
   void on_read(ssize_t nread, const uv_buf_t* buf);
   void process_input(const char* data, size_t len);
@@ -111,7 +112,7 @@ class DownConn final : public Conn, public HttpParser::Handler {
   void account_in(size_t n);
   void buffer_pipelined(const char* data, size_t len);
 
-  WorkerListener* listener_;  // outlives its connections (see Worker::close_listener)
+  WorkerListener* listener_;  // outlives its connections (it frees itself after the last)
   HttpParser parser_;
   std::unique_ptr<std::string> pending_in_;  // bytes after a paused (pipelined) message; rare
   std::unique_ptr<Exchange> ex_;

@@ -95,7 +95,7 @@ void Exchange::arm_timer(Millis ms, void (*cb)(uv_timer_t*)) {
 void Exchange::stop_timer() { down_->disarm_timer(); }
 
 static Exchange* exchange_of(uv_timer_t* t) {
-  auto* d = static_cast<DownConn*>(t->data);
+  auto* d = Conn::of<DownConn>(t);
   return d->ex_.get();
 }
 

@@ -15,8 +15,6 @@ namespace onelayer {
 static constexpr Millis kDnsRefresh{30'000};
 
 UpConn::UpConn(Worker* w, EndpointState* ep) : Conn(w), ep_(ep), parser_(HTTP_RESPONSE, this) {
-  uv_tcp_init(w->loop(), &tcp_);
-  uv_timer_init(w->loop(), &timer_);
   connect_req_.data = this;
   parser_.set_limits(64 * 1024, 256);
   auto& m = w->runtime().metrics;
@@ -98,7 +96,7 @@ void UpConn::connect(Millis timeout) {
       }
       ep_->waiting.push_back(this);
       arm_timer(static_cast<uint64_t>(timeout.count()), [](uv_timer_t* t) {
-        auto* u = static_cast<UpConn*>(t->data);
+        auto* u = Conn::of<UpConn>(t);
         if (u->ex_) u->ex_->on_connect_failed(UV_ETIMEDOUT, true);
       });
       return;
@@ -119,7 +117,7 @@ void UpConn::pause_reading() {
 }
 
 void UpConn::resume_reading() {
-  if (closing_ || reading_ || !connected_) return;
+  if (closing() || reading_ || !connected_) return;
   if (uv_read_start(stream(), Conn::no_read_buffer, Conn::on_readable<UpConn>) == 0) reading_ = true;
 }
 
@@ -138,6 +136,7 @@ void UpConn::start_connect() {
   addr_used_ = static_cast<int>(at);
   int rc = uv_tcp_connect(&connect_req_, &tcp_, reinterpret_cast<const sockaddr*>(&ss), [](uv_connect_t* req, int status) {
     auto* u = static_cast<UpConn*>(req->data);
+    u->connecting_ = false;
     if (status == UV_ECANCELED || u->closing()) return;
     u->disarm_timer();
     if (status < 0) {
@@ -150,16 +149,17 @@ void UpConn::start_connect() {
     u->resume_reading();
     if (u->ex_) u->ex_->on_connected();
   });
+  connecting_ = rc == 0;
   if (rc != 0) {
     // Report on the next turn so the caller's stack unwinds first.
     arm_timer(0, [](uv_timer_t* t) {
-      auto* u = static_cast<UpConn*>(t->data);
+      auto* u = Conn::of<UpConn>(t);
       if (u->ex_) u->ex_->on_connect_failed(UV_ECONNREFUSED, false);
     });
     return;
   }
   arm_timer(static_cast<uint64_t>(connect_timeout_.count()), [](uv_timer_t* t) {
-    auto* u = static_cast<UpConn*>(t->data);
+    auto* u = Conn::of<UpConn>(t);
     if (u->ex_) u->ex_->on_connect_failed(UV_ETIMEDOUT, false);
   });
 }
@@ -188,7 +188,7 @@ void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
   }
   size_t len = static_cast<size_t>(nread);
   size_t used = parser_.feed(buf->base, len);
-  if (!ex_ || closing_) return;  // the exchange let go of this connection meanwhile
+  if (!ex_ || closing()) return;  // the exchange let go of this connection meanwhile
   if (message_done_) {
     message_done_ = false;
     bool extra = used < len;
@@ -246,7 +246,7 @@ void UpConn::on_write_done(int status) {
 
 void UpConn::release_to_pool() {
   ex_ = nullptr;
-  if (closing_ || ep_->idle.size() >= ep_->max_idle || worker_->draining()) {
+  if (closing() || ep_->idle.size() >= ep_->max_idle || worker_->draining()) {
     detach_and_close();
     return;
   }
@@ -257,12 +257,12 @@ void UpConn::release_to_pool() {
   resume_reading();  // notices an upstream close while pooled
   ep_->idle.push_back(this);
   arm_timer(static_cast<uint64_t>(ep_->idle_timeout.count()), [](uv_timer_t* t) {
-    static_cast<UpConn*>(t->data)->detach_and_close();
+    Conn::of<UpConn>(t)->detach_and_close();
   });
 }
 
 void UpConn::detach_and_close(bool reset) {
-  if (closing_) return;
+  if (closing()) return;
   ex_ = nullptr;
   if (idle_) {
     auto& v = ep_->idle;

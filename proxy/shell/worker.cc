@@ -14,13 +14,11 @@
 namespace onelayer {
 
 Conn::Conn(Worker* w) : worker_(w) {
-  tcp_.data = this;
-  timer_.data = this;
+  uv_tcp_init(w->loop(), &tcp_);
+  uv_timer_init(w->loop(), &timer_);
+  adopt(&tcp_);
+  adopt(&timer_);
 }
-
-void conn_handle_closed(Conn* c);  // downstream.cc: the last of both handles frees the owner
-
-static void on_conn_handle_closed(uv_handle_t* h) { conn_handle_closed(static_cast<Conn*>(h->data)); }
 
 ssize_t Conn::recv_now(uv_buf_t* buf) {
   uv_os_fd_t fd;
@@ -45,7 +43,7 @@ void Conn::arm_timer(uint64_t ms, uv_timer_cb cb) {
 }
 
 void Conn::on_timer(uv_timer_t* t) {
-  Conn* c = static_cast<Conn*>(t->data);
+  Conn* c = of(t);
   if (c->timer_cb_ == nullptr) return;  // disarmed since: nothing is due
   uint64_t now = uv_now(t->loop);
   if (now < c->deadline_) {  // pushed back since it was scheduled
@@ -58,15 +56,10 @@ void Conn::on_timer(uv_timer_t* t) {
 }
 
 void Conn::close_handles(bool reset) {
-  if (closing_) return;
-  closing_ = true;
+  if (closing()) return;
   timer_cb_ = nullptr;
   uv_timer_stop(&timer_);
-  if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&tcp_)) &&
-      !(reset && uv_tcp_close_reset(&tcp_, on_conn_handle_closed) == 0))
-    uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), on_conn_handle_closed);
-  if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&timer_)))
-    uv_close(reinterpret_cast<uv_handle_t*>(&timer_), on_conn_handle_closed);
+  HandleWrap::close_handles(reset ? &tcp_ : nullptr, &tcp_, &timer_);
 }
 
 Worker::Worker(Runtime& rt, int index) : rt_(rt), index_(index), read_buf_(new char[kReadBufferSize]) {
@@ -109,7 +102,7 @@ void Worker::post_listeners(std::vector<ListenSocket> add, std::vector<std::stri
     inbox_.push_back([this, add = std::move(add), remove = std::move(remove)] {
       for (const std::string& name : remove) {
         for (WorkerListener* l : listeners_)
-          if (l->name == name && !l->closing) close_listener(l);
+          if (l->name() == name && l->listening()) close_listener(l);
       }
       for (const ListenSocket& s : add) open_listener(s);
     });
@@ -123,7 +116,7 @@ void Worker::post_drain() {
     inbox_.push_back([this] {
       draining_ = true;
       for (WorkerListener* l : listeners_)
-        if (!l->closing) close_listener(l);
+        if (l->listening()) close_listener(l);
       // Copy: drain() may close connections and unlink them.
       for (DownConn* d : connections()) d->drain();
       maybe_finish_drain();
@@ -138,7 +131,7 @@ void Worker::post_force_close() {
     inbox_.push_back([this] {
       draining_ = true;
       for (WorkerListener* l : listeners_)
-        if (!l->closing) close_listener(l);
+        if (l->listening()) close_listener(l);
       for (DownConn* d : connections()) d->abort_connection("drain_timeout");
       close_everything();
     });
@@ -173,10 +166,10 @@ void Worker::close_everything() {
 }
 
 static void on_connection(uv_stream_t* server, int status) {
-  WorkerListener* l = static_cast<WorkerListener*>(server->data);
-  Worker* w = l->worker;
+  WorkerListener* l = WorkerListener::of(server);
+  Worker* w = l->worker();
   if (status < 0) {
-    spdlog::warn("listener {}: accept error: {}", l->name, uv_strerror(status));
+    spdlog::warn("listener {}: accept error: {}", l->name(), uv_strerror(status));
     return;
   }
   DownConn* d = new DownConn(w, l);
@@ -194,7 +187,7 @@ void Worker::track(DownConn* d) {
   conns_ = d;
   d->tracked_ = true;
   ++conn_count_;
-  d->listener_->connections++;
+  d->listener_->connection_opened();
   rt_.metrics.downstream_connections_active.fetch_add(1, std::memory_order_relaxed);
   rt_.metrics.downstream_connections_total.fetch_add(1, std::memory_order_relaxed);
 }
@@ -210,44 +203,32 @@ void Worker::down_closed(DownConn* d) {
     d->prev_ = d->next_ = nullptr;
     d->tracked_ = false;
     --conn_count_;
-    d->listener_->connections--;
+    d->listener_->connection_closed();  // may free a closed listener
     rt_.metrics.downstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
   }
   maybe_finish_drain();
 }
 
 void Worker::open_listener(const ListenSocket& s) {
-  auto* l = new WorkerListener;
-  l->worker = this;
-  l->name = s.listener;
-  uv_tcp_init(&loop_, &l->tcp);
-  l->tcp.data = l;
-  int rc = uv_tcp_open(&l->tcp, s.fd);
-  if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&l->tcp), 1024, on_connection);
-  if (rc != 0) {
+  int rc = 0;
+  WorkerListener* l = WorkerListener::open(this, &loop_, s.listener, s.fd, on_connection, &rc);
+  if (l == nullptr) {
     spdlog::error("worker {}: listener {} failed: {}", index_, s.listener, uv_strerror(rc));
-    uv_close(reinterpret_cast<uv_handle_t*>(&l->tcp), [](uv_handle_t* h) {
-      delete static_cast<WorkerListener*>(h->data);
-    });
     return;
   }
   listeners_.push_back(l);
 }
 
+// Connections keep their listener's pointer: it frees itself once closed and
+// without connections.
 void Worker::close_listener(WorkerListener* l) {
-  l->closing = true;
   for (auto it = listeners_.begin(); it != listeners_.end(); ++it) {
     if (*it == l) {
       listeners_.erase(it);
       break;
     }
   }
-  // Connections keep their WorkerListener pointer for counting, so the
-  // struct outlives the handle: it is leaked into a graveyard freed at exit.
-  static thread_local std::vector<std::unique_ptr<WorkerListener>> graveyard;
-  uv_close(reinterpret_cast<uv_handle_t*>(&l->tcp), [](uv_handle_t* h) {
-    graveyard.emplace_back(static_cast<WorkerListener*>(h->data));
-  });
+  l->close();
 }
 
 std::vector<DownConn*> Worker::connections() const {
@@ -299,7 +280,7 @@ int Worker::write(Conn* c, const uv_buf_t* parts, unsigned n) {
   for (unsigned i = 0; i < n; ++i) total += parts[i].len;
   ssize_t done = 0;
   // Nothing queued and not connecting: the bytes may go out now, in order.
-  if (s->write_queue_size == 0 && s->connect_req == nullptr && total > 0) {
+  if (s->write_queue_size == 0 && !c->connecting() && total > 0) {
     done = send_now(s, parts, n, total, gather_buf_.get(), kGatherSize);
     if (done < 0) return static_cast<int>(done);
   }

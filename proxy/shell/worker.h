@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "shell/handle_wrap.h"
 #include "shell/runtime.h"
+#include "shell/worker_listener.h"
 
 namespace onelayer {
 
@@ -22,20 +24,10 @@ class DownConn;
 class Exchange;
 class UpConn;
 struct EndpointState;
-class Worker;
 
 struct ListenSocket {
   std::string listener;  // listener name
   int fd = -1;
-};
-
-struct WorkerListener {
-  Worker* worker = nullptr;
-  std::string name;
-  uv_tcp_t tcp;
-  uint32_t connections = 0;
-  bool closing = false;
-  RouteMetrics* unrouted = nullptr;  // requests answered before a route matched
 };
 
 // A write that libuv could not complete at once: owns its bytes.
@@ -45,12 +37,20 @@ struct PendingWrite {
 };
 
 // Base of both connection kinds: a TCP handle plus one timer, freed once
-// both handles are closed (never from inside one of its own callbacks).
-class Conn {
+// both handles are closed (never from inside one of its own callbacks; see
+// HandleWrap).
+class Conn : public HandleWrap<Conn> {
  public:
   explicit Conn(Worker* w);
   virtual ~Conn() = default;
   virtual void on_write_done(int status) = 0;
+  // Both handles have closed; the object is deleted next.
+  virtual void on_closed() {}
+  // The connection of one of its handles, as its own kind.
+  template <class C = Conn, class H>
+  static C* of(const H* handle) {
+    return static_cast<C*>(owner_of(handle));
+  }
   // Closes both handles; `reset` sends the peer a TCP RST instead of a FIN
   // (a request that must not look complete to it).
   void close_handles(bool reset = false);
@@ -63,7 +63,7 @@ class Conn {
   static void no_read_buffer(uv_handle_t*, size_t, uv_buf_t* buf) { *buf = uv_buf_init(nullptr, 0); }
   template <class C>
   static void on_readable(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
-    C* c = static_cast<C*>(s->data);
+    C* c = of<C>(s);
     uv_buf_t own;
     if (nread == UV_ENOBUFS) {
       nread = c->recv_now(&own);
@@ -83,17 +83,17 @@ class Conn {
   // rest. Only an earlier deadline touches libuv's timer heap.
   void arm_timer(uint64_t ms, uv_timer_cb cb);
   void disarm_timer() { timer_cb_ = nullptr; }
-  bool closing() const { return closing_; }
   size_t write_queue() const { return tcp_.write_queue_size; }
+  // A connect request is in flight: writes must queue behind it.
+  bool connecting() const { return connecting_; }
   uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp_); }
 
   Worker* worker_;
   uv_tcp_t tcp_;
   uv_timer_t timer_;
-  int closed_handles_ = 0;
 
  protected:
-  bool closing_ = false;  // packed next to closed_handles_: every idle connection holds these
+  bool connecting_ = false;  // packed next to HandleWrap's state: every idle connection holds these
 
  private:
   static void on_timer(uv_timer_t* t);
