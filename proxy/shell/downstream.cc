@@ -7,7 +7,9 @@
 
 #include "core/request_validation.h"
 #include "core/route_match.h"
-#include "shell/connections.h"
+#include "shell/downstream.h"
+#include "shell/exchange.h"
+#include "shell/worker.h"
 #include "shell/logging.h"
 #include "shell/proxy_responses.h"
 
@@ -80,7 +82,7 @@ void DownConn::pause_reading() {
 
 // Header and idle timeouts share one callback: a partial request head gets
 // 408, an idle keep-alive connection is closed.
-static void on_head_or_idle_timeout(uv_timer_t* t) {
+void DownConn::on_head_or_idle_timeout(uv_timer_t* t) {
   auto* d = Conn::of<DownConn>(t);
   if (d->ex_) return;
   if (d->parser_.in_message()) {
@@ -248,7 +250,7 @@ void DownConn::on_write_done(int status) {
   if (ex_) ex_->on_down_drained();
 }
 
-static void on_resume_timer(uv_timer_t* t) {
+void DownConn::on_resume_timer(uv_timer_t* t) {
   auto* d = Conn::of<DownConn>(t);
   d->parser_.resume();
   d->arm_idle_timer();
@@ -341,5 +343,15 @@ void DownConn::drain() {
 }
 
 void DownConn::on_closed() { worker_->down_closed(this); }
+
+void DownConn::hold_reading() {
+  want_read_ = false;
+  pause_reading();
+}
+
+void DownConn::release_reading() {
+  want_read_ = true;
+  resume_reading();
+}
 
 }  // namespace onelayer

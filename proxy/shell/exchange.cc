@@ -8,7 +8,11 @@
 
 #include "core/http_status.h"
 #include "core/retry_after.h"
-#include "shell/connections.h"
+#include "shell/downstream.h"
+#include "shell/endpoint_state.h"
+#include "shell/exchange.h"
+#include "shell/upstream.h"
+#include "shell/worker.h"
 #include "shell/endpoint_log.h"
 #include "shell/logging.h"
 #include "shell/proxy_responses.h"
@@ -24,7 +28,7 @@ static int64_t steady_ms(TimePoint t) {
 
 Exchange::Exchange(DownConn* d, GenerationPtr gen, int listener_index, const Route* route,
                    RouteMetrics* rm, MessageHead& head, std::string routing_target)
-    : down_(d), w_(d->worker_), gen_(std::move(gen)), route_(route), rm_(rm), target_(std::move(routing_target)) {
+    : down_(d), w_(d->worker()), gen_(std::move(gen)), route_(route), rm_(rm), target_(std::move(routing_target)) {
   cfg_ = gen_->config.get();
   lcfg_ = &cfg_->listeners[static_cast<size_t>(listener_index)];
   ucfg_ = &cfg_->upstreams[route_->upstream_index];
@@ -95,15 +99,14 @@ void Exchange::arm_timer(Millis ms, void (*cb)(uv_timer_t*)) {
 void Exchange::stop_timer() { down_->disarm_timer(); }
 
 static Exchange* exchange_of(uv_timer_t* t) {
-  auto* d = Conn::of<DownConn>(t);
-  return d->ex_.get();
+  return Conn::of<DownConn>(t)->exchange();
 }
 
 void Exchange::on_attempt_timeout(uv_timer_t* t) {
   Exchange* ex = exchange_of(t);
   if (!ex || ex->finished_) return;
   AttemptResult r;
-  if (ex->up_ && !ex->up_->connected_) {
+  if (ex->up_ && !ex->up_->connected()) {
     r.outcome = AttemptOutcome::connect_failure;
     r.request_may_have_reached = false;
   } else {
@@ -169,27 +172,16 @@ void Exchange::start_attempt() {
   request_end_sent_ = false;
   arm_timer(t, on_attempt_timeout);
 
-  // A DNS name's idle connections may lead to other addresses (members):
-  // take one to the picked address, else open a new one.
-  for (size_t k = ep->idle.size(); k-- > 0;) {
-    UpConn* u = ep->idle[k];
-    if (pick_addr_ >= 0 && u->addr_used_ != pick_addr_) continue;
-    ep->idle.erase(ep->idle.begin() + static_cast<std::ptrdiff_t>(k));
-    if (u->closing()) continue;
-    u->idle_ = false;
-    u->disarm_timer();
-    up_ = u;
-    u->attach(this);
-    u->expect_no_body_ = head_request_;
+  // An idle connection to the picked address, else a new one.
+  if (UpConn* pooled = ep->take_idle(pick_addr_)) {
+    up_ = pooled;
+    pooled->attach(this, head_request_);
     on_connected();
     return;
   }
-  UpConn* u = new UpConn(w_, ep);
-  up_ = u;
-  u->attach(this);
-  u->expect_no_body_ = head_request_;
-  u->addr_index_ = pick_addr_;
-  u->connect(std::min(ucfg_->connect_timeout, t));
+  up_ = new UpConn(w_, ep, pick_addr_);
+  up_->attach(this, head_request_);
+  up_->connect(std::min(ucfg_->connect_timeout, t));
 }
 
 // The balancer's choice for this attempt (a retry prefers a member not
@@ -271,7 +263,7 @@ void Exchange::send_head_and_body() {
   rw.claim_ownership = rs_->owns_retries() && route_->inner_hops == InnerHops::forbid;
   rw.attempt = rs_->attempts_started();
   rw.time_left_ms = route_->inner_hops == InnerHops::pass ? -1 : rs_->attempt_timeout(now).count();
-  rw.client_ip = down_->peer_ip_;
+  rw.client_ip = down_->peer_ip();
   rw.outer_owned = ownership_.outer_owned;
 
   std::string& out = w_->scratch();
@@ -336,7 +328,7 @@ void Exchange::send_request_end() {
 }
 
 bool Exchange::upstream_ready() const {
-  return up_ && up_->connected_ && !waiting_backoff_ && !up_->closing();
+  return up_ && up_->connected() && !waiting_backoff_ && !up_->closing();
 }
 
 void Exchange::on_request_body(const char* data, size_t len) {
@@ -373,10 +365,7 @@ void Exchange::on_request_body(const char* data, size_t len) {
     body_.append(data, len);
   }
   size_t queued = body_.size() * (replayable_ ? 0 : 1) + (up_ ? up_->write_queue() : 0);
-  if (!replayable_ && queued > kHighWater) {
-    down_->want_read_ = false;
-    down_->pause_reading();
-  }
+  if (!replayable_ && queued > kHighWater) down_->hold_reading();
 }
 
 void Exchange::on_request_end() {
@@ -391,10 +380,7 @@ void Exchange::on_request_end() {
 
 void Exchange::on_up_drained() {
   if (!up_) return;
-  if (!down_->want_read_ && up_->write_queue() < kLowWater) {
-    down_->want_read_ = true;
-    down_->resume_reading();
-  }
+  if (down_->reading_held() && up_->write_queue() < kLowWater) down_->release_reading();
 }
 
 void Exchange::on_down_drained() {
@@ -419,7 +405,7 @@ void Exchange::refuse_request(int status, const char* reason, const char* detail
   stop_timer();
   declined_ = Decline::none;
   if (!forwarded_any_) {
-    spdlog::info("listener {}: {} {} from {}: {}", lcfg_->name, status, reason, down_->peer_ip_, detail);
+    spdlog::info("listener {}: {} {} from {}: {}", lcfg_->name, status, reason, down_->peer_ip(), detail);
     respond_error(status, reason);
     return;
   }
@@ -427,7 +413,7 @@ void Exchange::refuse_request(int status, const char* reason, const char* detail
   // the upstream must see it cut, never a clean end.
   spdlog::warn("listener {}: {} {} from {}: {}; the head and part of the body (of {} bytes read) were "
                "already forwarded to {}: upstream connection reset",
-               lcfg_->name, status, reason, down_->peer_ip_, detail, body_total_,
+               lcfg_->name, status, reason, down_->peer_ip(), detail, body_total_,
                last_ep_ ? last_ep_->label : "?");
   if (up_) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
   drop_upstream(true);
@@ -495,7 +481,7 @@ void Exchange::on_connect_failed(int err, bool dns) {
   r.outcome = AttemptOutcome::connect_failure;
   r.request_may_have_reached = false;
   // A connect that waited the whole connect_timeout: a black hole, ejected at once.
-  bool black_hole = err == UV_ETIMEDOUT && !dns && up_ && up_->connect_timeout_ >= ucfg_->connect_timeout;
+  bool black_hole = err == UV_ETIMEDOUT && !dns && up_ && up_->connect_timeout() >= ucfg_->connect_timeout;
   handle_failure(r, 502, "connect_failure",
                  black_hole ? UpstreamEndpoints::Result::connect_timeout : UpstreamEndpoints::Result::failure);
 }
@@ -589,8 +575,8 @@ int Exchange::on_up_head(MessageHead& head) {
   if (mark_exhausted_) {
     fmt::format_to(std::back_inserter(out), "{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
   }
-  bool close = down_->close_after_ || w_->draining() || resp_close_delimited_down_;
-  if (close) down_->close_after_ = true;
+  bool close = down_->closes_after_response() || w_->draining() || resp_close_delimited_down_;
+  if (close) down_->close_after_response();
   out += close ? "Connection: close\r\n\r\n" : "\r\n";
   bytes_out_ += out.size();
   response_started_ = true;
@@ -659,7 +645,7 @@ void Exchange::respond_error(int status, const char* reason, std::string_view ex
   error_reason_ = reason;
   std::string extra(extra_headers);
   if (mark_exhausted_) extra += fmt::format("{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
-  bool close = down_->close_after_ || w_->draining() || !request_complete_;
+  bool close = down_->closes_after_response() || w_->draining() || !request_complete_;
   std::string out;
   append_proxy_response(out, status, reason, close, extra, head_request_);
   bytes_out_ += out.size();

@@ -8,59 +8,14 @@
 #include <charconv>
 #include <cstring>
 
-#include "shell/connections.h"
+#include "shell/conn.h"
+#include "shell/downstream.h"
+#include "shell/endpoint_state.h"
+#include "shell/exchange.h"
+#include "shell/upstream.h"
 #include "shell/socket_address.h"
 
 namespace onelayer {
-
-Conn::Conn(Worker* w) : worker_(w) {
-  uv_tcp_init(w->loop(), &tcp_);
-  uv_timer_init(w->loop(), &timer_);
-  adopt(&tcp_);
-  adopt(&timer_);
-}
-
-ssize_t Conn::recv_now(uv_buf_t* buf) {
-  uv_os_fd_t fd;
-  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&tcp_), &fd) != 0) return UV_EBADF;
-  *buf = uv_buf_init(worker_->read_buffer(), Worker::kReadBufferSize);
-  ssize_t r;
-  do {
-    r = ::recv(fd, buf->base, buf->len, MSG_DONTWAIT);
-  } while (r < 0 && errno == EINTR);
-  if (r > 0) return r;
-  if (r == 0) return UV_EOF;
-  return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
-}
-
-void Conn::arm_timer(uint64_t ms, uv_timer_cb cb) {
-  timer_cb_ = cb;
-  deadline_ = uv_now(timer_.loop) + ms;
-  // uv_timer_get_due_in: how long until the libuv timer fires (0: not active).
-  if (!uv_is_active(reinterpret_cast<uv_handle_t*>(&timer_)) || uv_timer_get_due_in(&timer_) > ms) {
-    uv_timer_start(&timer_, on_timer, ms, 0);
-  }
-}
-
-void Conn::on_timer(uv_timer_t* t) {
-  Conn* c = of(t);
-  if (c->timer_cb_ == nullptr) return;  // disarmed since: nothing is due
-  uint64_t now = uv_now(t->loop);
-  if (now < c->deadline_) {  // pushed back since it was scheduled
-    uv_timer_start(t, on_timer, c->deadline_ - now, 0);
-    return;
-  }
-  uv_timer_cb cb = c->timer_cb_;
-  c->timer_cb_ = nullptr;
-  cb(t);
-}
-
-void Conn::close_handles(bool reset) {
-  if (closing()) return;
-  timer_cb_ = nullptr;
-  uv_timer_stop(&timer_);
-  HandleWrap::close_handles(reset ? &tcp_ : nullptr, &tcp_, &timer_);
-}
 
 Worker::Worker(Runtime& rt, int index) : rt_(rt), index_(index), read_buf_(new char[kReadBufferSize]) {
   uv_loop_init(&loop_);
@@ -182,12 +137,13 @@ static void on_connection(uv_stream_t* server, int status) {
 }
 
 void Worker::track(DownConn* d) {
-  d->next_ = conns_;
-  if (conns_) conns_->prev_ = d;
+  DownConn::Link& link = d->worker_link();
+  link.next = conns_;
+  if (conns_) conns_->worker_link().prev = d;
   conns_ = d;
-  d->tracked_ = true;
+  link.tracked = true;
   ++conn_count_;
-  d->listener_->connection_opened();
+  d->listener()->connection_opened();
   rt_.metrics.downstream_connections_active.fetch_add(1, std::memory_order_relaxed);
   rt_.metrics.downstream_connections_total.fetch_add(1, std::memory_order_relaxed);
 }
@@ -197,13 +153,13 @@ void Worker::retire(std::unique_ptr<Exchange> ex) {
 }
 
 void Worker::down_closed(DownConn* d) {
-  if (d->tracked_) {
-    if (d->prev_) d->prev_->next_ = d->next_; else conns_ = d->next_;
-    if (d->next_) d->next_->prev_ = d->prev_;
-    d->prev_ = d->next_ = nullptr;
-    d->tracked_ = false;
+  DownConn::Link& link = d->worker_link();
+  if (link.tracked) {
+    if (link.prev) link.prev->worker_link().next = link.next; else conns_ = link.next;
+    if (link.next) link.next->worker_link().prev = link.prev;
+    link = DownConn::Link{};
     --conn_count_;
-    d->listener_->connection_closed();  // may free a closed listener
+    d->listener()->connection_closed();  // may free a closed listener
     rt_.metrics.downstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
   }
   maybe_finish_drain();
@@ -235,7 +191,7 @@ std::vector<DownConn*> Worker::connections() const {
   // A copy: drain() and abort_connection() unlink connections as they go.
   std::vector<DownConn*> out;
   out.reserve(conn_count_);
-  for (DownConn* d = conns_; d; d = d->next_) out.push_back(d);
+  for (DownConn* d = conns_; d; d = d->worker_link().next) out.push_back(d);
   return out;
 }
 

@@ -25,6 +25,13 @@ int listening_socket() {
 
 void ignore_connection(uv_stream_t*, int) {}
 
+WorkerListener* open_listener(uv_loop_t* loop) {
+  int err = 0;
+  WorkerListener* l = WorkerListener::open(nullptr, loop, "public", listening_socket(), ignore_connection, &err);
+  REQUIRE(l != nullptr);
+  return l;
+}
+
 struct Events {
   int closed = 0;
   int deleted = 0;
@@ -91,9 +98,7 @@ TEST_CASE("ClosedListenerIsFreedWhenItsLastConnectionHasGone") {
   uv_loop_t loop;
   REQUIRE(uv_loop_init(&loop) == 0);
   const size_t before = WorkerListener::live();
-  int err = 0;
-  WorkerListener* l = WorkerListener::open(nullptr, &loop, "public", listening_socket(), ignore_connection, &err);
-  REQUIRE(l != nullptr);
+  WorkerListener* l = open_listener(&loop);
   CHECK(WorkerListener::live() == before + 1);
   l->connection_opened();
   l->connection_opened();
@@ -114,9 +119,7 @@ TEST_CASE("ListenerWithoutConnectionsAtCloseIsFreedByItsCloseCallback") {
   uv_loop_t loop;
   REQUIRE(uv_loop_init(&loop) == 0);
   const size_t before = WorkerListener::live();
-  int err = 0;
-  WorkerListener* l = WorkerListener::open(nullptr, &loop, "public", listening_socket(), ignore_connection, &err);
-  REQUIRE(l != nullptr);
+  WorkerListener* l = open_listener(&loop);
   l->connection_opened();
   l->close();
   l->connection_closed();  // gone before the handle closed: not freed yet
@@ -131,9 +134,7 @@ TEST_CASE("ReloadsThatRemoveAndAddAListenerLeaveNoListenerObjectBehind") {
   REQUIRE(uv_loop_init(&loop) == 0);
   const size_t before = WorkerListener::live();
   for (int i = 0; i < 200; ++i) {
-    int err = 0;
-    WorkerListener* l = WorkerListener::open(nullptr, &loop, "public", listening_socket(), ignore_connection, &err);
-    REQUIRE(l != nullptr);
+    WorkerListener* l = open_listener(&loop);
     l->connection_opened();  // a connection outlives the reload ...
     l->close();
     uv_run(&loop, UV_RUN_NOWAIT);
