@@ -28,7 +28,14 @@ static int64_t steady_ms(TimePoint t) {
 
 Exchange::Exchange(DownConn* d, GenerationPtr gen, int listener_index, const Route* route,
                    RouteMetrics* rm, MessageHead& head, std::string routing_target)
-    : down_(d), w_(d->worker()), gen_(std::move(gen)), route_(route), rm_(rm), target_(std::move(routing_target)) {
+    : down_(d),
+      w_(d->worker()),
+      gen_(std::move(gen)),
+      route_(route),
+      rm_(rm),
+      target_(std::move(routing_target)),
+      body_(route->retry.buffer_limit,
+            !(head.has_content_length && head.content_length > route->retry.buffer_limit)) {
   cfg_ = gen_->config.get();
   lcfg_ = &cfg_->listeners[static_cast<size_t>(listener_index)];
   ucfg_ = &cfg_->upstreams[route_->upstream_index];
@@ -60,7 +67,6 @@ void Exchange::start() {
   req_has_body_ = req_chunked_ || req_.content_length > 0;
   head_request_ = req_.method == "HEAD";
   request_complete_ = false;
-  replayable_ = !(req_.has_content_length && req_.content_length > route_->retry.buffer_limit);
   const std::string& key = route_->retry.idempotency_key;
   bool has_key = false;
   if (!key.empty()) {
@@ -68,14 +74,14 @@ void Exchange::start() {
     has_key = h && !h->value.empty();
   }
   rs_.emplace(route_->retry, timeout, started_,
-              RetryState::Request{req_.method, has_key, replayable_, ownership_.outer_owned});
+              RetryState::Request{req_.method, has_key, body_.replayable(), ownership_.outer_owned});
   ups_->budget.on_request(started_);
   if (timeout.count() <= 0) {
     // The caller's x-request-timeout-ms left nothing: no attempt at all.
     respond_error(504, "deadline_exceeded");
     return;
   }
-  if (req_has_body_ && replayable_) {
+  if (req_has_body_ && body_.replayable()) {
     // A body that fits buffer_limit is read whole first (it is buffered for
     // replay anyway): a malformed chunk, a bad trailer or max_body_bytes then
     // refuse the request before a byte of it reaches an upstream.
@@ -163,12 +169,12 @@ void Exchange::start_attempt() {
   if (!endpoints_.empty()) endpoints_ += ',';
   endpoints_ += ep->label;
 
-  if (!replayable_ && rs_->attempts_started() > 1) {
+  if (!body_.replayable() && rs_->attempts_started() > 1) {
     // Cannot happen (the core refuses), but never replay a partial body.
     respond_error(502, "upstream_reset");
     return;
   }
-  body_sent_ = 0;
+  body_.rewind();
   request_end_sent_ = false;
   arm_timer(t, on_attempt_timeout);
 
@@ -285,23 +291,19 @@ void Exchange::send_head_and_body() {
     out += "\r\n";
   }
   out += "\r\n";
-  if (!body_.empty()) {
+  const std::string_view owed = body_.pending();
+  if (!owed.empty()) {
     if (req_chunked_) {
-      append_chunk(out, body_.data(), body_.size());
+      append_chunk(out, owed.data(), owed.size());
     } else {
-      out += body_;
+      out += owed;
     }
   }
   if (request_complete_ && req_chunked_) out += "0\r\n\r\n";
   if (request_complete_) request_end_sent_ = true;
   int rc = w_->write(up_, out);
   forwarded_any_ = true;
-  if (replayable_) {
-    body_sent_ = body_.size();
-  } else {
-    body_.clear();
-    body_sent_ = 0;
-  }
+  body_.sent_pending();
   if (rc < 0) {
     AttemptResult r;
     r.outcome = AttemptOutcome::reset;
@@ -333,39 +335,34 @@ bool Exchange::upstream_ready() const {
 
 void Exchange::on_request_body(const char* data, size_t len) {
   if (finished_) return;
-  body_total_ += len;
+  const bool outgrew_buffer = body_.count(len);
   uint64_t max = lcfg_->limits.max_body_bytes;
-  if (max > 0 && body_total_ > max) {
+  if (max > 0 && body_.received() > max) {
     refuse_request(413, "body_too_large", "request body over max_body_bytes");
     return;
   }
-  if (replayable_ && body_total_ > route_->retry.buffer_limit) {
+  const std::string_view bytes(data, len);
+  if (outgrew_buffer) {
     // Too big to replay: from now on it streams and is not retried.
-    replayable_ = false;
     rs_->set_body_replayable(false);
-    body_.erase(0, body_sent_);
-    body_sent_ = 0;
     if (awaiting_body_) {
-      body_.append(data, len);  // sent with the head once connected
+      body_.hold(bytes);  // sent with the head once connected
       start_when_body_buffered();
       return;
     }
   }
   if (awaiting_body_) {
-    body_.append(data, len);
+    body_.hold(bytes);
     return;
   }
   if (upstream_ready()) {
-    if (replayable_) {
-      body_.append(data, len);
-      body_sent_ = body_.size();
-    }
+    body_.sent_through(bytes);
     send_body_bytes(data, len);
   } else {
-    body_.append(data, len);
+    body_.hold(bytes);
   }
-  size_t queued = body_.size() * (replayable_ ? 0 : 1) + (up_ ? up_->write_queue() : 0);
-  if (!replayable_ && queued > kHighWater) down_->hold_reading();
+  size_t queued = body_.queued() + (up_ ? up_->write_queue() : 0);
+  if (!body_.replayable() && queued > kHighWater) down_->hold_reading();
 }
 
 void Exchange::on_request_end() {
@@ -413,7 +410,7 @@ void Exchange::refuse_request(int status, const char* reason, const char* detail
   // the upstream must see it cut, never a clean end.
   spdlog::warn("listener {}: {} {} from {}: {}; the head and part of the body (of {} bytes read) were "
                "already forwarded to {}: upstream connection reset",
-               lcfg_->name, status, reason, down_->peer_ip(), detail, body_total_,
+               lcfg_->name, status, reason, down_->peer_ip(), detail, body_.received(),
                last_ep_ ? last_ep_->label : "?");
   if (up_) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
   drop_upstream(true);
@@ -671,7 +668,7 @@ void Exchange::record(int status) {
   a.status = status;
   a.attempts = rs_ ? rs_->attempts_started() : 0;
   a.duration_ms = secs * 1000.0;
-  a.bytes_in = body_total_;
+  a.bytes_in = body_.received();
   a.bytes_out = bytes_out_;
   a.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
   write_access_log(a);

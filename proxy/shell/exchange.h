@@ -9,6 +9,7 @@
 
 #include "core/config.h"
 #include "core/http_headers.h"
+#include "core/replay_body.h"
 #include "core/retry.h"
 #include "core/upstream_endpoints.h"
 #include "shell/http_codec.h"
@@ -103,10 +104,7 @@ class Exchange {
   std::optional<RetryState> rs_;
   TimePoint started_;
 
-  std::string body_;          // replay buffer, or unsent bytes once streaming
-  size_t body_sent_ = 0;      // bytes of body_ written to the current attempt
-  uint64_t body_total_ = 0;
-  bool replayable_ = true;
+  ReplayBody body_;  // kept for replay up to buffer_limit, else the bytes not sent yet
   // The body is read whole (up to buffer_limit) before the first attempt:
   // a request refused for its body never reaches the upstream.
   bool awaiting_body_ = false;
