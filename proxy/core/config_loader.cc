@@ -19,6 +19,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include "core/http_headers.h"
 #include "core/units.h"
 
 namespace onelayer {
@@ -30,16 +31,6 @@ constexpr Millis kMaxDuration{720LL * 3'600'000};
 constexpr uint64_t kMiB = 1024 * 1024;
 
 // ---------------------------------------------------------------- text checks
-
-bool is_tchar(char c) {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
-  return std::strchr("!#$%&'*+-.^_`|~", c) != nullptr && c != '\0';
-}
-
-// RFC 9110 token: header names, methods, layer ids.
-bool is_token(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), is_tchar);
-}
 
 bool is_name(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
@@ -97,12 +88,6 @@ size_t edit_distance(std::string_view a, std::string_view b) {
     }
   }
   return row[b.size()];
-}
-
-std::string format_double(double v) {
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, res.ptr);
 }
 
 // ------------------------------------------------------------ document scan

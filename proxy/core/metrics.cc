@@ -6,6 +6,8 @@
 #include <limits>
 #include <set>
 
+#include "core/units.h"
+
 #ifndef ONELAYER_VERSION
 #define ONELAYER_VERSION "unknown"
 #endif
@@ -32,25 +34,6 @@ size_t slot_of(int64_t second) {
 }
 
 uint64_t tag_of(int64_t second) { return static_cast<uint64_t>(second) & kTagMask; }
-
-// "503" -> 503; anything that is not three digits in 100..599 -> -1.
-int parse_status(std::string_view text) {
-  if (text.size() != 3) return -1;
-  int code = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return -1;
-    code = code * 10 + (c - '0');
-  }
-  return (code >= kMinStatus && code <= kMaxStatus) ? code : -1;
-}
-
-std::string format_double(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
-  char buf[64];
-  auto res = std::to_chars(buf, buf + sizeof buf, v);
-  return std::string(buf, res.ptr);
-}
 
 std::string escape_help(std::string_view text) {
   std::string out;
@@ -193,7 +176,7 @@ void render_routes(Writer& w, const Aggregate& agg) {
   for (const auto& [route, acc] : agg.routes) {
     const std::string rl = label("route", route);
     for (size_t i = 0; i < kDeclineReasonCount; ++i) {
-      w.sample("onelayer_retries_declined_total", join_labels({rl, label("reason", kDeclineReasons[i])}),
+      w.sample("onelayer_retries_declined_total", join_labels({rl, label("reason", decline_name(static_cast<Decline>(i)))}),
                acc.declined[i]);
     }
   }
@@ -313,13 +296,6 @@ void render_extra(Writer& w, const std::vector<GaugeSample>& extra) {
 
 }  // namespace
 
-size_t decline_reason_index(std::string_view reason) {
-  for (size_t i = 0; i < kDeclineReasonCount; ++i) {
-    if (reason == kDeclineReasons[i]) return i;
-  }
-  return kDeclineReasonCount;
-}
-
 std::string escape_label_value(std::string_view value) {
   std::string out;
   out.reserve(value.size());
@@ -435,21 +411,32 @@ void RouteMetrics::on_response(int status, double seconds, uint32_t attempts, in
 
 void RouteMetrics::on_attempt() { attempts_total.fetch_add(1, kRelaxed); }
 
-void RouteMetrics::on_retry(std::string_view trigger) {
-  if (trigger == "connect-failure") {
-    retries_connect_failure.fetch_add(1, kRelaxed);
-  } else if (trigger == "reset") {
-    retries_reset.fetch_add(1, kRelaxed);
-  } else if (trigger == "timeout") {
-    retries_timeout.fetch_add(1, kRelaxed);
-  } else if (int code = parse_status(trigger); code > 0) {
-    retries_by_status[code - kMinStatus].fetch_add(1, kRelaxed);
+namespace {
+
+// The onelayer_retries_total counter of a trigger; nullptr for a status
+// outside 100..599. RM is RouteMetrics or const RouteMetrics.
+template <class RM>
+auto* retry_counter(RM& rm, AttemptOutcome outcome, int status) {
+  decltype(&rm.retries_reset) none = nullptr;
+  switch (outcome) {
+    case AttemptOutcome::connect_failure: return &rm.retries_connect_failure;
+    case AttemptOutcome::reset: return &rm.retries_reset;
+    case AttemptOutcome::timeout: return &rm.retries_timeout;
+    case AttemptOutcome::response:
+      if (status < kMinStatus || status > kMaxStatus) return none;
+      return &rm.retries_by_status[static_cast<size_t>(status - kMinStatus)];
   }
+  return none;
 }
 
-void RouteMetrics::on_declined(std::string_view reason) {
-  size_t i = decline_reason_index(reason);
-  if (i < kDeclineReasonCount) declined_by_reason[i].fetch_add(1, kRelaxed);
+}  // namespace
+
+void RouteMetrics::on_retry(AttemptOutcome outcome, int status) {
+  if (auto* c = retry_counter(*this, outcome, status)) c->fetch_add(1, kRelaxed);
+}
+
+void RouteMetrics::on_declined(Decline reason) {
+  if (is_counted_decline(reason)) declined_by_reason[static_cast<size_t>(reason)].fetch_add(1, kRelaxed);
 }
 
 uint64_t RouteMetrics::requests(int status) const {
@@ -463,17 +450,13 @@ uint64_t RouteMetrics::requests_total() const {
   return n;
 }
 
-uint64_t RouteMetrics::retries(std::string_view trigger) const {
-  if (trigger == "connect-failure") return retries_connect_failure.load(kRelaxed);
-  if (trigger == "reset") return retries_reset.load(kRelaxed);
-  if (trigger == "timeout") return retries_timeout.load(kRelaxed);
-  int code = parse_status(trigger);
-  return code > 0 ? retries_by_status[code - kMinStatus].load(kRelaxed) : 0;
+uint64_t RouteMetrics::retries(AttemptOutcome outcome, int status) const {
+  auto* c = retry_counter(*this, outcome, status);
+  return c ? c->load(kRelaxed) : 0;
 }
 
-uint64_t RouteMetrics::declined(std::string_view reason) const {
-  size_t i = decline_reason_index(reason);
-  return i < kDeclineReasonCount ? declined_by_reason[i].load(kRelaxed) : 0;
+uint64_t RouteMetrics::declined(Decline reason) const {
+  return is_counted_decline(reason) ? declined_by_reason[static_cast<size_t>(reason)].load(kRelaxed) : 0;
 }
 
 // ---- Metrics ----

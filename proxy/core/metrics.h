@@ -16,17 +16,9 @@
 #include <tuple>
 #include <vector>
 
+#include "core/retry_reasons.h"
+
 namespace onelayer {
-
-// The reasons a retryable failure was not retried (fixed names, documented in docs/operations.md).
-inline constexpr const char* kDeclineReasons[] = {
-    "not_idempotent", "body_too_large", "attempts_exhausted",
-    "budget_exhausted", "deadline", "retry_after_beyond_deadline",
-    "outer_owner", "inner_exhausted", "circuit_open"};
-inline constexpr size_t kDeclineReasonCount = std::size(kDeclineReasons);
-
-// Index of `reason` in kDeclineReasons, or kDeclineReasonCount when unknown.
-size_t decline_reason_index(std::string_view reason);
 
 // Latency histogram with fixed bucket bounds in seconds. Counts are stored per
 // bucket (not cumulative) so observe() is one fetch_add; the sum is kept in
@@ -102,19 +94,19 @@ struct RouteMetrics {
   void on_response(int status, double seconds, uint32_t attempts, int64_t now_ms);
   // One attempt was sent upstream.
   void on_attempt();
-  // A retry was started. `trigger` is "connect-failure", "reset", "timeout"
-  // or a status code as text ("503"); anything else is ignored.
-  void on_retry(std::string_view trigger);
-  // A retryable failure was not retried; `reason` is one of kDeclineReasons
-  // (anything else is ignored).
-  void on_declined(std::string_view reason);
+  // A retry was started after `outcome` (for a response, its `status`; a
+  // status outside 100..599 is ignored).
+  void on_retry(AttemptOutcome outcome, int status = 0);
+  // A retryable failure was not retried (none and not_retryable are ignored:
+  // they are not reasons).
+  void on_declined(Decline reason);
 
   // Readers (tests, rendering).
   uint64_t requests(int status) const;
   uint64_t requests_total() const;
   uint64_t attempts() const { return attempts_total.load(std::memory_order_relaxed); }
-  uint64_t retries(std::string_view trigger) const;
-  uint64_t declined(std::string_view reason) const;
+  uint64_t retries(AttemptOutcome outcome, int status = 0) const;
+  uint64_t declined(Decline reason) const;
 
   StatusCounters requests_by_code{};
   std::atomic<uint64_t> attempts_total{0};

@@ -4,6 +4,7 @@
 #include <array>
 #include <limits>
 
+#include "core/circuit_breaker.h"
 #include "core/retry_budget.h"
 
 namespace onelayer {
@@ -24,33 +25,6 @@ int64_t exponential(int64_t base, int64_t cap, uint32_t n) {
 int64_t times_three_saturating(int64_t v) { return v > kMaxMs / 3 ? kMaxMs : v * 3; }
 
 }  // namespace
-
-const char* decline_name(Decline d) {
-  switch (d) {
-    case Decline::none: return "none";
-    case Decline::not_idempotent: return "not_idempotent";
-    case Decline::body_too_large: return "body_too_large";
-    case Decline::attempts_exhausted: return "attempts_exhausted";
-    case Decline::budget_exhausted: return "budget_exhausted";
-    case Decline::deadline: return "deadline";
-    case Decline::retry_after_beyond_deadline: return "retry_after_beyond_deadline";
-    case Decline::outer_owner: return "outer_owner";
-    case Decline::inner_exhausted: return "inner_exhausted";
-    case Decline::circuit_open: return "circuit_open";
-    case Decline::not_retryable: return "not_retryable";
-  }
-  return "unknown";
-}
-
-std::string trigger_name(const AttemptResult& r) {
-  switch (r.outcome) {
-    case AttemptOutcome::connect_failure: return "connect-failure";
-    case AttemptOutcome::reset: return "reset";
-    case AttemptOutcome::timeout: return "timeout";
-    case AttemptOutcome::response: return std::to_string(r.status);
-  }
-  return "unknown";
-}
 
 bool is_idempotent_method(std::string_view method) {
   static constexpr std::array<std::string_view, 6> kIdempotent{"GET",   "HEAD",   "OPTIONS",
@@ -118,10 +92,10 @@ void RetryState::on_attempt_started() { ++attempts_; }
 
 bool RetryState::owns_retries() const { return max_attempts_ > 1 && !outer_owned_; }
 
-RetryState::Decision RetryState::decline(Decline why, std::string trigger) const {
+RetryState::Decision RetryState::decline(Decline why, RetryTrigger trigger) const {
   Decision d;
   d.declined = why;
-  d.trigger = std::move(trigger);
+  d.trigger = trigger;
   switch (why) {
     case Decline::attempts_exhausted:
     case Decline::budget_exhausted:
@@ -136,24 +110,44 @@ RetryState::Decision RetryState::decline(Decline why, std::string trigger) const
   return d;
 }
 
-RetryState::Decision RetryState::on_circuit_open() const {
-  return decline(Decline::circuit_open, std::string{});
+RetryState::Decision RetryState::on_circuit_open() const { return decline(Decline::circuit_open, {}); }
+
+RetryState::Admission RetryState::admit_attempt(TimePoint now, CircuitBreaker* breaker) {
+  Admission a;
+  if (breaker != nullptr && !breaker->allow(now)) {
+    a.declined = Decline::circuit_open;
+    a.mark_exhausted = on_circuit_open().mark_exhausted;
+    return a;
+  }
+  a.timeout = attempt_timeout(now);
+  if (a.timeout.count() <= 0) {
+    a.declined = Decline::deadline;
+    a.mark_exhausted = decline(Decline::deadline, {}).mark_exhausted;
+    return a;
+  }
+  on_attempt_started();
+  a.admitted = true;
+  return a;
 }
 
 RetryState::Decision RetryState::on_attempt_result(const AttemptResult& r, TimePoint now,
                                                    bool response_started, Random& rng,
-                                                   RetryBudget* budget) {
-  std::string trigger = trigger_name(r);
-  if (!is_retryable_outcome(r, policy_.retry_on))
-    return decline(Decline::not_retryable, std::move(trigger));
-  if (r.inner_exhausted) return decline(Decline::inner_exhausted, std::move(trigger));
-  if (outer_owned_) return decline(Decline::outer_owner, std::move(trigger));
-  if (response_started) return decline(Decline::not_retryable, std::move(trigger));
+                                                   RetryBudget* budget, const CircuitBreaker* breaker) {
+  const RetryTrigger trigger = r;
+  if (!is_retryable_outcome(r, policy_.retry_on)) return decline(Decline::not_retryable, trigger);
+  // An open breaker refuses a retry that would otherwise be weighed, before a
+  // budget token is spent on it.
+  if (breaker != nullptr && !response_started && owns_retries() && attempts_ < max_attempts_ &&
+      breaker->state(now) == CircuitBreaker::State::open)
+    return decline(Decline::circuit_open, trigger);
+  if (r.inner_exhausted) return decline(Decline::inner_exhausted, trigger);
+  if (outer_owned_) return decline(Decline::outer_owner, trigger);
+  if (response_started) return decline(Decline::not_retryable, trigger);
   // RFC 9110 9.2.2: only idempotent requests, or ones that never left.
   if (!safe_ && r.request_may_have_reached)
-    return decline(Decline::not_idempotent, std::move(trigger));
-  if (!body_replayable_) return decline(Decline::body_too_large, std::move(trigger));
-  if (attempts_ >= max_attempts_) return decline(Decline::attempts_exhausted, std::move(trigger));
+    return decline(Decline::not_idempotent, trigger);
+  if (!body_replayable_) return decline(Decline::body_too_large, trigger);
+  if (attempts_ >= max_attempts_) return decline(Decline::attempts_exhausted, trigger);
 
   // Comparisons stay in milliseconds: a Retry-After can be near-saturated and
   // must never be added to a time point.
@@ -162,21 +156,21 @@ RetryState::Decision RetryState::on_attempt_result(const AttemptResult& r, TimeP
   if (policy_.retry_after.honor && r.retry_after) {
     const Millis asked = std::max(Millis{0}, *r.retry_after);
     if (asked > policy_.retry_after.max || asked > left)
-      return decline(Decline::retry_after_beyond_deadline, std::move(trigger));
+      return decline(Decline::retry_after_beyond_deadline, trigger);
     wait = std::max(wait, asked);
   }
   wait = std::min(wait, std::max(Millis{0}, policy_.retry_after.max));
   // The retry would start at (or after) the deadline: no time for it.
-  if (wait >= left) return decline(Decline::deadline, std::move(trigger));
+  if (wait >= left) return decline(Decline::deadline, trigger);
 
   if (budget != nullptr && !budget->try_spend(now))
-    return decline(Decline::budget_exhausted, std::move(trigger));
+    return decline(Decline::budget_exhausted, trigger);
 
   previous_wait_ = wait;
   Decision d;
   d.retry = true;
   d.wait = wait;
-  d.trigger = std::move(trigger);
+  d.trigger = trigger;
   return d;
 }
 

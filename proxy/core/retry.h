@@ -1,7 +1,8 @@
 // The retry decision core (docs/retries.md). Pure: no I/O, no
 // clock reads; `now` and a Random come in as arguments. The shell asks a
 // RetryState what to do after each attempt and carries the answer out
-// (timer, replay, counters, x-retry-exhausted).
+// (timer, replay, counters, x-retry-exhausted) without re-deriving any part
+// of it: the upstream's circuit breaker and retry budget come in as inputs.
 #pragma once
 
 #include <cstdint>
@@ -11,45 +12,20 @@
 
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/retry_reasons.h"
 
 namespace onelayer {
 
+class CircuitBreaker;
 class RetryBudget;
 
-enum class AttemptOutcome { connect_failure, reset, timeout, response };
-
-struct AttemptResult {
-  AttemptOutcome outcome = AttemptOutcome::response;
-  int status = 0;                        // for response
+// One attempt's result as the shell saw it. Its RetryTrigger part (outcome,
+// status) is what a retry is counted and logged under.
+struct AttemptResult : RetryTrigger {
   bool request_may_have_reached = true;  // false: connect failure on a fresh connection (never sent a byte)
   std::optional<Millis> retry_after;     // parsed Retry-After of the response, if any
   bool inner_exhausted = false;          // response carried x-retry-exhausted
 };
-
-// Why a retryable failure was not retried: the `reason` label values of
-// onelayer_retries_declined_total. `not_retryable` means the outcome was final
-// (or the response had started downstream); it is not counted as declined.
-enum class Decline {
-  none,
-  not_idempotent,
-  body_too_large,
-  attempts_exhausted,
-  budget_exhausted,
-  deadline,
-  retry_after_beyond_deadline,
-  outer_owner,
-  inner_exhausted,
-  circuit_open,
-  not_retryable
-};
-
-// "not_idempotent", "body_too_large", ... exactly the documented label
-// values; "none" and "not_retryable" for the two that are not labels.
-const char* decline_name(Decline);
-
-// The onelayer_retries_total reason: "connect-failure" | "reset" | "timeout" |
-// the status code as text ("503").
-std::string trigger_name(const AttemptResult&);
 
 // GET HEAD OPTIONS TRACE PUT DELETE (RFC 9110 9.2.2); case-sensitive, as
 // method names are.
@@ -102,9 +78,25 @@ class RetryState {  // one per downstream request
     bool retry = false;
     Millis wait{0};
     Decline declined = Decline::none;
-    std::string trigger;  // trigger_name() of the result (also set when not retrying)
+    RetryTrigger trigger;  // the result's outcome and status (also set when not retrying)
     bool mark_exhausted = false;
   };
+
+  // Before every attempt, the first one included. admitted: the attempt is
+  // counted (attempts_started() grows) and gets `timeout`, min(per-try
+  // timeout, time left). Otherwise `declined` says why and nothing is counted:
+  // circuit_open when the breaker (nullptr: none) does not allow it, checked
+  // first; deadline when no whole millisecond is left. mark_exhausted as for
+  // Decision (true only when this layer owns retries).
+  struct Admission {
+    bool admitted = false;
+    Millis timeout{0};
+    Decline declined = Decline::none;
+    bool mark_exhausted = false;
+  };
+  // breaker->allow() is called once: in half-open it takes a probe slot the
+  // shell gives back with the attempt's verdict.
+  Admission admit_attempt(TimePoint now, CircuitBreaker* breaker);
 
   // After a failed or final attempt. retry=true: the shell waits `wait` then
   // makes another attempt (a budget token has been spent already).
@@ -122,21 +114,25 @@ class RetryState {  // one per downstream request
   // retry_after_beyond_deadline), clamped to retry_after.max; wait >= time
   // left -> deadline; last the budget (nullptr: none), so a token is spent
   // only on a retry that happens -> budget_exhausted.
+  // The breaker (nullptr: none) is asked right after the outcome is found
+  // retryable, for a retry this layer would own with attempts left and the
+  // response not started: open (not half-open) -> circuit_open, before any
+  // other check and before a budget token is spent. Any outcome may be
+  // passed; a final one is declined not_retryable.
   Decision on_attempt_result(const AttemptResult&, TimePoint now, bool response_started, Random&,
-                             RetryBudget* budget);
+                             RetryBudget* budget, const CircuitBreaker* breaker = nullptr);
 
-  // The shell found the upstream's circuit breaker open before an attempt
-  // (the first one or a retry). Declined circuit_open; marked when this layer
-  // owns retries.
+  // The upstream's circuit breaker refused an attempt. Declined
+  // circuit_open; marked when this layer owns retries.
   Decision on_circuit_open() const;
 
  private:
-  Decision decline(Decline why, std::string trigger) const;
+  Decision decline(Decline why, RetryTrigger trigger) const;
 
   const RetryPolicy& policy_;
   Millis route_timeout_;
   TimePoint deadline_;
-  uint32_t max_attempts_;  // 1 when an outer layer owns the request
+  uint32_t max_attempts_;  // the policy's, at least 1 (an outer owner is outer_owned_)
   bool safe_;              // idempotent method or idempotency key
   bool body_replayable_;
   bool outer_owned_;

@@ -1,6 +1,8 @@
 #include "core/units.h"
 
 #include <array>
+#include <charconv>
+#include <cmath>
 #include <limits>
 
 namespace onelayer {
@@ -160,6 +162,13 @@ std::optional<uint64_t> parse_size(std::string_view text) {
     factor = *f;
   }
   return scale_exact(*d, factor, std::numeric_limits<uint64_t>::max());
+}
+
+std::string format_double(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  char buf[64];
+  return std::string(buf, std::to_chars(buf, buf + sizeof buf, v).ptr);
 }
 
 std::string format_size(uint64_t bytes) {

@@ -33,6 +33,10 @@ std::optional<uint64_t> parse_size(std::string_view text);
 // plain byte count. parse_size(format_size(n)) == n.
 std::string format_size(uint64_t bytes);
 
+// The shortest text that reads back as exactly `v` ("0.5", "1e+21"); NaN,
+// +Inf and -Inf as "NaN", "+Inf", "-Inf" (the Prometheus spelling).
+std::string format_double(double v);
+
 // "127.0.0.1:80", "[::1]:80" or "name.svc:8080". An IPv6 literal must be in
 // brackets (stored without them); the port is required and may be 0 (the
 // loader decides where 0 is allowed).

@@ -27,6 +27,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/http_status.h"
+#include "shell/handle_wrap.h"
+
 namespace {
 
 constexpr size_t kMaxHeadBytes = 64 * 1024;
@@ -38,14 +41,18 @@ constexpr uint64_t kDefaultSlowMs = 1'000;
 struct Server;
 
 // One client connection: a socket and a timer (for /slow). Deleted when both
-// handles have closed.
-struct Conn {
+// handles have closed (HandleWrap).
+struct Conn : onelayer::HandleWrap<Conn> {
   Server* server = nullptr;
   uv_tcp_t tcp{};
   uv_timer_t delay{};
   llhttp_t parser{};
-  int open_handles = 0;
-  bool closing = false;
+  void adopt_handles() {
+    adopt(&tcp);
+    adopt(&delay);
+  }
+  void close() { close_handles(nullptr, &tcp, &delay); }
+  void on_closed();  // leaves the server's list
   bool close_after_write = false;  // last response queued: close once written
   bool waiting = false;            // a delayed response is pending; parser paused
   bool peer_done = false;          // client sent EOF
@@ -91,33 +98,6 @@ struct Reply {
 };
 
 // ---- small helpers ----
-
-const char* reason_phrase(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 301: return "Moved Permanently";
-    case 302: return "Found";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 408: return "Request Timeout";
-    case 409: return "Conflict";
-    case 413: return "Content Too Large";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "Status";
-  }
-}
 
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -246,28 +226,19 @@ void feed(Conn* c, const char* data, size_t len);
 void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf);
 void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
 
-void on_conn_handle_closed(uv_handle_t* h) {
-  Conn* c = static_cast<Conn*>(h->data);
-  if (--c->open_handles > 0) return;
-  if (c->server != nullptr) {
-    auto& v = c->server->conns;
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (v[i] == c) {
-        v[i] = v.back();
-        v.pop_back();
-        break;
-      }
+void Conn::on_closed() {
+  if (server == nullptr) return;
+  auto& v = server->conns;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] == this) {
+      v[i] = v.back();
+      v.pop_back();
+      break;
     }
   }
-  delete c;
 }
 
-void close_conn(Conn* c) {
-  if (c->closing) return;
-  c->closing = true;
-  uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), on_conn_handle_closed);
-  uv_close(reinterpret_cast<uv_handle_t*>(&c->delay), on_conn_handle_closed);
-}
+void close_conn(Conn* c) { c->close(); }
 
 void on_shutdown(uv_shutdown_t* req, int) {
   Conn* c = static_cast<Conn*>(req->data);
@@ -278,7 +249,7 @@ void on_shutdown(uv_shutdown_t* req, int) {
 // Half-closes after the last response so the client reads it before the
 // socket goes away, then closes.
 void finish_conn(Conn* c) {
-  if (c->closing) return;
+  if (c->closing()) return;
   auto* req = new uv_shutdown_t;
   req->data = c;
   if (uv_shutdown(req, reinterpret_cast<uv_stream_t*>(&c->tcp), on_shutdown) < 0) {
@@ -300,7 +271,7 @@ void on_write(uv_write_t* req, int status) {
 }
 
 void write(Conn* c, std::string data) {
-  if (c->closing) return;
+  if (c->closing()) return;
   auto* w = new WriteReq;
   w->data = std::move(data);
   w->req.data = c;
@@ -316,7 +287,7 @@ void write(Conn* c, std::string data) {
 std::string serialize(const Conn& c, const Reply& r, bool close) {
   const bool head = c.parser.method == HTTP_HEAD;
   const bool no_body_status = r.status == 204 || r.status == 304;
-  std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + reason_phrase(r.status) + "\r\n";
+  std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + onelayer::status_text(r.status) + "\r\n";
   if (!no_body_status) {
     out += "Content-Type: " + r.content_type + "\r\n";
   }
@@ -342,7 +313,7 @@ void log_request(const Conn& c, std::string_view method, std::string_view url, i
 }
 
 void on_delay(uv_timer_t* t) {
-  Conn* c = static_cast<Conn*>(t->data);
+  Conn* c = Conn::owner_of(t);
   c->waiting = false;
   std::fprintf(stderr, "%s", c->delayed_log.c_str());
   write(c, std::move(c->delayed_response));
@@ -356,7 +327,7 @@ void on_delay(uv_timer_t* t) {
   std::string rest = std::move(c->pending_input);
   c->pending_input.clear();
   if (!rest.empty()) feed(c, rest.data(), rest.size());
-  if (!c->closing && !c->waiting && !c->close_after_write) {
+  if (!c->closing() && !c->waiting && !c->close_after_write) {
     // Reading stops when too much pipelined input was buffered; resume it.
     uv_read_start(reinterpret_cast<uv_stream_t*>(&c->tcp), on_alloc, on_read);
   }
@@ -432,7 +403,7 @@ int on_body(llhttp_t* p, const char* at, size_t len) {
 
 int on_message_complete(llhttp_t* p) {
   Conn* c = conn_of(p);
-  if (c->server == nullptr || c->closing) return HPE_PAUSED;
+  if (c->server == nullptr || c->closing()) return HPE_PAUSED;
   Reply r = handle(*c->server, *c);
   const bool close = !c->keep_alive || c->server->stopping;
   std::string out = serialize(*c, r, close);
@@ -475,14 +446,14 @@ void reject(Conn* c, llhttp_errno_t err) {
   const int status = c->reject_status != 0 ? c->reject_status : 400;
   std::fprintf(stderr, "demo:%d bad request -> %d: %s %s\n", c->server != nullptr ? c->server->port : 0, status,
                llhttp_errno_name(err), c->parser.reason != nullptr ? c->parser.reason : "");
-  Reply r = text(status, std::string(reason_phrase(status)) + "\n");
+  Reply r = text(status, std::string(onelayer::status_text(status)) + "\n");
   c->close_after_write = true;
   write(c, serialize(*c, r, true));
 }
 
 void feed(Conn* c, const char* data, size_t len) {
   const llhttp_errno_t err = llhttp_execute(&c->parser, data, len);
-  if (err == HPE_OK || c->closing) return;
+  if (err == HPE_OK || c->closing()) return;
   if (err == HPE_PAUSED) {
     if (c->waiting) {
       const char* pos = llhttp_get_error_pos(&c->parser);
@@ -502,12 +473,12 @@ void feed(Conn* c, const char* data, size_t len) {
 }
 
 void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
-  Conn* c = static_cast<Conn*>(h->data);
+  Conn* c = Conn::owner_of(h);
   *buf = uv_buf_init(c->server->read_buffer, sizeof c->server->read_buffer);
 }
 
 void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
-  Conn* c = static_cast<Conn*>(stream->data);
+  Conn* c = Conn::owner_of(stream);
   if (nread == UV_EOF) {
     c->peer_done = true;
     if (c->waiting || c->writes_pending > 0) {
@@ -522,7 +493,7 @@ void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
     close_conn(c);
     return;
   }
-  if (nread == 0 || c->closing || c->close_after_write) return;
+  if (nread == 0 || c->closing() || c->close_after_write) return;
   if (c->waiting) {
     c->pending_input.append(buf->base, static_cast<size_t>(nread));
     if (c->pending_input.size() > kMaxBufferedInput) uv_read_stop(stream);  // back-pressure
@@ -536,14 +507,12 @@ void on_connection(uv_stream_t* listener, int status) {
   if (status < 0 || s->stopping) return;
   auto* c = new Conn;
   c->server = s;
-  c->tcp.data = c;
-  c->delay.data = c;
   if (uv_tcp_init(s->loop, &c->tcp) < 0) {
     delete c;
     return;
   }
   uv_timer_init(s->loop, &c->delay);
-  c->open_handles = 2;
+  c->adopt_handles();
   s->conns.push_back(c);
   if (uv_accept(listener, reinterpret_cast<uv_stream_t*>(&c->tcp)) < 0) {
     close_conn(c);

@@ -8,17 +8,19 @@
 #include <exception>
 #include <string_view>
 
+#include "core/http_status.h"
+#include "shell/handle_wrap.h"
+#include "shell/socket_address.h"
+
 namespace onelayer {
 
 // One admin client. Owns two handles (the socket and its idle timer); the
-// object is deleted only when both close callbacks have run.
-struct AdminServer::Conn {
+// object is deleted only when both close callbacks have run (HandleWrap).
+struct AdminServer::Conn : HandleWrap<AdminServer::Conn> {
   AdminServer* server = nullptr;  // null once the server is destroyed
   uv_tcp_t tcp{};
   uv_timer_t idle{};
   llhttp_t parser{};
-  int open_handles = 0;
-  bool closing = false;
   bool counted = false;        // counts toward serving_
   bool close_after_write = false;  // no more requests: close once writes are done
   bool lingering = false;      // FIN sent: discard input until EOF or the timer
@@ -30,6 +32,14 @@ struct AdminServer::Conn {
   size_t body_bytes = 0;
   bool keep_alive = true;
   int reject_status = 0;  // set when a limit stops the parser
+
+  // Both handles are initialized (uv_*_init) and belong to this object now.
+  void adopt_handles() {
+    adopt(&tcp);
+    adopt(&idle);
+  }
+  void close() { close_handles(nullptr, &tcp, &idle); }
+  void on_closed();
 };
 
 namespace {
@@ -50,22 +60,6 @@ struct Response {
   std::string allow;  // for 405
 };
 
-const char* reason_phrase(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return "Unknown";
-  }
-}
-
 Response text(int status, std::string body) {
   Response r;
   r.status = status;
@@ -82,35 +76,6 @@ Response method_not_allowed(const char* allow) {
 std::string with_newline(std::string s) {
   if (!s.empty() && s.back() != '\n') s += '\n';
   return s;
-}
-
-// Resolves `addr` into `out`: IP literals first, then a blocking lookup
-// (listen() runs at startup, before the loop serves anything).
-int resolve(uv_loop_t* loop, const HostPort& addr, sockaddr_storage* out) {
-  const std::string host = addr.host.empty() ? "127.0.0.1" : addr.host;
-  std::memset(out, 0, sizeof *out);
-  if (uv_ip4_addr(host.c_str(), addr.port, reinterpret_cast<sockaddr_in*>(out)) == 0) return 0;
-  if (uv_ip6_addr(host.c_str(), addr.port, reinterpret_cast<sockaddr_in6*>(out)) == 0) return 0;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  uv_getaddrinfo_t req;
-  int r = uv_getaddrinfo(loop, &req, nullptr, host.c_str(), nullptr, &hints);
-  if (r < 0) return r;
-  r = UV_EAI_NONAME;
-  for (addrinfo* ai = req.addrinfo; ai != nullptr; ai = ai->ai_next) {
-    if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
-    std::memcpy(out, ai->ai_addr, ai->ai_addrlen);
-    if (ai->ai_family == AF_INET) {
-      reinterpret_cast<sockaddr_in*>(out)->sin_port = htons(addr.port);
-    } else {
-      reinterpret_cast<sockaddr_in6*>(out)->sin6_port = htons(addr.port);
-    }
-    r = 0;
-    break;
-  }
-  uv_freeaddrinfo(req.addrinfo);
-  return r;
 }
 
 int bound_port(const uv_tcp_t* tcp) {
@@ -198,7 +163,7 @@ struct AdminServer::Callbacks {
 
   static int on_message_complete(llhttp_t* p) {
     Conn* c = conn_of(p);
-    if (c->server == nullptr || c->closing) return HPE_PAUSED;
+    if (c->server == nullptr || c->closing()) return HPE_PAUSED;
     const bool head_only = p->method == HTTP_HEAD;
     Response r = dispatch(*c->server, static_cast<llhttp_method_t>(p->method), c->url);
     spdlog::debug("admin: {} {} -> {}", llhttp_method_name(static_cast<llhttp_method_t>(p->method)), c->url, r.status);
@@ -258,7 +223,7 @@ struct AdminServer::Callbacks {
     out += "HTTP/1.1 ";
     out += std::to_string(r.status);
     out += ' ';
-    out += reason_phrase(r.status);
+    out += status_text(r.status);
     out += "\r\nContent-Type: ";
     out += r.content_type;
     out += "\r\nContent-Length: ";
@@ -305,7 +270,7 @@ struct AdminServer::Callbacks {
   // client reads our last response instead of a reset (closing a socket with
   // unread input makes the kernel send RST).
   static void linger(Conn* c) {
-    if (c->closing || c->lingering) return;
+    if (c->closing() || c->lingering) return;
     c->lingering = true;
     auto* req = new uv_shutdown_t;
     req->data = c;
@@ -324,10 +289,10 @@ struct AdminServer::Callbacks {
     if (status < 0) close_conn(c);
   }
 
-  static void on_idle(uv_timer_t* t) { close_conn(static_cast<Conn*>(t->data)); }
+  static void on_idle(uv_timer_t* t) { close_conn(Conn::owner_of(t)); }
 
   static void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
-    Conn* c = static_cast<Conn*>(h->data);
+    Conn* c = Conn::owner_of(h);
     if (c->server == nullptr) {
       *buf = uv_buf_init(nullptr, 0);  // makes libuv report UV_ENOBUFS: the read callback closes
       return;
@@ -337,15 +302,15 @@ struct AdminServer::Callbacks {
   }
 
   static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
-    Conn* c = static_cast<Conn*>(stream->data);
+    Conn* c = Conn::owner_of(stream);
     if (nread < 0) {
       close_conn(c);  // EOF, reset, or no buffer
       return;
     }
-    if (nread == 0 || c->closing || c->lingering || c->close_after_write || c->server == nullptr) return;
+    if (nread == 0 || c->closing() || c->lingering || c->close_after_write || c->server == nullptr) return;
     uv_timer_start(&c->idle, on_idle, c->server->limits_.idle_timeout_ms, 0);
     const llhttp_errno_t err = llhttp_execute(&c->parser, buf->base, static_cast<size_t>(nread));
-    if (err == HPE_OK || err == HPE_PAUSED || c->closing) return;
+    if (err == HPE_OK || err == HPE_PAUSED || c->closing()) return;
     if (err == HPE_PAUSED_UPGRADE) {
       // The request was answered; the admin listener never switches protocols.
       c->close_after_write = true;
@@ -359,7 +324,7 @@ struct AdminServer::Callbacks {
     const int status = c->reject_status != 0 ? c->reject_status : 400;
     spdlog::warn("admin: rejecting request with {}: {} ({})", status, llhttp_errno_name(err),
                  c->parser.reason != nullptr ? c->parser.reason : "");
-    Response r = text(status, with_newline(reason_phrase(status)));
+    Response r = text(status, with_newline(status_text(status)));
     send(c, r, false, true, false);
     c->close_after_write = true;
   }
@@ -373,19 +338,7 @@ struct AdminServer::Callbacks {
     if (s != nullptr && !s->closing_) s->accept_one();
   }
 
-  static void close_conn(Conn* c) {
-    if (c->closing) return;
-    c->closing = true;
-    uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), on_conn_handle_closed);
-    uv_close(reinterpret_cast<uv_handle_t*>(&c->idle), on_conn_handle_closed);
-  }
-
-  static void on_conn_handle_closed(uv_handle_t* h) {
-    Conn* c = static_cast<Conn*>(h->data);
-    if (--c->open_handles > 0) return;
-    if (c->server != nullptr) c->server->conn_closed(c);
-    delete c;
-  }
+  static void close_conn(Conn* c) { c->close(); }
 
   static void on_listener_closed(uv_handle_t* h) {
     auto* tcp = reinterpret_cast<uv_tcp_t*>(h);
@@ -410,14 +363,14 @@ AdminServer::~AdminServer() {
 int AdminServer::listen(const HostPort& addr) {
   if (closing_) return UV_EINVAL;
   if (listener_ != nullptr) return UV_EBUSY;
-  sockaddr_storage ss;
-  int r = resolve(loop_, addr, &ss);
-  if (r < 0) {
-    spdlog::error("admin: cannot resolve {}: {}", addr.host, uv_strerror(r));
-    return r;
+  sockaddr_storage ss{};
+  if (std::string err = resolve_address_blocking(addr.host.empty() ? "127.0.0.1" : addr.host, addr.port, &ss);
+      !err.empty()) {
+    spdlog::error("admin: {}", err);
+    return UV_EAI_NONAME;
   }
   auto* tcp = new uv_tcp_t;
-  r = uv_tcp_init(loop_, tcp);
+  int r = uv_tcp_init(loop_, tcp);
   if (r < 0) {
     delete tcp;  // never registered with the loop
     return r;
@@ -442,14 +395,12 @@ int AdminServer::port() const { return listener_ != nullptr ? port_ : 0; }
 void AdminServer::accept_one() {
   auto* c = new Conn;
   c->server = this;
-  c->tcp.data = c;
-  c->idle.data = c;
   if (uv_tcp_init(loop_, &c->tcp) < 0) {
     delete c;
     return;
   }
   uv_timer_init(loop_, &c->idle);
-  c->open_handles = 2;
+  c->adopt_handles();
   connections_.push_back(c);
   if (uv_accept(reinterpret_cast<uv_stream_t*>(listener_), reinterpret_cast<uv_stream_t*>(&c->tcp)) < 0) {
     Callbacks::close_conn(c);
@@ -469,6 +420,10 @@ void AdminServer::accept_one() {
   if (uv_read_start(reinterpret_cast<uv_stream_t*>(&c->tcp), Callbacks::on_alloc, Callbacks::on_read) < 0) {
     Callbacks::close_conn(c);
   }
+}
+
+void AdminServer::Conn::on_closed() {
+  if (server != nullptr) server->conn_closed(this);
 }
 
 void AdminServer::conn_closed(Conn* c) {

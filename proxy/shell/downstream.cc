@@ -7,18 +7,16 @@
 
 #include "core/request_validation.h"
 #include "core/route_match.h"
-#include "shell/connections.h"
+#include "shell/downstream.h"
+#include "shell/exchange.h"
+#include "shell/worker.h"
 #include "shell/logging.h"
 #include "shell/proxy_responses.h"
 
 namespace onelayer {
 
-void conn_handle_closed(Conn* c);
-
 DownConn::DownConn(Worker* w, WorkerListener* l)
     : Conn(w), listener_(l), parser_(HTTP_REQUEST, this) {
-  uv_tcp_init(w->loop(), &tcp_);
-  uv_timer_init(w->loop(), &timer_);
 }
 
 DownConn::~DownConn() = default;
@@ -36,18 +34,18 @@ static const Limits& limits_for(Worker* w, const std::string& listener) {
 }
 
 void DownConn::start() {
-  const Limits& lim = limits_for(worker_, listener_->name);
+  const Limits& lim = limits_for(worker_, listener_->name());
   const Metrics& m = worker_->runtime().metrics;
   size_t open = m.downstream_connections_active.load(std::memory_order_relaxed) +
                 m.upstream_connections_active.load(std::memory_order_relaxed);
   if (open > worker_->runtime().max_open_connections) {
     spdlog::warn("listener {}: descriptor budget reached ({} connections open), closing new connection",
-                 listener_->name, open);
+                 listener_->name(), open);
     reject(503, "max_connections", true, "descriptor budget reached");
     return;
   }
-  if (listener_->connections > lim.max_connections) {
-    spdlog::warn("listener {}: max_connections {} reached, closing new connection", listener_->name,
+  if (listener_->connections() > lim.max_connections) {
+    spdlog::warn("listener {}: max_connections {} reached, closing new connection", listener_->name(),
                  lim.max_connections);
     reject(503, "max_connections", true, "connection limit reached");
     return;
@@ -69,7 +67,7 @@ void DownConn::start() {
 }
 
 void DownConn::resume_reading() {
-  if (closing_ || reading_ || eof_) return;
+  if (closing() || reading_ || eof_) return;
   if (pending_in_ && pending_in_->size() >= kMaxPipelined) return;  // pipelined: wait for the exchange
   if (!want_read_) return;
   if (uv_read_start(stream(), Conn::no_read_buffer, Conn::on_readable<DownConn>) == 0) reading_ = true;
@@ -84,8 +82,8 @@ void DownConn::pause_reading() {
 
 // Header and idle timeouts share one callback: a partial request head gets
 // 408, an idle keep-alive connection is closed.
-static void on_head_or_idle_timeout(uv_timer_t* t) {
-  auto* d = static_cast<DownConn*>(t->data);
+void DownConn::on_head_or_idle_timeout(uv_timer_t* t) {
+  auto* d = Conn::of<DownConn>(t);
   if (d->ex_) return;
   if (d->parser_.in_message()) {
     d->reject(408, "header_timeout", true, "request head not complete in time");
@@ -95,12 +93,12 @@ static void on_head_or_idle_timeout(uv_timer_t* t) {
 }
 
 void DownConn::arm_header_timer() {
-  const Limits& lim = limits_for(worker_, listener_->name);
+  const Limits& lim = limits_for(worker_, listener_->name());
   arm_timer(static_cast<uint64_t>(lim.header_timeout.count()), on_head_or_idle_timeout);
 }
 
 void DownConn::arm_idle_timer() {
-  const Limits& lim = limits_for(worker_, listener_->name);
+  const Limits& lim = limits_for(worker_, listener_->name());
   arm_timer(static_cast<uint64_t>(lim.idle_timeout.count()), on_head_or_idle_timeout);
 }
 
@@ -150,7 +148,7 @@ void DownConn::process_input(const char* data, size_t len) {
     if (used < len) buffer_pipelined(data + used, len - used);
     return;
   }
-  if (closing_) return;
+  if (closing()) return;
   // A parse failure: the stream can no longer be trusted.
   if (ex_) {
     if (ex_->response_started()) {
@@ -183,7 +181,7 @@ int DownConn::on_head(MessageHead& head) {
   if (worker_->draining()) close_after_ = true;
 
   const GenerationPtr& gen = worker_->generation();
-  int li = gen->listener_index(listener_->name);
+  int li = gen->listener_index(listener_->name());
   if (li < 0) {
     reject(503, "draining", true, "listener removed by reload");
     return -1;
@@ -198,7 +196,7 @@ int DownConn::on_head(MessageHead& head) {
   }
   if (v.underscore_fields_dropped > 0) {
     spdlog::info("listener {}: {} request header(s) with an underscore in the name dropped from {} {}",
-                 listener_->name, v.underscore_fields_dropped, head.method, head.target);
+                 listener_->name(), v.underscore_fields_dropped, head.method, head.target);
   }
   const Route* route = match_route(l, v.host, v.path, head.method);
   if (!route) {
@@ -228,13 +226,13 @@ int DownConn::on_head(MessageHead& head) {
 int DownConn::on_body(const char* data, size_t len) {
   if (!ex_) return 0;  // answered already (no_route without body); discard
   ex_->on_request_body(data, len);
-  return closing_ ? -1 : 0;
+  return closing() ? -1 : 0;
 }
 
 int DownConn::on_message_end() {
   if (ex_) ex_->on_request_end();
-  if (!ex_ && !in_exchange_ && !closing_) return 0;  // answered without an exchange; go on
-  if (closing_) return HPE_PAUSED;
+  if (!ex_ && !in_exchange_ && !closing()) return 0;  // answered without an exchange; go on
+  if (closing()) return HPE_PAUSED;
   // One request at a time: the next pipelined one waits until this one is
   // answered (responses go out in request order).
   return HPE_PAUSED;
@@ -252,8 +250,8 @@ void DownConn::on_write_done(int status) {
   if (ex_) ex_->on_down_drained();
 }
 
-static void on_resume_timer(uv_timer_t* t) {
-  auto* d = static_cast<DownConn*>(t->data);
+void DownConn::on_resume_timer(uv_timer_t* t) {
+  auto* d = Conn::of<DownConn>(t);
   d->parser_.resume();
   d->arm_idle_timer();
   if (d->pending_in_ && !d->pending_in_->empty()) {
@@ -292,7 +290,7 @@ void DownConn::exchange_done(bool close_after) {
 }
 
 void DownConn::close_when_flushed() {
-  if (closing_) return;
+  if (closing()) return;
   pause_reading();
   if (write_queue() == 0) {
     close_handles();
@@ -302,19 +300,19 @@ void DownConn::close_when_flushed() {
 }
 
 void DownConn::reject(int status, const char* reason, bool close_after, const char* log_detail) {
-  if (closing_) return;
+  if (closing()) return;
   if (close_after) close_after_ = true;
   std::string out;
   append_proxy_response(out, status, reason, close_after_, {}, parser_.head().method == "HEAD");
   worker_->write(this, out);
-  spdlog::info("listener {}: {} {} from {}: {}", listener_->name, status, reason, peer_ip_,
+  spdlog::info("listener {}: {} {} from {}: {}", listener_->name(), status, reason, peer_ip_,
                log_detail ? log_detail : "");
   WorkerListener* l = listener_;
-  if (!l->unrouted) l->unrouted = worker_->runtime().metrics.route(listener_->name, "", "");
+  if (!l->unrouted()) l->unrouted() = worker_->runtime().metrics.route(listener_->name(), "", "");
   auto now_ms = std::chrono::duration_cast<Millis>(Clock::now().time_since_epoch()).count();
-  l->unrouted->on_response(status, 0, 0, now_ms);
+  l->unrouted()->on_response(status, 0, 0, now_ms);
   AccessRecord r;
-  r.listener = listener_->name;
+  r.listener = listener_->name();
   r.method = parser_.head().method;
   r.path = parser_.head().target;
   r.status = status;
@@ -331,7 +329,7 @@ void DownConn::reject(int status, const char* reason, bool close_after, const ch
 }
 
 void DownConn::abort_connection(const char* reason) {
-  if (closing_) return;
+  if (closing()) return;
   if (ex_) {
     ex_->abort(reason);
     worker_->retire(std::move(ex_));
@@ -344,12 +342,16 @@ void DownConn::drain() {
   if (!ex_ && !parser_.in_message()) close_when_flushed();
 }
 
-void conn_handle_closed(Conn* c) {
-  if (++c->closed_handles_ < 2) return;
-  if (auto* d = dynamic_cast<DownConn*>(c)) {
-    d->worker_->down_closed(d);
-  }
-  delete c;
+void DownConn::on_closed() { worker_->down_closed(this); }
+
+void DownConn::hold_reading() {
+  want_read_ = false;
+  pause_reading();
+}
+
+void DownConn::release_reading() {
+  want_read_ = true;
+  resume_reading();
 }
 
 }  // namespace onelayer

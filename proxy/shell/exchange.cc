@@ -6,8 +6,13 @@
 
 #include <charconv>
 
+#include "core/http_status.h"
 #include "core/retry_after.h"
-#include "shell/connections.h"
+#include "shell/downstream.h"
+#include "shell/endpoint_state.h"
+#include "shell/exchange.h"
+#include "shell/upstream.h"
+#include "shell/worker.h"
 #include "shell/endpoint_log.h"
 #include "shell/logging.h"
 #include "shell/proxy_responses.h"
@@ -23,7 +28,14 @@ static int64_t steady_ms(TimePoint t) {
 
 Exchange::Exchange(DownConn* d, GenerationPtr gen, int listener_index, const Route* route,
                    RouteMetrics* rm, MessageHead& head, std::string routing_target)
-    : down_(d), w_(d->worker_), gen_(std::move(gen)), route_(route), rm_(rm), target_(std::move(routing_target)) {
+    : down_(d),
+      w_(d->worker()),
+      gen_(std::move(gen)),
+      route_(route),
+      rm_(rm),
+      target_(std::move(routing_target)),
+      body_(route->retry.buffer_limit,
+            !(head.has_content_length && head.content_length > route->retry.buffer_limit)) {
   cfg_ = gen_->config.get();
   lcfg_ = &cfg_->listeners[static_cast<size_t>(listener_index)];
   ucfg_ = &cfg_->upstreams[route_->upstream_index];
@@ -48,7 +60,6 @@ Exchange::~Exchange() {
 
 void Exchange::start() {
   started_ = Clock::now();
-  wall_start_ = std::chrono::system_clock::now();
   ownership_ = detect_outer_owner(req_.headers, cfg_->headers);
   Millis timeout = route_->timeout;
   if (auto in = incoming_timeout_ms(req_.headers, cfg_->headers)) timeout = std::min(timeout, Millis(*in));
@@ -56,7 +67,6 @@ void Exchange::start() {
   req_has_body_ = req_chunked_ || req_.content_length > 0;
   head_request_ = req_.method == "HEAD";
   request_complete_ = false;
-  replayable_ = !(req_.has_content_length && req_.content_length > route_->retry.buffer_limit);
   const std::string& key = route_->retry.idempotency_key;
   bool has_key = false;
   if (!key.empty()) {
@@ -64,14 +74,14 @@ void Exchange::start() {
     has_key = h && !h->value.empty();
   }
   rs_.emplace(route_->retry, timeout, started_,
-              RetryState::Request{req_.method, has_key, replayable_, ownership_.outer_owned});
+              RetryState::Request{req_.method, has_key, body_.replayable(), ownership_.outer_owned});
   ups_->budget.on_request(started_);
   if (timeout.count() <= 0) {
     // The caller's x-request-timeout-ms left nothing: no attempt at all.
     respond_error(504, "deadline_exceeded");
     return;
   }
-  if (req_has_body_ && replayable_) {
+  if (req_has_body_ && body_.replayable()) {
     // A body that fits buffer_limit is read whole first (it is buffered for
     // replay anyway): a malformed chunk, a bad trailer or max_body_bytes then
     // refuse the request before a byte of it reaches an upstream.
@@ -95,15 +105,14 @@ void Exchange::arm_timer(Millis ms, void (*cb)(uv_timer_t*)) {
 void Exchange::stop_timer() { down_->disarm_timer(); }
 
 static Exchange* exchange_of(uv_timer_t* t) {
-  auto* d = static_cast<DownConn*>(t->data);
-  return d->ex_.get();
+  return Conn::of<DownConn>(t)->exchange();
 }
 
 void Exchange::on_attempt_timeout(uv_timer_t* t) {
   Exchange* ex = exchange_of(t);
   if (!ex || ex->finished_) return;
   AttemptResult r;
-  if (ex->up_ && !ex->up_->connected_) {
+  if (ex->up_ && !ex->up_->connected()) {
     r.outcome = AttemptOutcome::connect_failure;
     r.request_may_have_reached = false;
   } else {
@@ -129,7 +138,7 @@ void Exchange::on_body_deadline(uv_timer_t* t) {
   Exchange* ex = exchange_of(t);
   if (!ex || ex->finished_ || !ex->awaiting_body_) return;
   ex->awaiting_body_ = false;
-  ex->declined_ = nullptr;
+  ex->declined_ = Decline::none;
   ex->respond_error(504, "deadline_exceeded");
 }
 
@@ -142,23 +151,17 @@ void Exchange::on_backoff_done(uv_timer_t* t) {
 void Exchange::start_attempt() {
   waiting_backoff_ = false;
   TimePoint now = Clock::now();
-  if (!ups_->breaker.allow(now)) {
-    RetryState::Decision d = rs_->on_circuit_open();
-    declined_ = "circuit_open";
-    rm_->on_declined("circuit_open");
-    mark_exhausted_ = d.mark_exhausted;
-    respond_error(503, "circuit_open");
+  RetryState::Admission a = rs_->admit_attempt(now, &ups_->breaker);
+  if (!a.admitted) {
+    decline(a.declined, a.mark_exhausted);
+    if (a.declined == Decline::circuit_open) {
+      respond_error(503, "circuit_open");
+    } else {
+      respond_error(504, "deadline_exceeded");
+    }
     return;
   }
-  Millis t = rs_->attempt_timeout(now);
-  if (t.count() <= 0) {
-    declined_ = "deadline";
-    rm_->on_declined("deadline");
-    mark_exhausted_ = rs_->owns_retries();
-    respond_error(504, "deadline_exceeded");
-    return;
-  }
-  rs_->on_attempt_started();
+  const Millis t = a.timeout;
   rm_->on_attempt();
 
   EndpointState* ep = pick_endpoint(now);
@@ -166,36 +169,25 @@ void Exchange::start_attempt() {
   if (!endpoints_.empty()) endpoints_ += ',';
   endpoints_ += ep->label;
 
-  if (!replayable_ && rs_->attempts_started() > 1) {
+  if (!body_.replayable() && rs_->attempts_started() > 1) {
     // Cannot happen (the core refuses), but never replay a partial body.
     respond_error(502, "upstream_reset");
     return;
   }
-  body_sent_ = 0;
+  body_.rewind();
   request_end_sent_ = false;
   arm_timer(t, on_attempt_timeout);
 
-  // A DNS name's idle connections may lead to other addresses (members):
-  // take one to the picked address, else open a new one.
-  for (size_t k = ep->idle.size(); k-- > 0;) {
-    UpConn* u = ep->idle[k];
-    if (pick_addr_ >= 0 && u->addr_used_ != pick_addr_) continue;
-    ep->idle.erase(ep->idle.begin() + static_cast<std::ptrdiff_t>(k));
-    if (u->closing()) continue;
-    u->idle_ = false;
-    u->disarm_timer();
-    up_ = u;
-    u->attach(this);
-    u->expect_no_body_ = head_request_;
+  // An idle connection to the picked address, else a new one.
+  if (UpConn* pooled = ep->take_idle(pick_addr_)) {
+    up_ = pooled;
+    pooled->attach(this, head_request_);
     on_connected();
     return;
   }
-  UpConn* u = new UpConn(w_, ep);
-  up_ = u;
-  u->attach(this);
-  u->expect_no_body_ = head_request_;
-  u->addr_index_ = pick_addr_;
-  u->connect(std::min(ucfg_->connect_timeout, t));
+  up_ = new UpConn(w_, ep, pick_addr_);
+  up_->attach(this, head_request_);
+  up_->connect(std::min(ucfg_->connect_timeout, t));
 }
 
 // The balancer's choice for this attempt (a retry prefers a member not
@@ -277,7 +269,7 @@ void Exchange::send_head_and_body() {
   rw.claim_ownership = rs_->owns_retries() && route_->inner_hops == InnerHops::forbid;
   rw.attempt = rs_->attempts_started();
   rw.time_left_ms = route_->inner_hops == InnerHops::pass ? -1 : rs_->attempt_timeout(now).count();
-  rw.client_ip = down_->peer_ip_;
+  rw.client_ip = down_->peer_ip();
   rw.outer_owned = ownership_.outer_owned;
 
   std::string& out = w_->scratch();
@@ -299,23 +291,19 @@ void Exchange::send_head_and_body() {
     out += "\r\n";
   }
   out += "\r\n";
-  if (!body_.empty()) {
+  const std::string_view owed = body_.pending();
+  if (!owed.empty()) {
     if (req_chunked_) {
-      append_chunk(out, body_.data(), body_.size());
+      append_chunk(out, owed.data(), owed.size());
     } else {
-      out += body_;
+      out += owed;
     }
   }
   if (request_complete_ && req_chunked_) out += "0\r\n\r\n";
   if (request_complete_) request_end_sent_ = true;
   int rc = w_->write(up_, out);
   forwarded_any_ = true;
-  if (replayable_) {
-    body_sent_ = body_.size();
-  } else {
-    body_.clear();
-    body_sent_ = 0;
-  }
+  body_.sent_pending();
   if (rc < 0) {
     AttemptResult r;
     r.outcome = AttemptOutcome::reset;
@@ -342,47 +330,39 @@ void Exchange::send_request_end() {
 }
 
 bool Exchange::upstream_ready() const {
-  return up_ && up_->connected_ && !waiting_backoff_ && !up_->closing();
+  return up_ && up_->connected() && !waiting_backoff_ && !up_->closing();
 }
 
 void Exchange::on_request_body(const char* data, size_t len) {
   if (finished_) return;
-  body_total_ += len;
+  const bool outgrew_buffer = body_.count(len);
   uint64_t max = lcfg_->limits.max_body_bytes;
-  if (max > 0 && body_total_ > max) {
+  if (max > 0 && body_.received() > max) {
     refuse_request(413, "body_too_large", "request body over max_body_bytes");
     return;
   }
-  if (replayable_ && body_total_ > route_->retry.buffer_limit) {
+  const std::string_view bytes(data, len);
+  if (outgrew_buffer) {
     // Too big to replay: from now on it streams and is not retried.
-    replayable_ = false;
     rs_->set_body_replayable(false);
-    body_.erase(0, body_sent_);
-    body_sent_ = 0;
     if (awaiting_body_) {
-      body_.append(data, len);  // sent with the head once connected
+      body_.hold(bytes);  // sent with the head once connected
       start_when_body_buffered();
       return;
     }
   }
   if (awaiting_body_) {
-    body_.append(data, len);
+    body_.hold(bytes);
     return;
   }
   if (upstream_ready()) {
-    if (replayable_) {
-      body_.append(data, len);
-      body_sent_ = body_.size();
-    }
+    body_.sent_through(bytes);
     send_body_bytes(data, len);
   } else {
-    body_.append(data, len);
+    body_.hold(bytes);
   }
-  size_t queued = body_.size() * (replayable_ ? 0 : 1) + (up_ ? up_->write_queue() : 0);
-  if (!replayable_ && queued > kHighWater) {
-    down_->want_read_ = false;
-    down_->pause_reading();
-  }
+  size_t queued = body_.queued() + (up_ ? up_->write_queue() : 0);
+  if (!body_.replayable() && queued > kHighWater) down_->hold_reading();
 }
 
 void Exchange::on_request_end() {
@@ -397,10 +377,7 @@ void Exchange::on_request_end() {
 
 void Exchange::on_up_drained() {
   if (!up_) return;
-  if (!down_->want_read_ && up_->write_queue() < kLowWater) {
-    down_->want_read_ = true;
-    down_->resume_reading();
-  }
+  if (down_->reading_held() && up_->write_queue() < kLowWater) down_->release_reading();
 }
 
 void Exchange::on_down_drained() {
@@ -423,9 +400,9 @@ void Exchange::refuse_request(int status, const char* reason, const char* detail
     return;
   }
   stop_timer();
-  declined_ = nullptr;
+  declined_ = Decline::none;
   if (!forwarded_any_) {
-    spdlog::info("listener {}: {} {} from {}: {}", lcfg_->name, status, reason, down_->peer_ip_, detail);
+    spdlog::info("listener {}: {} {} from {}: {}", lcfg_->name, status, reason, down_->peer_ip(), detail);
     respond_error(status, reason);
     return;
   }
@@ -433,36 +410,37 @@ void Exchange::refuse_request(int status, const char* reason, const char* detail
   // the upstream must see it cut, never a clean end.
   spdlog::warn("listener {}: {} {} from {}: {}; the head and part of the body (of {} bytes read) were "
                "already forwarded to {}: upstream connection reset",
-               lcfg_->name, status, reason, down_->peer_ip_, detail, body_total_,
+               lcfg_->name, status, reason, down_->peer_ip(), detail, body_.received(),
                last_ep_ ? last_ep_->label : "?");
   if (up_) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
   drop_upstream(true);
   respond_error(status, reason, "x-onelayer-forwarded: partial\r\n");
 }
 
-bool Exchange::decide_retry(const AttemptResult& r) {
-  TimePoint now = Clock::now();
-  // An open breaker refuses the retry before a budget token is spent on it.
-  bool breaker_open = is_retryable_outcome(r, route_->retry.retry_on) && !response_started_ &&
-                      rs_->owns_retries() && rs_->attempts_started() < route_->retry.max_attempts &&
-                      ups_->breaker.state(now) == CircuitBreaker::State::open;
-  RetryState::Decision d = breaker_open ? rs_->on_circuit_open()
-                                        : rs_->on_attempt_result(r, now, response_started_, w_->random(), &ups_->budget);
+void Exchange::decline(Decline why, bool mark_exhausted) {
+  declined_ = why;
+  rm_->on_declined(why);  // counts only the reasons that are labels
+  mark_exhausted_ = mark_exhausted;
+}
+
+RetryState::Decision Exchange::decide_retry(const AttemptResult& r) {
+  RetryState::Decision d =
+      rs_->on_attempt_result(r, Clock::now(), response_started_, w_->random(), &ups_->budget, &ups_->breaker);
   if (d.retry) {
-    rm_->on_retry(d.trigger);
+    rm_->on_retry(d.trigger.outcome, d.trigger.status);
     if (!triggers_.empty()) triggers_ += ',';
-    triggers_ += d.trigger;
+    append_trigger_name(triggers_, d.trigger);
     drop_upstream();
     waiting_backoff_ = true;
     arm_timer(d.wait, on_backoff_done);
-    return true;
+    return d;
   }
-  if (d.declined != Decline::none && d.declined != Decline::not_retryable) {
-    declined_ = decline_name(d.declined);
-    rm_->on_declined(declined_);
+  if (is_counted_decline(d.declined)) {
+    decline(d.declined, d.mark_exhausted);
+  } else {
+    mark_exhausted_ = d.mark_exhausted;
   }
-  mark_exhausted_ = d.mark_exhausted;
-  return false;
+  return d;
 }
 
 bool Exchange::end_failed_attempt(int status, const char* reason, UpstreamEndpoints::Result verdict) {
@@ -482,8 +460,10 @@ bool Exchange::end_failed_attempt(int status, const char* reason, UpstreamEndpoi
 void Exchange::handle_failure(const AttemptResult& r, int status, const char* reason,
                               UpstreamEndpoints::Result verdict) {
   if (!end_failed_attempt(status, reason, verdict)) return;
-  if (decide_retry(r)) return;
-  if (declined_ && std::string_view(declined_) == "deadline") {
+  RetryState::Decision d = decide_retry(r);
+  if (d.retry) return;
+  // No time left for another attempt: the caller hears of the deadline.
+  if (d.declined == Decline::deadline) {
     respond_error(504, "deadline_exceeded");
     return;
   }
@@ -498,7 +478,7 @@ void Exchange::on_connect_failed(int err, bool dns) {
   r.outcome = AttemptOutcome::connect_failure;
   r.request_may_have_reached = false;
   // A connect that waited the whole connect_timeout: a black hole, ejected at once.
-  bool black_hole = err == UV_ETIMEDOUT && !dns && up_ && up_->connect_timeout_ >= ucfg_->connect_timeout;
+  bool black_hole = err == UV_ETIMEDOUT && !dns && up_ && up_->connect_timeout() >= ucfg_->connect_timeout;
   handle_failure(r, 502, "connect_failure",
                  black_hole ? UpstreamEndpoints::Result::connect_timeout : UpstreamEndpoints::Result::failure);
 }
@@ -532,7 +512,7 @@ int Exchange::on_up_head(MessageHead& head) {
   end_attempt(!server_error                                   ? Result::success
               : route_->retry.retry_on.has_status(head.status) ? Result::failure
                                                                : Result::server_error);
-  if (is_retryable_outcome(r, route_->retry.retry_on) && decide_retry(r)) return -1;
+  if (decide_retry(r).retry) return -1;
 
   status_ = head.status;
   bool http11_down = req_.http_major == 1 && req_.http_minor >= 1;
@@ -592,8 +572,8 @@ int Exchange::on_up_head(MessageHead& head) {
   if (mark_exhausted_) {
     fmt::format_to(std::back_inserter(out), "{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
   }
-  bool close = down_->close_after_ || w_->draining() || resp_close_delimited_down_;
-  if (close) down_->close_after_ = true;
+  bool close = down_->closes_after_response() || w_->draining() || resp_close_delimited_down_;
+  if (close) down_->close_after_response();
   out += close ? "Connection: close\r\n\r\n" : "\r\n";
   bytes_out_ += out.size();
   response_started_ = true;
@@ -629,7 +609,6 @@ int Exchange::on_up_body(const char* data, size_t len) {
 
 void Exchange::on_up_end(bool reusable) {
   if (finished_) return;
-  response_done_ = true;
   if (resp_chunked_down_) pending_head_ += "0\r\n\r\n";
   flush_head();
   if (up_) {
@@ -663,7 +642,7 @@ void Exchange::respond_error(int status, const char* reason, std::string_view ex
   error_reason_ = reason;
   std::string extra(extra_headers);
   if (mark_exhausted_) extra += fmt::format("{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
-  bool close = down_->close_after_ || w_->draining() || !request_complete_;
+  bool close = down_->closes_after_response() || w_->draining() || !request_complete_;
   std::string out;
   append_proxy_response(out, status, reason, close, extra, head_request_);
   bytes_out_ += out.size();
@@ -684,12 +663,12 @@ void Exchange::record(int status) {
   a.path = req_.target;
   a.upstream_endpoints = endpoints_;
   a.retry_reasons = triggers_;
-  a.declined = declined_ ? declined_ : "";
+  a.declined = is_counted_decline(declined_) ? decline_name(declined_) : "";
   a.error = error_reason_ ? error_reason_ : "";
   a.status = status;
   a.attempts = rs_ ? rs_->attempts_started() : 0;
   a.duration_ms = secs * 1000.0;
-  a.bytes_in = body_total_;
+  a.bytes_in = body_.received();
   a.bytes_out = bytes_out_;
   a.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
   write_access_log(a);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "shell/endpoint_log.h"
+#include "shell/socket_address.h"
 
 namespace onelayer {
 
@@ -73,10 +74,7 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
   sockaddr_storage ss{};
   uint16_t port = u.endpoints[m.endpoint].port;
   std::string ip(m.address);
-  if (uv_ip4_addr(ip.c_str(), port, reinterpret_cast<sockaddr_in*>(&ss)) != 0 &&
-      uv_ip6_addr(ip.c_str(), port, reinterpret_cast<sockaddr_in6*>(&ss)) != 0) {
-    return;
-  }
+  if (!ip_literal_address(ip, port, &ss)) return;
   auto owned = std::make_unique<Check>();
   Check* c = owned.get();
   c->owner = this;

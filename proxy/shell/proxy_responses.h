@@ -1,13 +1,11 @@
 // Responses that onelayer makes itself: status line, x-onelayer-error reason,
-// a short text body.
+// a short text body. (Status texts: core/http_status.h.)
 #pragma once
 
 #include <string>
 #include <string_view>
 
 namespace onelayer {
-
-const char* status_text(int status);
 
 // Appends a complete response. `extra` holds raw "Name: value\r\n" lines.
 // A response to HEAD (`head_request`) keeps its Content-Length and has no body.

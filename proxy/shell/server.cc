@@ -21,6 +21,7 @@
 #include "shell/health_checker.h"
 #include "shell/logging.h"
 #include "shell/runtime.h"
+#include "shell/socket_address.h"
 #include "shell/worker.h"
 
 namespace onelayer {
@@ -31,31 +32,9 @@ namespace {
 // port; `port` returns what was bound.
 int make_listen_socket(const HostPort& hp, uint16_t& port, std::string& err) {
   sockaddr_storage ss{};
-  socklen_t len = 0;
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
-  if (inet_pton(AF_INET, hp.host.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(port);
-    len = sizeof *v4;
-  } else if (inet_pton(AF_INET6, hp.host.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(port);
-    len = sizeof *v6;
-  } else {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    int rc = getaddrinfo(hp.host.c_str(), nullptr, &hints, &res);
-    if (rc != 0 || !res) {
-      err = std::string("cannot resolve ") + hp.host + ": " + gai_strerror(rc);
-      return -1;
-    }
-    std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
-    len = res->ai_addrlen;
-    freeaddrinfo(res);
-    if (ss.ss_family == AF_INET) v4->sin_port = htons(port); else v6->sin6_port = htons(port);
-  }
+  err = resolve_address_blocking(hp.host, port, &ss);
+  if (!err.empty()) return -1;
+  const socklen_t len = address_length(ss);
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     err = std::string("socket: ") + std::strerror(errno);
@@ -72,8 +51,7 @@ int make_listen_socket(const HostPort& hp, uint16_t& port, std::string& err) {
   sockaddr_storage bound{};
   socklen_t blen = sizeof bound;
   getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &blen);
-  port = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
-                                          : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  port = address_port(bound);
   return fd;
 }
 

@@ -1,6 +1,6 @@
-// Upstream connections: DNS (cached per worker, refreshed in the background),
-// connect with a timeout, response parsing, keep-alive pooling with idle
-// timeouts and detection of connections the upstream closed while pooled.
+// Upstream connections: connect with a timeout, response parsing,
+// keep-alive pooling with idle timeouts and detection of connections the
+// upstream closed while pooled. (The DNS cache: endpoint_state.cc.)
 #include <algorithm>
 #include <cstring>
 
@@ -8,15 +8,15 @@
 #include <spdlog/spdlog.h>
 
 #include "core/request_validation.h"
-#include "shell/connections.h"
+#include "shell/endpoint_state.h"
+#include "shell/exchange.h"
+#include "shell/upstream.h"
+#include "shell/worker.h"
 
 namespace onelayer {
 
-static constexpr Millis kDnsRefresh{30'000};
-
-UpConn::UpConn(Worker* w, EndpointState* ep) : Conn(w), ep_(ep), parser_(HTTP_RESPONSE, this) {
-  uv_tcp_init(w->loop(), &tcp_);
-  uv_timer_init(w->loop(), &timer_);
+UpConn::UpConn(Worker* w, EndpointState* ep, int addr_index)
+    : Conn(w), ep_(ep), parser_(HTTP_RESPONSE, this), addr_index_(addr_index) {
   connect_req_.data = this;
   parser_.set_limits(64 * 1024, 256);
   auto& m = w->runtime().metrics;
@@ -24,73 +24,10 @@ UpConn::UpConn(Worker* w, EndpointState* ep) : Conn(w), ep_(ep), parser_(HTTP_RE
   m.upstream_connections_total.fetch_add(1, std::memory_order_relaxed);
 }
 
-static void on_gai(uv_getaddrinfo_t* req, int status, addrinfo* res) {
-  auto* ep = static_cast<EndpointState*>(req->data);
-  ep->resolving = false;
-  ep->last_resolve_error = status;
-  if (status == 0) {
-    std::vector<sockaddr_storage> addrs;
-    for (addrinfo* a = res; a; a = a->ai_next) {
-      if (a->ai_family != AF_INET && a->ai_family != AF_INET6) continue;
-      sockaddr_storage ss{};
-      std::memcpy(&ss, a->ai_addr, a->ai_addrlen);
-      addrs.push_back(ss);
-    }
-    if (!addrs.empty()) {
-      // IPv4 first: a dual-stack name such as localhost then reaches servers
-      // that listen on 127.0.0.1 only; the next address is tried after a
-      // connect failure (see start_connect).
-      std::stable_partition(addrs.begin(), addrs.end(),
-                            [](const sockaddr_storage& a) { return a.ss_family == AF_INET; });
-      ep->addrs = std::move(addrs);
-      ep->next_addr = 0;
-      ep->resolved_at = Clock::now();
-      ep->addr_text.clear();
-      for (const sockaddr_storage& ss : ep->addrs) {
-        char ip[INET6_ADDRSTRLEN] = {};
-        if (ss.ss_family == AF_INET) {
-          uv_ip4_name(reinterpret_cast<const sockaddr_in*>(&ss), ip, sizeof ip);
-        } else {
-          uv_ip6_name(reinterpret_cast<const sockaddr_in6*>(&ss), ip, sizeof ip);
-        }
-        ep->addr_text.emplace_back(ip);
-      }
-      ep->addrs_version++;
-    }
-  } else {
-    spdlog::warn("dns: resolving {} failed: {}", ep->hp.host, uv_strerror(status));
-  }
-  if (res) uv_freeaddrinfo(res);
-  std::vector<UpConn*> waiting;
-  waiting.swap(ep->waiting);
-  for (UpConn* u : waiting) {
-    if (u->closing()) continue;
-    if (ep->addrs.empty()) {
-      u->fail_dns(status ? status : UV_EAI_NONAME);
-    } else {
-      u->start_connect();
-    }
-  }
-}
-
-static void resolve(EndpointState* ep) {
-  if (ep->resolving || ep->literal) return;
-  ep->resolving = true;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  std::string port = std::to_string(ep->hp.port);
-  int rc = uv_getaddrinfo(ep->worker->loop(), &ep->gai_req, on_gai, ep->hp.host.c_str(), port.c_str(), &hints);
-  if (rc != 0) {
-    ep->resolving = false;
-    ep->last_resolve_error = rc;
-  }
-}
-
 void UpConn::connect(Millis timeout) {
   connect_timeout_ = timeout;
-  if (!ep_->literal && (ep_->addrs.empty() || Clock::now() - ep_->resolved_at > kDnsRefresh)) {
-    resolve(ep_);  // stale addresses are still used while the refresh runs
+  ep_->refresh_addresses();  // stale addresses are still used while the refresh runs
+  if (!ep_->literal) {
     if (ep_->addrs.empty()) {
       if (!ep_->resolving) {
         fail_dns(ep_->last_resolve_error ? ep_->last_resolve_error : UV_EAI_FAIL);
@@ -98,13 +35,23 @@ void UpConn::connect(Millis timeout) {
       }
       ep_->waiting.push_back(this);
       arm_timer(static_cast<uint64_t>(timeout.count()), [](uv_timer_t* t) {
-        auto* u = static_cast<UpConn*>(t->data);
+        auto* u = Conn::of<UpConn>(t);
         if (u->ex_) u->ex_->on_connect_failed(UV_ETIMEDOUT, true);
       });
       return;
     }
   }
   start_connect();
+}
+
+void UpConn::attach(Exchange* ex, bool head_request) {
+  ex_ = ex;
+  expect_no_body_ = head_request;
+}
+
+void UpConn::leave_pool() {
+  idle_ = false;
+  disarm_timer();
 }
 
 void UpConn::fail_dns(int err) {
@@ -119,7 +66,7 @@ void UpConn::pause_reading() {
 }
 
 void UpConn::resume_reading() {
-  if (closing_ || reading_ || !connected_) return;
+  if (closing() || reading_ || !connected_) return;
   if (uv_read_start(stream(), Conn::no_read_buffer, Conn::on_readable<UpConn>) == 0) reading_ = true;
 }
 
@@ -138,6 +85,7 @@ void UpConn::start_connect() {
   addr_used_ = static_cast<int>(at);
   int rc = uv_tcp_connect(&connect_req_, &tcp_, reinterpret_cast<const sockaddr*>(&ss), [](uv_connect_t* req, int status) {
     auto* u = static_cast<UpConn*>(req->data);
+    u->connecting_ = false;
     if (status == UV_ECANCELED || u->closing()) return;
     u->disarm_timer();
     if (status < 0) {
@@ -150,16 +98,17 @@ void UpConn::start_connect() {
     u->resume_reading();
     if (u->ex_) u->ex_->on_connected();
   });
+  connecting_ = rc == 0;
   if (rc != 0) {
     // Report on the next turn so the caller's stack unwinds first.
     arm_timer(0, [](uv_timer_t* t) {
-      auto* u = static_cast<UpConn*>(t->data);
+      auto* u = Conn::of<UpConn>(t);
       if (u->ex_) u->ex_->on_connect_failed(UV_ECONNREFUSED, false);
     });
     return;
   }
   arm_timer(static_cast<uint64_t>(connect_timeout_.count()), [](uv_timer_t* t) {
-    auto* u = static_cast<UpConn*>(t->data);
+    auto* u = Conn::of<UpConn>(t);
     if (u->ex_) u->ex_->on_connect_failed(UV_ETIMEDOUT, false);
   });
 }
@@ -188,7 +137,7 @@ void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
   }
   size_t len = static_cast<size_t>(nread);
   size_t used = parser_.feed(buf->base, len);
-  if (!ex_ || closing_) return;  // the exchange let go of this connection meanwhile
+  if (!ex_ || closing()) return;  // the exchange let go of this connection meanwhile
   if (message_done_) {
     message_done_ = false;
     bool extra = used < len;
@@ -246,7 +195,7 @@ void UpConn::on_write_done(int status) {
 
 void UpConn::release_to_pool() {
   ex_ = nullptr;
-  if (closing_ || ep_->idle.size() >= ep_->max_idle || worker_->draining()) {
+  if (closing() || ep_->idle.size() >= ep_->max_idle || worker_->draining()) {
     detach_and_close();
     return;
   }
@@ -257,30 +206,15 @@ void UpConn::release_to_pool() {
   resume_reading();  // notices an upstream close while pooled
   ep_->idle.push_back(this);
   arm_timer(static_cast<uint64_t>(ep_->idle_timeout.count()), [](uv_timer_t* t) {
-    static_cast<UpConn*>(t->data)->detach_and_close();
+    Conn::of<UpConn>(t)->detach_and_close();
   });
 }
 
 void UpConn::detach_and_close(bool reset) {
-  if (closing_) return;
+  if (closing()) return;
   ex_ = nullptr;
-  if (idle_) {
-    auto& v = ep_->idle;
-    for (auto it = v.begin(); it != v.end(); ++it) {
-      if (*it == this) {
-        v.erase(it);
-        break;
-      }
-    }
-    idle_ = false;
-  }
-  auto& w = ep_->waiting;
-  for (auto it = w.begin(); it != w.end(); ++it) {
-    if (*it == this) {
-      w.erase(it);
-      break;
-    }
-  }
+  ep_->forget(this);
+  idle_ = false;
   worker_->runtime().metrics.upstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
   close_handles(reset);
 }

@@ -8,65 +8,14 @@
 #include <charconv>
 #include <cstring>
 
-#include "shell/connections.h"
+#include "shell/conn.h"
+#include "shell/downstream.h"
+#include "shell/endpoint_state.h"
+#include "shell/exchange.h"
+#include "shell/upstream.h"
+#include "shell/socket_address.h"
 
 namespace onelayer {
-
-Conn::Conn(Worker* w) : worker_(w) {
-  tcp_.data = this;
-  timer_.data = this;
-}
-
-void conn_handle_closed(Conn* c);  // downstream.cc: the last of both handles frees the owner
-
-static void on_conn_handle_closed(uv_handle_t* h) { conn_handle_closed(static_cast<Conn*>(h->data)); }
-
-ssize_t Conn::recv_now(uv_buf_t* buf) {
-  uv_os_fd_t fd;
-  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&tcp_), &fd) != 0) return UV_EBADF;
-  *buf = uv_buf_init(worker_->read_buffer(), Worker::kReadBufferSize);
-  ssize_t r;
-  do {
-    r = ::recv(fd, buf->base, buf->len, MSG_DONTWAIT);
-  } while (r < 0 && errno == EINTR);
-  if (r > 0) return r;
-  if (r == 0) return UV_EOF;
-  return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
-}
-
-void Conn::arm_timer(uint64_t ms, uv_timer_cb cb) {
-  timer_cb_ = cb;
-  deadline_ = uv_now(timer_.loop) + ms;
-  // uv_timer_get_due_in: how long until the libuv timer fires (0: not active).
-  if (!uv_is_active(reinterpret_cast<uv_handle_t*>(&timer_)) || uv_timer_get_due_in(&timer_) > ms) {
-    uv_timer_start(&timer_, on_timer, ms, 0);
-  }
-}
-
-void Conn::on_timer(uv_timer_t* t) {
-  Conn* c = static_cast<Conn*>(t->data);
-  if (c->timer_cb_ == nullptr) return;  // disarmed since: nothing is due
-  uint64_t now = uv_now(t->loop);
-  if (now < c->deadline_) {  // pushed back since it was scheduled
-    uv_timer_start(t, on_timer, c->deadline_ - now, 0);
-    return;
-  }
-  uv_timer_cb cb = c->timer_cb_;
-  c->timer_cb_ = nullptr;
-  cb(t);
-}
-
-void Conn::close_handles(bool reset) {
-  if (closing_) return;
-  closing_ = true;
-  timer_cb_ = nullptr;
-  uv_timer_stop(&timer_);
-  if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&tcp_)) &&
-      !(reset && uv_tcp_close_reset(&tcp_, on_conn_handle_closed) == 0))
-    uv_close(reinterpret_cast<uv_handle_t*>(&tcp_), on_conn_handle_closed);
-  if (!uv_is_closing(reinterpret_cast<uv_handle_t*>(&timer_)))
-    uv_close(reinterpret_cast<uv_handle_t*>(&timer_), on_conn_handle_closed);
-}
 
 Worker::Worker(Runtime& rt, int index) : rt_(rt), index_(index), read_buf_(new char[kReadBufferSize]) {
   uv_loop_init(&loop_);
@@ -108,7 +57,7 @@ void Worker::post_listeners(std::vector<ListenSocket> add, std::vector<std::stri
     inbox_.push_back([this, add = std::move(add), remove = std::move(remove)] {
       for (const std::string& name : remove) {
         for (WorkerListener* l : listeners_)
-          if (l->name == name && !l->closing) close_listener(l);
+          if (l->name() == name && l->listening()) close_listener(l);
       }
       for (const ListenSocket& s : add) open_listener(s);
     });
@@ -122,7 +71,7 @@ void Worker::post_drain() {
     inbox_.push_back([this] {
       draining_ = true;
       for (WorkerListener* l : listeners_)
-        if (!l->closing) close_listener(l);
+        if (l->listening()) close_listener(l);
       // Copy: drain() may close connections and unlink them.
       for (DownConn* d : connections()) d->drain();
       maybe_finish_drain();
@@ -137,7 +86,7 @@ void Worker::post_force_close() {
     inbox_.push_back([this] {
       draining_ = true;
       for (WorkerListener* l : listeners_)
-        if (!l->closing) close_listener(l);
+        if (l->listening()) close_listener(l);
       for (DownConn* d : connections()) d->abort_connection("drain_timeout");
       close_everything();
     });
@@ -172,10 +121,10 @@ void Worker::close_everything() {
 }
 
 static void on_connection(uv_stream_t* server, int status) {
-  WorkerListener* l = static_cast<WorkerListener*>(server->data);
-  Worker* w = l->worker;
+  WorkerListener* l = WorkerListener::of(server);
+  Worker* w = l->worker();
   if (status < 0) {
-    spdlog::warn("listener {}: accept error: {}", l->name, uv_strerror(status));
+    spdlog::warn("listener {}: accept error: {}", l->name(), uv_strerror(status));
     return;
   }
   DownConn* d = new DownConn(w, l);
@@ -188,12 +137,13 @@ static void on_connection(uv_stream_t* server, int status) {
 }
 
 void Worker::track(DownConn* d) {
-  d->next_ = conns_;
-  if (conns_) conns_->prev_ = d;
+  DownConn::Link& link = d->worker_link();
+  link.next = conns_;
+  if (conns_) conns_->worker_link().prev = d;
   conns_ = d;
-  d->tracked_ = true;
+  link.tracked = true;
   ++conn_count_;
-  d->listener_->connections++;
+  d->listener()->connection_opened();
   rt_.metrics.downstream_connections_active.fetch_add(1, std::memory_order_relaxed);
   rt_.metrics.downstream_connections_total.fetch_add(1, std::memory_order_relaxed);
 }
@@ -203,61 +153,45 @@ void Worker::retire(std::unique_ptr<Exchange> ex) {
 }
 
 void Worker::down_closed(DownConn* d) {
-  if (d->tracked_) {
-    if (d->prev_) d->prev_->next_ = d->next_; else conns_ = d->next_;
-    if (d->next_) d->next_->prev_ = d->prev_;
-    d->prev_ = d->next_ = nullptr;
-    d->tracked_ = false;
+  DownConn::Link& link = d->worker_link();
+  if (link.tracked) {
+    if (link.prev) link.prev->worker_link().next = link.next; else conns_ = link.next;
+    if (link.next) link.next->worker_link().prev = link.prev;
+    link = DownConn::Link{};
     --conn_count_;
-    d->listener_->connections--;
+    d->listener()->connection_closed();  // may free a closed listener
     rt_.metrics.downstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
-    if (d->listener_->closing && d->listener_->connections == 0 &&
-        uv_is_closing(reinterpret_cast<uv_handle_t*>(&d->listener_->tcp))) {
-      // listener already closed; its memory is released in its close callback
-    }
   }
   maybe_finish_drain();
 }
 
 void Worker::open_listener(const ListenSocket& s) {
-  auto* l = new WorkerListener;
-  l->worker = this;
-  l->name = s.listener;
-  uv_tcp_init(&loop_, &l->tcp);
-  l->tcp.data = l;
-  int rc = uv_tcp_open(&l->tcp, s.fd);
-  if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&l->tcp), 1024, on_connection);
-  if (rc != 0) {
+  int rc = 0;
+  WorkerListener* l = WorkerListener::open(this, &loop_, s.listener, s.fd, on_connection, &rc);
+  if (l == nullptr) {
     spdlog::error("worker {}: listener {} failed: {}", index_, s.listener, uv_strerror(rc));
-    uv_close(reinterpret_cast<uv_handle_t*>(&l->tcp), [](uv_handle_t* h) {
-      delete static_cast<WorkerListener*>(h->data);
-    });
     return;
   }
   listeners_.push_back(l);
 }
 
+// Connections keep their listener's pointer: it frees itself once closed and
+// without connections.
 void Worker::close_listener(WorkerListener* l) {
-  l->closing = true;
   for (auto it = listeners_.begin(); it != listeners_.end(); ++it) {
     if (*it == l) {
       listeners_.erase(it);
       break;
     }
   }
-  // Connections keep their WorkerListener pointer for counting, so the
-  // struct outlives the handle: it is leaked into a graveyard freed at exit.
-  static thread_local std::vector<std::unique_ptr<WorkerListener>> graveyard;
-  uv_close(reinterpret_cast<uv_handle_t*>(&l->tcp), [](uv_handle_t* h) {
-    graveyard.emplace_back(static_cast<WorkerListener*>(h->data));
-  });
+  l->close();
 }
 
 std::vector<DownConn*> Worker::connections() const {
   // A copy: drain() and abort_connection() unlink connections as they go.
   std::vector<DownConn*> out;
   out.reserve(conn_count_);
-  for (DownConn* d = conns_; d; d = d->next_) out.push_back(d);
+  for (DownConn* d = conns_; d; d = d->worker_link().next) out.push_back(d);
   return out;
 }
 
@@ -302,7 +236,7 @@ int Worker::write(Conn* c, const uv_buf_t* parts, unsigned n) {
   for (unsigned i = 0; i < n; ++i) total += parts[i].len;
   ssize_t done = 0;
   // Nothing queued and not connecting: the bytes may go out now, in order.
-  if (s->write_queue_size == 0 && s->connect_req == nullptr && total > 0) {
+  if (s->write_queue_size == 0 && !c->connecting() && total > 0) {
     done = send_now(s, parts, n, total, gather_buf_.get(), kGatherSize);
     if (done < 0) return static_cast<int>(done);
   }
@@ -352,8 +286,7 @@ EndpointState* Worker::endpoint(const HostPort& hp, const Upstream& u) {
     e->worker = this;
     e->gai_req.data = e.get();
     sockaddr_storage ss{};
-    if (uv_ip4_addr(hp.host.c_str(), hp.port, reinterpret_cast<sockaddr_in*>(&ss)) == 0 ||
-        uv_ip6_addr(hp.host.c_str(), hp.port, reinterpret_cast<sockaddr_in6*>(&ss)) == 0) {
+    if (ip_literal_address(hp.host, hp.port, &ss)) {
       e->literal = true;
       e->addrs.push_back(ss);
     }

@@ -15,90 +15,25 @@
 
 #include "core/clock.h"
 #include "shell/runtime.h"
+#include "shell/worker_listener.h"
 
 namespace onelayer {
 
+class Conn;
 class DownConn;
 class Exchange;
 class UpConn;
 struct EndpointState;
-class Worker;
 
 struct ListenSocket {
   std::string listener;  // listener name
   int fd = -1;
 };
 
-struct WorkerListener {
-  Worker* worker = nullptr;
-  std::string name;
-  uv_tcp_t tcp;
-  uint32_t connections = 0;
-  bool closing = false;
-  RouteMetrics* unrouted = nullptr;  // requests answered before a route matched
-};
-
 // A write that libuv could not complete at once: owns its bytes.
 struct PendingWrite {
   uv_write_t req;
   std::string data;
-};
-
-// Base of both connection kinds: a TCP handle plus one timer, freed once
-// both handles are closed (never from inside one of its own callbacks).
-class Conn {
- public:
-  explicit Conn(Worker* w);
-  virtual ~Conn() = default;
-  virtual void on_write_done(int status) = 0;
-  // Closes both handles; `reset` sends the peer a TCP RST instead of a FIN
-  // (a request that must not look complete to it).
-  void close_handles(bool reset = false);
-  // Reading, for both connection kinds: libuv's alloc callback hands it no
-  // buffer, so libuv calls the read callback with UV_ENOBUFS instead of
-  // calling read(2), and the connection reads the socket itself with recv(2)
-  // (cheaper than read(2) per call, see tests/bench/syscall_cost.c) into the
-  // worker's one read buffer. Everything kept past a read callback is
-  // copied, so idle connections hold no buffer.
-  static void no_read_buffer(uv_handle_t*, size_t, uv_buf_t* buf) { *buf = uv_buf_init(nullptr, 0); }
-  template <class C>
-  static void on_readable(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
-    C* c = static_cast<C*>(s->data);
-    uv_buf_t own;
-    if (nread == UV_ENOBUFS) {
-      nread = c->recv_now(&own);
-      if (nread == 0) return;  // nothing there after all
-      buf = &own;
-    }
-    c->on_read(nread, buf);
-  }
-  // What the socket holds, read into the worker's buffer: bytes, 0 for
-  // nothing yet, UV_EOF or a libuv error, as libuv's read callback reports.
-  ssize_t recv_now(uv_buf_t* buf);
-  // The connection's one timer: `cb` runs `ms` from now with &timer_ (whose
-  // data is this connection), unless re-armed or disarmed first. Re-arming
-  // is lazy: a deadline later than the one libuv holds (what nearly every
-  // re-arm of a request's life is: header, attempt, stall guard, idle) only
-  // records it, and the libuv timer, when it fires early, re-arms for the
-  // rest. Only an earlier deadline touches libuv's timer heap.
-  void arm_timer(uint64_t ms, uv_timer_cb cb);
-  void disarm_timer() { timer_cb_ = nullptr; }
-  bool closing() const { return closing_; }
-  size_t write_queue() const { return tcp_.write_queue_size; }
-  uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp_); }
-
-  Worker* worker_;
-  uv_tcp_t tcp_;
-  uv_timer_t timer_;
-  int closed_handles_ = 0;
-
- protected:
-  bool closing_ = false;  // packed next to closed_handles_: every idle connection holds these
-
- private:
-  static void on_timer(uv_timer_t* t);
-  uv_timer_cb timer_cb_ = nullptr;
-  uint64_t deadline_ = 0;  // uv_now() value at which timer_cb_ is due
 };
 
 class Worker {
@@ -172,16 +107,13 @@ class Worker {
   std::vector<std::function<void()>> inbox_;
 
   std::vector<WorkerListener*> listeners_;
-  DownConn* conns_ = nullptr;  // intrusive list (DownConn::prev_/next_)
+  DownConn* conns_ = nullptr;  // intrusive list (DownConn::Link)
   size_t conn_count_ = 0;
   std::vector<DownConn*> connections() const;
   std::unordered_map<std::string, std::unique_ptr<EndpointState>> endpoints_;
   std::string endpoint_key_;  // Worker::endpoint's lookup key, reused
   bool draining_ = false;
   bool stopped_ = false;
-
-  friend class DownConn;
-  friend class UpConn;
 };
 
 }  // namespace onelayer

@@ -11,6 +11,7 @@ namespace onelayer {
 namespace {
 
 constexpr int64_t kT0 = 1'700'000'000'000;  // an arbitrary epoch millisecond
+constexpr RetryTrigger k503{AttemptOutcome::response, 503};
 
 // The lines of `text` that start with `prefix` (a metric family), in order.
 std::string lines_starting(const std::string& text, const std::string& prefix) {
@@ -32,11 +33,11 @@ bool contains_line(const std::string& text, const std::string& line) {
 
 // One downstream request that took `attempts` attempts, the ones before the
 // last failing with `trigger`.
-void script_request(RouteMetrics& rm, uint32_t attempts, const char* trigger, int status, double seconds,
+void script_request(RouteMetrics& rm, uint32_t attempts, RetryTrigger trigger, int status, double seconds,
                     int64_t now_ms) {
   for (uint32_t a = 0; a < attempts; ++a) {
     rm.on_attempt();
-    if (a + 1 < attempts) rm.on_retry(trigger);
+    if (a + 1 < attempts) rm.on_retry(trigger.outcome, trigger.status);
   }
   rm.on_response(status, seconds, attempts, now_ms);
 }
@@ -46,12 +47,12 @@ void script_request(RouteMetrics& rm, uint32_t attempts, const char* trigger, in
 TEST_CASE("TenRequestsWithTwoRetriesEachGiveTenRequestsThirtyAttemptsRatioThree") {
   Metrics m;
   RouteMetrics* rm = m.route("outbound", "inventory-read", "inventory");
-  for (int i = 0; i < 10; ++i) script_request(*rm, 3, "503", 200, 0.003, kT0 + i * 100);
+  for (int i = 0; i < 10; ++i) script_request(*rm, 3, k503, 200, 0.003, kT0 + i * 100);
 
   CHECK(rm->requests(200) == 10);
   CHECK(rm->requests_total() == 10);
   CHECK(rm->attempts() == 30);
-  CHECK(rm->retries("503") == 20);
+  CHECK(rm->retries(AttemptOutcome::response, 503) == 20);
   CHECK(rm->amplification.ratio(kT0 + 1000) == doctest::Approx(3.0));
 
   const std::string text = m.render_prometheus(kT0 + 1000, {});
@@ -65,10 +66,10 @@ TEST_CASE("TenRequestsWithTwoRetriesEachGiveTenRequestsThirtyAttemptsRatioThree"
 TEST_CASE("RenderingOfAScriptedSequenceIsExact") {
   Metrics m;
   RouteMetrics* rm = m.route("outbound", "items", "inventory");
-  script_request(*rm, 2, "connect-failure", 200, 0.004, kT0);
-  script_request(*rm, 1, "", 404, 0.2, kT0);
-  script_request(*rm, 3, "503", 503, 12.0, kT0);
-  rm->on_declined("attempts_exhausted");
+  script_request(*rm, 2, {AttemptOutcome::connect_failure, 0}, 200, 0.004, kT0);
+  script_request(*rm, 1, {}, 404, 0.2, kT0);
+  script_request(*rm, 3, k503, 503, 12.0, kT0);
+  rm->on_declined(Decline::attempts_exhausted);
   m.config_generation = 2;
   m.config_reloads_ok = 1;
   m.config_reloads_error = 3;
@@ -261,20 +262,22 @@ TEST_CASE("LabelValuesAreEscaped") {
 TEST_CASE("UnknownRetryTriggersAndDeclineReasonsAreIgnored") {
   Metrics m;
   RouteMetrics* rm = m.route("l", "r", "u");
-  rm->on_retry("bogus");
-  rm->on_retry("5033");
-  rm->on_retry("099");
-  rm->on_declined("not_a_reason");
-  rm->on_declined("budget_exhausted");
-  rm->on_retry("timeout");
-  rm->on_retry("reset");
+  rm->on_retry(AttemptOutcome::response, 5033);
+  rm->on_retry(AttemptOutcome::response, 99);
+  rm->on_retry(AttemptOutcome::response, 0);
+  rm->on_declined(Decline::none);  // not reasons: never counted
+  rm->on_declined(Decline::not_retryable);
+  rm->on_declined(Decline::budget_exhausted);
+  rm->on_retry(AttemptOutcome::timeout);
+  rm->on_retry(AttemptOutcome::reset);
   const std::string text = m.render_prometheus(kT0, {});
   CHECK(lines_starting(text, "onelayer_retries_total") ==
         "onelayer_retries_total{route=\"r\",reason=\"connect-failure\"} 0\n"
         "onelayer_retries_total{route=\"r\",reason=\"reset\"} 1\n"
         "onelayer_retries_total{route=\"r\",reason=\"timeout\"} 1\n");
-  CHECK(rm->declined("budget_exhausted") == 1);
-  CHECK(lines_starting(text, "onelayer_retries_declined_total").find("not_a_reason") == std::string::npos);
+  CHECK(rm->declined(Decline::budget_exhausted) == 1);
+  CHECK(lines_starting(text, "onelayer_retries_declined_total").find("not_retryable") == std::string::npos);
+  CHECK(lines_starting(text, "onelayer_retries_declined_total").find("\"none\"") == std::string::npos);
 }
 
 TEST_CASE("RouteGetOrCreateReturnsTheSameCountersForTheSameNames") {
@@ -290,8 +293,8 @@ TEST_CASE("SameRouteNameOnTwoListenersIsSummedIntoOneSeries") {
   Metrics m;
   RouteMetrics* a = m.route("inbound", "api", "svc");
   RouteMetrics* b = m.route("outbound", "api", "svc");
-  script_request(*a, 2, "reset", 200, 0.01, kT0);
-  script_request(*b, 1, "", 200, 0.01, kT0);
+  script_request(*a, 2, {AttemptOutcome::reset, 0}, 200, 0.01, kT0);
+  script_request(*b, 1, {}, 200, 0.01, kT0);
   const std::string text = m.render_prometheus(kT0, {});
   CHECK(lines_starting(text, "onelayer_upstream_attempts_total{") ==
         "onelayer_upstream_attempts_total{route=\"api\",upstream=\"svc\"} 3\n");
@@ -332,8 +335,8 @@ TEST_CASE("ConcurrentUpdatesFromManyThreadsAreAllCounted") {
         const int64_t now = kT0 + (i / 5000) * 1000 + t;
         rm->on_attempt();
         rm->on_attempt();
-        rm->on_retry("503");
-        rm->on_declined("deadline");
+        rm->on_retry(AttemptOutcome::response, 503);
+        rm->on_declined(Decline::deadline);
         rm->on_response(200, 0.002, 2, now);
       }
     });
@@ -347,8 +350,8 @@ TEST_CASE("ConcurrentUpdatesFromManyThreadsAreAllCounted") {
   constexpr uint64_t kTotal = uint64_t{kThreads} * kPerThread;
   CHECK(rm->requests(200) == kTotal);
   CHECK(rm->attempts() == 2 * kTotal);
-  CHECK(rm->retries("503") == kTotal);
-  CHECK(rm->declined("deadline") == kTotal);
+  CHECK(rm->retries(AttemptOutcome::response, 503) == kTotal);
+  CHECK(rm->declined(Decline::deadline) == kTotal);
   CHECK(rm->duration.snapshot().count() == kTotal);
   const auto totals = rm->amplification.totals(kT0 + 10'000);
   CHECK(totals.requests == kTotal);

@@ -2,7 +2,10 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
+#include <vector>
 
+#include "core/circuit_breaker.h"
 #include "core/retry.h"
 #include "core/retry_budget.h"
 #include "scripted_random.h"
@@ -207,13 +210,13 @@ TEST_CASE("GetOn503RetriesWithExponentialWaitsUntilAttemptsExhausted") {
   auto d1 = attempt(s, status(503), kStart, rng);
   CHECK(d1.retry);
   CHECK(d1.wait == 100ms);
-  CHECK(d1.trigger == "503");
+  CHECK(trigger_name(d1.trigger) == "503");
   CHECK(d1.declined == Decline::none);
 
   auto d2 = attempt(s, outcome(AttemptOutcome::reset), kStart + 200ms, rng);
   CHECK(d2.retry);
   CHECK(d2.wait == 200ms);
-  CHECK(d2.trigger == "reset");
+  CHECK(trigger_name(d2.trigger) == "reset");
 
   auto d3 = attempt(s, status(503), kStart + 500ms, rng);
   CHECK_FALSE(d3.retry);
@@ -242,7 +245,7 @@ TEST_CASE("OutcomeMissingFromRetryOnIsFinal") {
   auto d = attempt(s, outcome(AttemptOutcome::timeout), kStart, rng);
   CHECK_FALSE(d.retry);
   CHECK(d.declined == Decline::not_retryable);
-  CHECK(d.trigger == "timeout");
+  CHECK(trigger_name(d.trigger) == "timeout");
 }
 
 // ---- safety ------------------------------------------------------------------
@@ -272,7 +275,7 @@ TEST_CASE("PostThatNeverReachedUpstreamIsRetried") {
   ScriptedRandom rng{};
   auto d = attempt(s, outcome(AttemptOutcome::connect_failure, /*reached=*/false), kStart, rng);
   CHECK(d.retry);
-  CHECK(d.trigger == "connect-failure");
+  CHECK(trigger_name(d.trigger) == "connect-failure");
 }
 
 TEST_CASE("PostResetAfterSendingIsNotRetried") {
@@ -532,6 +535,164 @@ TEST_CASE("DeclinedRetryDoesNotSpendBudget") {
   RetryState post(p, 2s, kStart, {"POST", false, true, false});
   CHECK(attempt(post, status(503), kStart, rng, &budget).declined == Decline::not_idempotent);
   CHECK(budget.tokens(kStart) == 3.0);
+}
+
+// ---- the circuit breaker as an input of the decision ------------------------------
+
+namespace {
+
+CircuitBreakerConfig breaker_config(uint32_t failures, Millis open_for) { return {true, failures, open_for, 1}; }
+
+}  // namespace
+
+TEST_CASE("AdmittedAttemptIsCountedAndGetsPerTryTimeoutToTheMillisecond") {
+  RetryPolicy p = plain_policy();
+  p.per_try_timeout = 500ms;
+  RetryState s(p, 2s, kStart, get_request());
+  CircuitBreaker cb(breaker_config(1, 10s));
+  auto a = s.admit_attempt(kStart + 1ms, &cb);
+  CHECK(a.admitted);
+  CHECK(a.timeout == 500ms);
+  CHECK(a.declined == Decline::none);
+  CHECK(s.attempts_started() == 1);
+  // Near the deadline the attempt gets what is left, to the millisecond.
+  auto b = s.admit_attempt(kStart + 1999ms, nullptr);
+  CHECK(b.admitted);
+  CHECK(b.timeout == 1ms);
+  CHECK(s.attempts_started() == 2);
+}
+
+TEST_CASE("AttemptWithLessThanAMillisecondLeftIsDeclinedDeadlineAndMarked") {
+  const RetryPolicy p = plain_policy();
+  RetryState s(p, 2s, kStart, get_request());
+  auto a = s.admit_attempt(kStart + 1999ms + 500us, nullptr);
+  CHECK_FALSE(a.admitted);
+  CHECK(a.declined == Decline::deadline);
+  CHECK(a.mark_exhausted);
+  CHECK(s.attempts_started() == 0);
+  RetryState zero(p, 0ms, kStart, get_request());  // x-request-timeout-ms: 0
+  CHECK(zero.admit_attempt(kStart, nullptr).declined == Decline::deadline);
+  RetryState outer(p, 2s, kStart, {"GET", false, true, true});
+  auto o = outer.admit_attempt(kStart + 2s, nullptr);
+  CHECK(o.declined == Decline::deadline);
+  CHECK_FALSE(o.mark_exhausted);  // the owner decides
+}
+
+TEST_CASE("OpenBreakerRefusesTheFirstAttemptUntilOpenForElapsed") {
+  const RetryPolicy p = plain_policy();
+  CircuitBreaker cb(breaker_config(1, 10s));
+  cb.on_failure(kStart);  // open at kStart for 10s
+  {
+    RetryState s(p, 15s, kStart, get_request());
+    auto a = s.admit_attempt(kStart + 9999ms, &cb);
+    CHECK_FALSE(a.admitted);
+    CHECK(a.declined == Decline::circuit_open);
+    CHECK(a.mark_exhausted);
+    CHECK(s.attempts_started() == 0);
+  }
+  {
+    RetryState s(p, 15s, kStart + 10s, get_request());
+    auto a = s.admit_attempt(kStart + 10s, &cb);  // half-open now: this is the probe
+    CHECK(a.admitted);
+    CHECK(a.timeout == 15s);
+    RetryState other(p, 15s, kStart + 10s, get_request());
+    CHECK(other.admit_attempt(kStart + 10s, &cb).declined == Decline::circuit_open);  // one probe at a time
+  }
+  RetryPolicy single = plain_policy();
+  single.max_attempts = 1;
+  CircuitBreaker open(breaker_config(1, 10s));
+  open.on_failure(kStart);
+  RetryState s1(single, 15s, kStart, get_request());
+  auto a1 = s1.admit_attempt(kStart, &open);
+  CHECK(a1.declined == Decline::circuit_open);
+  CHECK_FALSE(a1.mark_exhausted);
+}
+
+TEST_CASE("OpenBreakerDeclinesTheRetryBeforeABudgetTokenIsSpent") {
+  const RetryPolicy p = plain_policy();
+  RetryBudget budget({0.0, 3.0}, kStart);
+  CircuitBreaker cb(breaker_config(1, 10s));
+  RetryState s(p, 15s, kStart, get_request());
+  ScriptedRandom rng{};
+  REQUIRE(s.admit_attempt(kStart, &cb).admitted);
+  cb.on_failure(kStart + 40ms);  // the attempt's 503 opened it
+  const double tokens_before = budget.tokens(kStart + 40ms);
+  auto d = s.on_attempt_result(status(503), kStart + 40ms, false, rng, &budget, &cb);
+  CHECK_FALSE(d.retry);
+  CHECK(d.declined == Decline::circuit_open);
+  CHECK(d.mark_exhausted);
+  CHECK(trigger_name(d.trigger) == "503");
+  CHECK(budget.tokens(kStart + 40ms) == tokens_before);
+  CHECK(rng.used() == 0);  // no backoff drawn
+}
+
+TEST_CASE("HalfOpenOrClosedBreakerLetsTheRetryThroughWithExactWait") {
+  const RetryPolicy p = plain_policy();  // first wait 100ms
+  ScriptedRandom rng{};
+  CircuitBreaker closed(breaker_config(5, 10s));
+  RetryState s(p, 15s, kStart, get_request());
+  auto d = attempt(s, status(503), kStart + 7ms, rng, nullptr);
+  CHECK(d.retry);
+  CircuitBreaker half(breaker_config(1, 10s));
+  half.on_failure(kStart);
+  RetryState h(p, 15s, kStart, get_request());
+  h.on_attempt_started();
+  auto dh = h.on_attempt_result(status(503), kStart + 10s, false, rng, nullptr, &half);  // half-open exactly now
+  CHECK(dh.retry);
+  CHECK(dh.wait == 100ms);
+  s.on_attempt_started();
+  auto dc = s.on_attempt_result(status(503), kStart + 7ms, false, rng, nullptr, &closed);
+  CHECK(dc.retry);
+  CHECK(dc.wait == 200ms);
+  // One millisecond earlier it was still open.
+  RetryState e(p, 15s, kStart, get_request());
+  e.on_attempt_started();
+  CircuitBreaker still(breaker_config(1, 10s));
+  still.on_failure(kStart);
+  CHECK(e.on_attempt_result(status(503), kStart + 9999ms, false, rng, nullptr, &still).declined ==
+        Decline::circuit_open);
+}
+
+TEST_CASE("OpenBreakerIsNotTheReasonWhenNoRetryWouldBeWeighed") {
+  const RetryPolicy p = plain_policy();
+  ScriptedRandom rng{};
+  CircuitBreaker cb(breaker_config(1, 10s));
+  cb.on_failure(kStart);
+  // Final outcome.
+  RetryState s(p, 15s, kStart, get_request());
+  s.on_attempt_started();
+  CHECK(s.on_attempt_result(status(200), kStart, false, rng, nullptr, &cb).declined == Decline::not_retryable);
+  // Attempts used up.
+  RetryPolicy two = plain_policy();
+  two.max_attempts = 2;
+  RetryState t(two, 15s, kStart, get_request());
+  t.on_attempt_started();
+  t.on_attempt_started();
+  CHECK(t.on_attempt_result(status(503), kStart, false, rng, nullptr, &cb).declined == Decline::attempts_exhausted);
+  // An outer layer owns retries.
+  RetryState o(p, 15s, kStart, {"GET", false, true, true});
+  o.on_attempt_started();
+  CHECK(o.on_attempt_result(status(503), kStart, false, rng, nullptr, &cb).declined == Decline::outer_owner);
+  // The response started downstream.
+  RetryState r(p, 15s, kStart, get_request());
+  r.on_attempt_started();
+  CHECK(r.on_attempt_result(outcome(AttemptOutcome::reset), kStart, true, rng, nullptr, &cb).declined ==
+        Decline::not_retryable);
+}
+
+TEST_CASE("DeclineReasonsAreTheLabelsInOrderAndOnlyThose") {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < kDeclineReasonCount; ++i) names.push_back(decline_name(static_cast<Decline>(i)));
+  CHECK(names == std::vector<std::string>{"not_idempotent", "body_too_large", "attempts_exhausted",
+                                          "budget_exhausted", "deadline", "retry_after_beyond_deadline",
+                                          "outer_owner", "inner_exhausted", "circuit_open"});
+  CHECK_FALSE(is_counted_decline(Decline::none));
+  CHECK_FALSE(is_counted_decline(Decline::not_retryable));
+  std::string log;
+  append_trigger_name(log, {AttemptOutcome::response, 503});
+  log += ',';
+  append_trigger_name(log, {AttemptOutcome::connect_failure, 0});
+  CHECK(log == "503,connect-failure");
 }
 
 // ---- decorrelated state across retries and invariants --------------------------

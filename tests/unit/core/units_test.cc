@@ -156,3 +156,13 @@ TEST_CASE("parse_host_port: missing or bad ports and malformed hosts are rejecte
   CHECK_FALSE(parse_host_port("a..b:80"));
   CHECK_FALSE(parse_host_port("http://h:80"));
 }
+
+TEST_CASE("format_double: shortest round-trip text, Prometheus spelling for NaN and infinities") {
+  CHECK(format_double(0.5) == "0.5");
+  CHECK(format_double(3) == "3");
+  CHECK(format_double(0.1) == "0.1");
+  CHECK(format_double(1e21) == "1e+21");
+  CHECK(format_double(std::numeric_limits<double>::quiet_NaN()) == "NaN");
+  CHECK(format_double(std::numeric_limits<double>::infinity()) == "+Inf");
+  CHECK(format_double(-std::numeric_limits<double>::infinity()) == "-Inf");
+}

@@ -1,131 +1,27 @@
-// Downstream connections, upstream connections and the exchange that ties a
-// downstream request to its upstream attempts. Worker-thread only.
+// One downstream request and all its upstream attempts: carries out the
+// core's retry decisions (timers, endpoint choice, body replay), streams the
+// response, counts and logs it.
 #pragma once
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-
-#include <list>
-#include <memory>
 #include <optional>
 #include <string>
-#include <vector>
+#include <string_view>
 
 #include "core/config.h"
 #include "core/http_headers.h"
+#include "core/replay_body.h"
 #include "core/retry.h"
 #include "core/upstream_endpoints.h"
 #include "shell/http_codec.h"
-#include "shell/worker.h"
+#include "shell/runtime.h"
 
 namespace onelayer {
 
-class Exchange;
-
-// One upstream endpoint as seen by one worker: its resolved addresses and
-// its pool of idle keep-alive connections.
-struct EndpointState {
-  HostPort hp;
-  std::string label;  // hp.to_string(), for logs and Host
-  std::string key;
-  bool literal = false;
-  std::vector<sockaddr_storage> addrs;
-  TimePoint resolved_at{};
-  bool resolving = false;
-  int last_resolve_error = 0;
-  uint32_t max_idle = 64;
-  Millis idle_timeout{60'000};
-  std::vector<UpConn*> idle;
-  std::vector<UpConn*> waiting;  // connections waiting for DNS
-  uv_getaddrinfo_t gai_req;
-  Worker* worker = nullptr;
-  size_t next_addr = 0;
-  // DNS names: addrs as IP text, so a balancer member (one address) finds
-  // its index; handed to the upstream's UpstreamEndpoints when it changes.
-  std::vector<std::string> addr_text;
-  uint64_t addrs_version = 0;
-  const void* synced_to = nullptr;
-  uint64_t synced_version = 0;
-};
-
-class UpConn final : public Conn, public HttpParser::Handler {
- public:
-  UpConn(Worker* w, EndpointState* ep);
-  void connect(Millis timeout);
-  void start_connect();  // once an address is known
-  void attach(Exchange* ex) { ex_ = ex; }
-  // `reset`: the peer gets a TCP RST (a request cut short must never look
-  // like a clean end to it).
-  void detach_and_close(bool reset = false);
-  void release_to_pool();
-  void fail_dns(int err);
-
-  int on_head(MessageHead& head) override;
-  int on_body(const char* data, size_t len) override;
-  int on_message_end() override;
-  void on_write_done(int status) override;
-
-  void on_read(ssize_t nread, const uv_buf_t* buf);
-  void pause_reading();
-  void resume_reading();
-
-  EndpointState* ep_;
-  Exchange* ex_ = nullptr;
-  HttpParser parser_;
-  uv_connect_t connect_req_;
-  bool connected_ = false;
-  bool idle_ = false;
-  bool head_seen_ = false;
-  bool keep_alive_ = true;
-  bool expect_no_body_ = false;  // HEAD request
-  bool informational_ = false;   // a 1xx response is being skipped
-  bool message_done_ = false;
-  bool reading_ = false;
-  Millis connect_timeout_{1000};
-  int addr_index_ = -1;  // index into ep_->addrs to use (the balancer's pick); -1: the sticky one
-  int addr_used_ = -1;   // the index it connected to
-};
-
-class DownConn final : public Conn, public HttpParser::Handler {
- public:
-  DownConn(Worker* w, WorkerListener* l);
-  ~DownConn() override;
-  void start();
-
-  int on_head(MessageHead& head) override;
-  int on_body(const char* data, size_t len) override;
-  int on_message_end() override;
-  void on_write_done(int status) override;
-
-  void on_read(ssize_t nread, const uv_buf_t* buf);
-  void process_input(const char* data, size_t len);
-  void exchange_done(bool close_after);
-  void reject(int status, const char* reason, bool close_after, const char* log_detail);
-  void abort_connection(const char* reason = "client_closed");
-  void close_when_flushed();
-  void arm_idle_timer();
-  void arm_header_timer();
-  void pause_reading();
-  void resume_reading();
-  void drain();
-  void account_in(size_t n);
-  void buffer_pipelined(const char* data, size_t len);
-
-  WorkerListener* listener_;  // outlives its connections (see Worker::close_listener)
-  HttpParser parser_;
-  std::unique_ptr<std::string> pending_in_;  // bytes after a paused (pipelined) message; rare
-  std::unique_ptr<Exchange> ex_;
-  std::string peer_ip_;
-  DownConn* prev_ = nullptr;  // the worker's intrusive list of connections
-  DownConn* next_ = nullptr;
-  bool tracked_ = false;
-  bool reading_ = false;
-  bool want_read_ = true;       // backpressure may turn this off
-  bool close_after_ = false;    // Connection: close, HTTP/1.0, drain, errors
-  bool close_pending_ = false;  // close once the write queue drains
-  bool eof_ = false;
-  bool in_exchange_ = false;
-};
+class DownConn;
+class UpConn;
+class Worker;
+struct EndpointState;
+struct RouteMetrics;
 
 // One downstream request and all its upstream attempts.
 class Exchange {
@@ -175,7 +71,10 @@ class Exchange {
                           UpstreamEndpoints::Result verdict = UpstreamEndpoints::Result::failure);
   void handle_failure(const AttemptResult& r, int status, const char* reason,
                       UpstreamEndpoints::Result verdict = UpstreamEndpoints::Result::failure);
-  bool decide_retry(const AttemptResult& r);
+  // Asks the core about a finished attempt and carries out a retry (backoff
+  // timer) or records the decline; the caller answers the client otherwise.
+  RetryState::Decision decide_retry(const AttemptResult& r);
+  void decline(Decline why, bool mark_exhausted);
   void respond_error(int status, const char* reason, std::string_view extra_headers = {});
   void start_when_body_buffered();
   static void on_body_deadline(uv_timer_t* t);
@@ -204,12 +103,8 @@ class Exchange {
   RetryOwnership ownership_;
   std::optional<RetryState> rs_;
   TimePoint started_;
-  std::chrono::system_clock::time_point wall_start_;
 
-  std::string body_;          // replay buffer, or unsent bytes once streaming
-  size_t body_sent_ = 0;      // bytes of body_ written to the current attempt
-  uint64_t body_total_ = 0;
-  bool replayable_ = true;
+  ReplayBody body_;  // kept for replay up to buffer_limit, else the bytes not sent yet
   // The body is read whole (up to buffer_limit) before the first attempt:
   // a request refused for its body never reaches the upstream.
   bool awaiting_body_ = false;
@@ -229,7 +124,6 @@ class Exchange {
   int pick_addr_ = -1;  // the picked member's index in its EndpointState's addrs (-1: any)
   bool waiting_backoff_ = false;
   bool response_started_ = false;
-  bool response_done_ = false;
   bool finished_ = false;
   bool resp_chunked_down_ = false;  // re-framing upstream body as chunked downstream
   bool resp_close_delimited_down_ = false;
@@ -238,7 +132,7 @@ class Exchange {
   int status_ = 0;
   const char* error_reason_ = nullptr;
   std::string triggers_;   // retry triggers, comma separated
-  const char* declined_ = nullptr;
+  Decline declined_ = Decline::none;
   std::string endpoints_;  // endpoints tried
   uint64_t bytes_out_ = 0;
   std::string pending_head_;  // response head (and terminal chunk) not yet written

@@ -1,0 +1,83 @@
+// Conn, the base of both connection kinds (client and upstream): one TCP
+// handle and one lazily re-armed timer, reads with recv(2) into the worker's
+// buffer, and the close path (HandleWrap: freed once both handles closed).
+#pragma once
+
+#include <uv.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "shell/handle_wrap.h"
+
+namespace onelayer {
+
+class Worker;
+
+// Base of both connection kinds: a TCP handle plus one timer, freed once
+// both handles are closed (never from inside one of its own callbacks; see
+// HandleWrap).
+class Conn : public HandleWrap<Conn> {
+ public:
+  explicit Conn(Worker* w);
+  virtual ~Conn() = default;
+  virtual void on_write_done(int status) = 0;
+  // Both handles have closed; the object is deleted next.
+  virtual void on_closed() {}
+  // The connection of one of its handles, as its own kind.
+  template <class C = Conn, class H>
+  static C* of(const H* handle) {
+    return static_cast<C*>(owner_of(handle));
+  }
+  // Closes both handles; `reset` sends the peer a TCP RST instead of a FIN
+  // (a request that must not look complete to it).
+  void close_handles(bool reset = false);
+  // Reading, for both connection kinds: libuv's alloc callback hands it no
+  // buffer, so libuv calls the read callback with UV_ENOBUFS instead of
+  // calling read(2), and the connection reads the socket itself with recv(2)
+  // (cheaper than read(2) per call, see tests/bench/syscall_cost.c) into the
+  // worker's one read buffer. Everything kept past a read callback is
+  // copied, so idle connections hold no buffer.
+  static void no_read_buffer(uv_handle_t*, size_t, uv_buf_t* buf) { *buf = uv_buf_init(nullptr, 0); }
+  template <class C>
+  static void on_readable(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf) {
+    C* c = of<C>(s);
+    uv_buf_t own;
+    if (nread == UV_ENOBUFS) {
+      nread = c->recv_now(&own);
+      if (nread == 0) return;  // nothing there after all
+      buf = &own;
+    }
+    c->on_read(nread, buf);
+  }
+  // What the socket holds, read into the worker's buffer: bytes, 0 for
+  // nothing yet, UV_EOF or a libuv error, as libuv's read callback reports.
+  ssize_t recv_now(uv_buf_t* buf);
+  // The connection's one timer: `cb` runs `ms` from now with &timer_ (whose
+  // data is this connection), unless re-armed or disarmed first. Re-arming
+  // is lazy: a deadline later than the one libuv holds (what nearly every
+  // re-arm of a request's life is: header, attempt, stall guard, idle) only
+  // records it, and the libuv timer, when it fires early, re-arms for the
+  // rest. Only an earlier deadline touches libuv's timer heap.
+  void arm_timer(uint64_t ms, uv_timer_cb cb);
+  void disarm_timer() { timer_cb_ = nullptr; }
+  size_t write_queue() const { return tcp_.write_queue_size; }
+  // A connect request is in flight: writes must queue behind it.
+  bool connecting() const { return connecting_; }
+  uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp_); }
+
+  Worker* worker() const { return worker_; }
+
+ protected:
+  Worker* worker_;
+  uv_tcp_t tcp_;
+  uv_timer_t timer_;
+  bool connecting_ = false;  // packed next to HandleWrap's state: every idle connection holds these
+
+ private:
+  static void on_timer(uv_timer_t* t);
+  uv_timer_cb timer_cb_ = nullptr;
+  uint64_t deadline_ = 0;  // uv_now() value at which timer_cb_ is due
+};
+
+}  // namespace onelayer

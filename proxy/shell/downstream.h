@@ -1,0 +1,82 @@
+// One client connection: read, parse, validate, route; one exchange at a
+// time, pipelining, keep-alive, header and idle timeouts, refusals, drain.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "shell/conn.h"
+#include "shell/http_codec.h"
+
+namespace onelayer {
+
+class Exchange;
+class WorkerListener;
+
+class DownConn final : public Conn, private HttpParser::Handler {
+ public:
+  DownConn(Worker* w, WorkerListener* l);
+  ~DownConn() override;
+  void start();
+
+  void on_read(ssize_t nread, const uv_buf_t* buf);
+  void on_write_done(int status) override;
+  void on_closed() override;  // leaves the worker's list and its listener's count
+
+  // From the exchange.
+  void exchange_done(bool close_after);
+  void abort_connection(const char* reason = "client_closed");
+  // Backpressure: the upstream cannot take the body as fast as it comes.
+  void hold_reading();
+  void release_reading();
+  bool reading_held() const { return !want_read_; }
+  // The connection closes after this response (Connection: close, HTTP/1.0,
+  // drain, errors); close_after_response() decides so.
+  bool closes_after_response() const { return close_after_; }
+  void close_after_response() { close_after_ = true; }
+  const std::string& peer_ip() const { return peer_ip_; }
+  Exchange* exchange() const { return ex_.get(); }
+
+  // From the worker.
+  void drain();
+  WorkerListener* listener() const { return listener_; }
+  // The worker's intrusive list of its connections.
+  struct Link {
+    DownConn* prev = nullptr;
+    DownConn* next = nullptr;
+    bool tracked = false;
+  };
+  Link& worker_link() { return link_; }
+
+ private:
+  int on_head(MessageHead& head) override;
+  int on_body(const char* data, size_t len) override;
+  int on_message_end() override;
+
+  static void on_head_or_idle_timeout(uv_timer_t* t);
+  static void on_resume_timer(uv_timer_t* t);
+  void process_input(const char* data, size_t len);
+  void reject(int status, const char* reason, bool close_after, const char* log_detail);
+  void close_when_flushed();
+  void arm_idle_timer();
+  void arm_header_timer();
+  void pause_reading();
+  void resume_reading();
+  void account_in(size_t n);
+  void buffer_pipelined(const char* data, size_t len);
+
+  WorkerListener* listener_;  // outlives its connections (it frees itself after the last)
+  HttpParser parser_;
+  std::unique_ptr<std::string> pending_in_;  // bytes after a paused (pipelined) message; rare
+  std::unique_ptr<Exchange> ex_;
+  std::string peer_ip_;
+  Link link_;
+  bool reading_ = false;
+  bool want_read_ = true;       // backpressure may turn this off
+  bool close_after_ = false;    // Connection: close, HTTP/1.0, drain, errors
+  bool close_pending_ = false;  // close once the write queue drains
+  bool eof_ = false;
+  bool in_exchange_ = false;
+};
+
+}  // namespace onelayer

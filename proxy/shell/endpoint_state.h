@@ -1,0 +1,56 @@
+// One upstream endpoint as one worker sees it: its resolved addresses (the
+// worker's DNS cache, refreshed in the background) and its pool of idle
+// keep-alive connections. A record owned by the Worker; its few operations
+// are named below.
+#pragma once
+
+#include <sys/socket.h>
+#include <uv.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/config.h"
+
+namespace onelayer {
+
+class UpConn;
+class Worker;
+
+struct EndpointState {
+  HostPort hp;
+  std::string label;  // hp.to_string(), for logs and Host
+  std::string key;
+  bool literal = false;
+  std::vector<sockaddr_storage> addrs;
+  TimePoint resolved_at{};
+  bool resolving = false;
+  int last_resolve_error = 0;
+  uint32_t max_idle = 64;
+  Millis idle_timeout{60'000};
+  std::vector<UpConn*> idle;
+  std::vector<UpConn*> waiting;  // connections waiting for DNS
+  uv_getaddrinfo_t gai_req;
+  Worker* worker = nullptr;
+  size_t next_addr = 0;
+  // DNS names: addrs as IP text, so a balancer member (one address) finds
+  // its index; handed to the upstream's UpstreamEndpoints when it changes.
+  std::vector<std::string> addr_text;
+  uint64_t addrs_version = 0;
+  const void* synced_to = nullptr;
+  uint64_t synced_version = 0;
+
+  // A DNS name whose addresses are missing or older than the refresh
+  // interval: starts a lookup unless one runs (waiting connections are
+  // connected, or failed, when it ends).
+  void refresh_addresses();
+  // An idle pooled connection to address `addr` (-1: any), out of the pool
+  // and ready for an attempt; null when there is none.
+  UpConn* take_idle(int addr);
+  // Forgets `u` in the pool and the DNS wait list.
+  void forget(UpConn* u);
+};
+
+}  // namespace onelayer
