@@ -274,13 +274,18 @@ struct H2Session::Callbacks {
       }
       case NGHTTP2_GOAWAY:
         s.goaway_sent_ = true;
-        if (frame->goaway.error_code != NGHTTP2_NO_ERROR && !s.failed_) {
-          // nghttp2 found a connection error itself: the session has failed.
-          s.failed_ = true;
+        if (frame->goaway.error_code != NGHTTP2_NO_ERROR && !s.error_goaway_written_) {
+          // The code on the wire is the one reported (nghttp2 may have
+          // queued its own before ours).
+          s.error_goaway_written_ = true;
           s.goaway_code_ = frame->goaway.error_code;
-          s.close_reason_.assign(reinterpret_cast<const char*>(frame->goaway.opaque_data),
-                                 frame->goaway.opaque_data_len);
-          if (s.close_reason_.empty()) s.close_reason_ = "protocol error";
+          if (!s.failed_) {
+            // nghttp2 found a connection error itself: the session has failed.
+            s.failed_ = true;
+            s.close_reason_.assign(reinterpret_cast<const char*>(frame->goaway.opaque_data),
+                                   frame->goaway.opaque_data_len);
+            if (s.close_reason_.empty()) s.close_reason_ = "protocol error";
+          }
         }
         return 0;
       default:

@@ -211,7 +211,8 @@ class H2Session {
   bool goaway_sent_ = false;
   bool goaway_received_ = false;
   bool failed_ = false;       // terminate()d or a fatal error: no more events
-  bool send_broken_ = false;  // nghttp2_session_mem_send failed: nothing more to write
+  bool send_broken_ = false;
+  bool error_goaway_written_ = false;  // nghttp2_session_mem_send failed: nothing more to write
   int32_t last_submitted_ = 0;
   int32_t drain_last_stream_id_ = 0;
 };
