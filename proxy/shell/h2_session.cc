@@ -97,6 +97,7 @@ struct H2Session::Stream {
   std::string out;
   size_t out_off = 0;
   bool local_reset = false;   // reset_stream(), or our RST NO_ERROR after a full response
+  uint32_t refused_code = 0;  // we reset it for the peer's fault: the Handler hears this code
 
   // Events go to the Handler: streams we opened, and peer streams whose head
   // it got.
@@ -235,7 +236,7 @@ struct H2Session::Callbacks {
     nghttp2_session_consume_connection(session, len);
     if (s.failed_) return NGHTTP2_ERR_CALLBACK_FAILURE;
     Stream* st = s.find(id);
-    if (!st || !st->known() || st->local_reset) {
+    if (!st || !st->known() || st->local_reset || st->refused_code) {
       nghttp2_session_consume_stream(session, id, len);
       return 0;
     }
@@ -423,7 +424,9 @@ int H2Session::headers_received(int32_t id, bool end) {
       nghttp2_submit_response(session_, id, nva.data(), nva.size(), nullptr);
       st->head_submitted = true;
     } else {
-      st->local_reset = !st->known();  // a stream the Handler knows hears of it
+      // The Handler hears of it as a reset with this code, even when the
+      // head carried END_STREAM and the stream closes before our RST goes.
+      st->refused_code = kEnhanceYourCalm;
       nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, kEnhanceYourCalm);
     }
     return 0;
@@ -433,7 +436,7 @@ int H2Session::headers_received(int32_t id, bool end) {
     nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, kRefusedStream);
     return 0;
   }
-  if (st->refused || st->local_reset) return 0;
+  if (st->refused || st->local_reset || st->refused_code) return 0;
   if (block == Stream::Block::head) {
     if (role_ == Role::client && st->head.status < 200) return 0;  // 1xx: the final head follows
     st->head_delivered = true;
@@ -450,7 +453,7 @@ int H2Session::headers_received(int32_t id, bool end) {
 
 void H2Session::peer_ended(int32_t id) {
   Stream* st = find(id);
-  if (!st || !st->known() || st->local_reset) return;
+  if (!st || !st->known() || st->local_reset || st->refused_code) return;
   if (handler_) handler_->on_end(id);
 }
 
@@ -460,7 +463,8 @@ void H2Session::finish_stream(int32_t id, uint32_t error_code) {
   std::unique_ptr<Stream> st = std::move(it->second);
   streams_.erase(it);
   if (!st->known() || !handler_) return;
-  if (st->local_reset || error_code == NGHTTP2_NO_ERROR) handler_->on_closed(id);
+  if (st->refused_code) handler_->on_reset(id, st->refused_code);
+  else if (st->local_reset || error_code == NGHTTP2_NO_ERROR) handler_->on_closed(id);
   else handler_->on_reset(id, error_code);
 }
 

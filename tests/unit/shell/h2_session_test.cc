@@ -735,3 +735,41 @@ TEST_CASE("h2 close_streams: a lost connection resets every open stream once") {
   p.pump();  // nothing more reaches the handler
   CHECK(p.crec.terminal_events == 2);
 }
+
+TEST_CASE("h2 client: an oversized response head resets the stream") {
+  Pair p;
+  int32_t big = p.client.submit_request(get("/big"), true);
+  int32_t ok = p.client.submit_request(get("/ok"), true);
+  p.pump();
+  H2Session::Head huge = status(200);
+  huge.fields = {{"x-big", std::string(20000, 'h')}};
+  CHECK(p.server.submit_response(big, huge, true));
+  CHECK(p.server.submit_response(ok, status(200), true));
+  p.pump();
+  CHECK_FALSE(p.crec.streams[big].head_seen);
+  CHECK(p.crec.streams[big].resets == 1);
+  CHECK(p.crec.streams[big].reset_code == H2Session::kEnhanceYourCalm);
+  CHECK(p.client.stats().oversized_heads == 1);
+  CHECK(p.crec.streams[ok].head.status == 200);
+  CHECK(p.crec.streams[ok].closed);
+}
+
+TEST_CASE("h2 client: 1xx heads are skipped, the final head is delivered") {
+  Recorder rec;
+  H2Session client(Role::client, &rec);
+  rec.session = &client;
+  int32_t id = client.submit_request(get("/early-hints"), true);
+  std::string sent;
+  client.flush(sent);
+  // The server's bytes, built by hand: SETTINGS, 103 (":status" is static
+  // index 8, a literal value), then 200 with END_STREAM (static index 8 too).
+  std::string hints = std::string(1, char(0x08)) + hpack_int(3, 7, 0) + "103" + literal("link", "</a.css>");
+  std::string in = settings() + frame(SETTINGS, ACK, 0, "") + headers(id, hints) +
+                   headers(id, std::string(1, char(0x88)), END_HEADERS | END_STREAM);
+  REQUIRE(client.recv(reinterpret_cast<const uint8_t*>(in.data()), in.size(), 0));
+  CHECK(rec.head_order.size() == 1);
+  CHECK(rec.streams[id].head.status == 200);
+  CHECK(rec.streams[id].head.fields.empty());  // nothing of the 103 leaks into it
+  CHECK(rec.streams[id].ended);
+  CHECK(rec.streams[id].closed);
+}
