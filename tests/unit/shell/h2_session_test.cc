@@ -773,3 +773,31 @@ TEST_CASE("h2 client: 1xx heads are skipped, the final head is delivered") {
   CHECK(rec.streams[id].ended);
   CHECK(rec.streams[id].closed);
 }
+
+TEST_CASE("h2 client: a request that never went out still ends once") {
+  SUBCASE("reset by the owner before it was written") {
+    Pair p;
+    int32_t id = p.client.submit_request(post("/x"), false);
+    CHECK(p.client.reset_stream(id, H2Session::kCancel));
+    p.pump();
+    CHECK(p.crec.streams[id].closed);
+    CHECK(p.client.open_streams() == 0);
+    CHECK(p.srec.head_order.empty());
+  }
+  SUBCASE("a GOAWAY arrived between submit and write") {
+    Pair p;
+    p.pump();
+    p.server.drain();
+    std::string goaway;
+    p.server.flush(goaway);
+    int32_t id = p.client.submit_request(get("/x"), true);
+    REQUIRE(id > 0);
+    REQUIRE(p.client.recv(reinterpret_cast<const uint8_t*>(goaway.data()), goaway.size(), 0));
+    p.pump();
+    CHECK(p.crec.streams[id].resets == 1);
+    CHECK(p.crec.streams[id].reset_code == H2Session::kRefusedStream);
+    CHECK(p.client.open_streams() == 0);
+    CHECK(p.srec.head_order.empty());
+    CHECK(p.client.want_close());
+  }
+}
