@@ -96,11 +96,15 @@ class H2Session {
     Headers fields;  // regular fields in order (names in lower case)
   };
 
+  // Calls into the session from these callbacks are allowed (submit,
+  // send, consume, reset, drain, terminate); destroying it is not.
   class Handler {
    public:
     virtual ~Handler() = default;
     // A request head (server) or the final response head (client; 1xx heads
-    // are skipped). `end_stream`: no body follows.
+    // are skipped). `end_stream`: no body follows (on_end() still comes).
+    // A request head over max_header_list_bytes never gets here: the
+    // session answers it 431 itself.
     virtual void on_head(int32_t stream, Head& head, bool end_stream) = 0;
     // Body bytes. Call consume(stream, n) once they have been passed on.
     virtual void on_data(int32_t stream, const uint8_t* data, size_t len) = 0;
