@@ -4,7 +4,7 @@
 # Used by the README commands, .ci/run and the Dockerfile's build stage.
 set -euo pipefail
 
-BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlog-dev libfmt-dev doctest-dev node-llhttp"
+BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libnghttp2-dev doctest-dev node-llhttp"
 # podman, buildah, debootstrap: the container test builds the Dockerfile.
 TEST_PKGS="python3 curl clang libclang-rt-14-dev prometheus podman buildah debootstrap"
 # kubectl (test_deploy's kustomize cross-check): Debian's kubernetes-client,

@@ -1,0 +1,653 @@
+#include "shell/h2_session.h"
+
+#include <nghttp2/nghttp2.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace onelayer {
+
+namespace {
+
+constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+std::string lower_name(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+// Connection-specific fields (RFC 9113 8.2.2): a peer must treat a message
+// carrying one as malformed, so they are never sent ("te: trailers" is the
+// one value allowed).
+bool connection_specific(std::string_view lname, std::string_view value) {
+  if (lname == "te") return !iequals(trim_ows(value), "trailers");
+  return lname == "connection" || lname == "keep-alive" || lname == "proxy-connection" ||
+         lname == "transfer-encoding" || lname == "upgrade";
+}
+
+// Name/value storage for one submit call (nghttp2 copies what it is given).
+class FieldList {
+ public:
+  void add(std::string name, std::string value) {
+    names_.push_back(std::move(name));
+    values_.push_back(std::move(value));
+  }
+  void add_fields(const Headers& fields) {
+    for (const Header& h : fields) {
+      std::string n = lower_name(h.name);
+      if (!n.empty() && n[0] != ':' && !connection_specific(n, h.value)) add(std::move(n), h.value);
+    }
+  }
+  const std::vector<nghttp2_nv>& nva() {
+    nva_.clear();
+    for (size_t i = 0; i < names_.size(); ++i) {
+      nva_.push_back(nghttp2_nv{reinterpret_cast<uint8_t*>(names_[i].data()),
+                                reinterpret_cast<uint8_t*>(values_[i].data()), names_[i].size(),
+                                values_[i].size(), NGHTTP2_NV_FLAG_NONE});
+    }
+    return nva_;
+  }
+
+ private:
+  std::vector<std::string> names_, values_;
+  std::vector<nghttp2_nv> nva_;
+};
+
+uint32_t fatal_code(int rv) {
+  switch (rv) {
+    case NGHTTP2_ERR_FLOODED:
+    case NGHTTP2_ERR_TOO_MANY_CONTINUATIONS:
+      return H2Session::kEnhanceYourCalm;
+    case NGHTTP2_ERR_NOMEM:
+      return H2Session::kInternalError;
+    default:
+      return H2Session::kProtocolError;
+  }
+}
+
+}  // namespace
+
+H2Preface detect_h2_preface(std::string_view first_bytes) {
+  size_t n = std::min(first_bytes.size(), kPreface.size());
+  if (first_bytes.substr(0, n) != kPreface.substr(0, n)) return H2Preface::no;
+  return n == kPreface.size() ? H2Preface::yes : H2Preface::need_more;
+}
+
+struct H2Session::Stream {
+  int32_t id = 0;
+  bool peer_opened = false;
+  // Receiving.
+  enum class Block { none, head, trailers } block = Block::none;
+  Head head;
+  Headers trailers;
+  size_t block_bytes = 0;     // RFC 9113 size of the header block being decoded
+  bool oversized = false;     // that block went over max_header_list_bytes
+  bool head_delivered = false;
+  bool refused = false;       // answered by the session itself; the Handler never saw it
+  // Sending.
+  bool head_submitted = false;
+  bool has_provider = false;  // a body or trailers may follow our head
+  bool local_ended = false;   // end_stream() or send_trailers() was called
+  bool deferred = false;      // the data provider is waiting for bytes
+  bool trailers_pending = false;
+  Headers out_trailers;
+  std::string out;
+  size_t out_off = 0;
+  bool local_reset = false;   // reset_stream(), or our RST NO_ERROR after a full response
+  uint32_t refused_code = 0;  // we reset it for the peer's fault: the Handler hears this code
+
+  // Events go to the Handler: streams we opened, and peer streams whose head
+  // it got.
+  bool known() const { return !refused && (!peer_opened || head_delivered); }
+};
+
+// nghttp2's C callbacks. Each returns 0, or NGHTTP2_ERR_CALLBACK_FAILURE to
+// stop reading input once the session failed.
+struct H2Session::Callbacks {
+  static H2Session& self(void* ud) { return *static_cast<H2Session*>(ud); }
+
+  static int on_begin_frame(nghttp2_session*, const nghttp2_frame_hd* hd, void* ud) {
+    H2Session& s = self(ud);
+    if (s.failed_) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    bool payload_frame =
+        hd->type == NGHTTP2_DATA || hd->type == NGHTTP2_HEADERS || hd->type == NGHTTP2_CONTINUATION;
+    if (!payload_frame) return 0;
+    bool empty = hd->length == 0 && !(hd->type == NGHTTP2_DATA && (hd->flags & NGHTTP2_FLAG_END_STREAM));
+    if (!empty) {
+      s.empty_frames_in_a_row_ = 0;
+      return 0;
+    }
+    if (++s.empty_frames_in_a_row_ > s.limits_.max_empty_frames) {
+      s.fail(kEnhanceYourCalm, "empty frames flood");
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+  }
+
+  static int on_begin_headers(nghttp2_session*, const nghttp2_frame* frame, void* ud) {
+    H2Session& s = self(ud);
+    if (s.failed_) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    int32_t id = frame->hd.stream_id;
+    Stream* st = s.find(id);
+    if (frame->headers.cat == NGHTTP2_HCAT_REQUEST && s.role_ == Role::server && !st) {
+      st = &s.add_stream(id, true);
+      ++s.stats_.streams_opened;
+      // Above the last-stream-id of our GOAWAY (nghttp2 only checks once
+      // the GOAWAY is written): refused, safe for the client to retry.
+      if (s.goaway_sent_ && id > s.drain_last_stream_id_) st->refused = true;
+    }
+    if (!st) return 0;
+    bool head = s.role_ == Role::server ? frame->headers.cat == NGHTTP2_HCAT_REQUEST : !st->head_delivered;
+    st->block = head ? Stream::Block::head : Stream::Block::trailers;
+    st->block_bytes = 0;
+    st->oversized = false;
+    if (head) st->head = Head();
+    else st->trailers.clear();
+    return 0;
+  }
+
+  static int on_header(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
+                       const uint8_t* value, size_t valuelen, uint8_t, void* ud) {
+    H2Session& s = self(ud);
+    if (s.failed_) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    Stream* st = s.find(frame->hd.stream_id);
+    if (!st || st->block == Stream::Block::none) return 0;
+    st->block_bytes += namelen + valuelen + 32;
+    uint64_t hard = uint64_t(s.limits_.max_header_list_bytes) * std::max<uint32_t>(1, s.limits_.header_list_hard_factor);
+    if (st->block_bytes > hard) {
+      s.fail(kEnhanceYourCalm, "header list over the hard cap (HPACK bomb)");
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    if (st->block_bytes > s.limits_.max_header_list_bytes) st->oversized = true;
+    if (st->oversized) return 0;  // keep decoding (HPACK state), keep nothing
+    std::string_view n(reinterpret_cast<const char*>(name), namelen);
+    std::string_view v(reinterpret_cast<const char*>(value), valuelen);
+    if (st->block == Stream::Block::trailers) {
+      st->trailers.push_back(Header{std::string(n), std::string(v)});
+      return 0;
+    }
+    Head& h = st->head;
+    if (!n.empty() && n[0] == ':') {
+      // nghttp2 has checked the pseudo-header set for the message type.
+      if (n == ":method") h.method = v;
+      else if (n == ":scheme") h.scheme = v;
+      else if (n == ":authority") h.authority = v;
+      else if (n == ":path") h.path = v;
+      else if (n == ":status") {
+        int code = 0;
+        for (char c : v) code = code * 10 + (c - '0');  // three digits, checked by nghttp2
+        h.status = code;
+      }
+      return 0;
+    }
+    h.fields.push_back(Header{std::string(n), std::string(v)});
+    return 0;
+  }
+
+  static int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* ud) {
+    H2Session& s = self(ud);
+    if (s.failed_) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    int32_t id = frame->hd.stream_id;
+    bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
+    switch (frame->hd.type) {
+      case NGHTTP2_HEADERS:
+        return s.headers_received(id, end);
+      case NGHTTP2_DATA:
+        if (end) s.peer_ended(id);
+        return 0;
+      case NGHTTP2_RST_STREAM: {
+        Stream* st = s.find(id);
+        if (st && st->peer_opened && !st->head_submitted && !st->refused) {
+          s.charge_early_reset();
+          if (s.failed_) return NGHTTP2_ERR_CALLBACK_FAILURE;
+        }
+        return 0;
+      }
+      case NGHTTP2_GOAWAY:
+        s.goaway_received_ = true;
+        if (s.handler_) s.handler_->on_goaway(frame->goaway.last_stream_id, frame->goaway.error_code);
+        return 0;
+      default:
+        return 0;
+    }
+  }
+
+  static int on_invalid_frame_recv(nghttp2_session*, const nghttp2_frame*, int lib_error, void* ud) {
+    H2Session& s = self(ud);
+    if (s.failed_) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    // A stream refused for concurrency before our SETTINGS were acknowledged
+    // is the peer's fair race, not an error to count.
+    if (lib_error == NGHTTP2_ERR_REFUSED_STREAM) return 0;
+    if (++s.stats_.stream_errors > s.limits_.max_stream_errors) {
+      s.fail(kProtocolError, "too many stream errors");
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    return 0;
+  }
+
+  static int on_data_chunk(nghttp2_session* session, uint8_t, int32_t id, const uint8_t* data, size_t len,
+                           void* ud) {
+    H2Session& s = self(ud);
+    // The connection window comes back at once: what a stream holds is
+    // bounded by its own window, which only consume() reopens.
+    nghttp2_session_consume_connection(session, len);
+    if (s.failed_) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    Stream* st = s.find(id);
+    if (!st || !st->known() || st->local_reset || st->refused_code) {
+      nghttp2_session_consume_stream(session, id, len);
+      return 0;
+    }
+    if (s.handler_) s.handler_->on_data(id, data, len);
+    return 0;
+  }
+
+  static int on_stream_close(nghttp2_session*, int32_t id, uint32_t error_code, void* ud) {
+    self(ud).finish_stream(id, error_code);
+    return 0;
+  }
+
+  static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* ud) {
+    H2Session& s = self(ud);
+    int32_t id = frame->hd.stream_id;
+    switch (frame->hd.type) {
+      case NGHTTP2_HEADERS:
+      case NGHTTP2_DATA: {
+        // A server that sent a complete response ends the rest of the
+        // request with RST_STREAM NO_ERROR (RFC 9113 8.1): the stream stops
+        // counting against the limit while the client is still sending.
+        Stream* st = s.find(id);
+        if (st && s.role_ == Role::server && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+            !nghttp2_session_get_stream_remote_close(session, id)) {
+          st->local_reset = true;
+          nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR);
+        }
+        return 0;
+      }
+      case NGHTTP2_RST_STREAM: {
+        // One nghttp2 sent for the peer's protocol error on the stream.
+        Stream* st = s.find(id);
+        if (st && !st->local_reset && st->peer_opened && !st->head_submitted && !st->refused)
+          s.charge_early_reset();
+        return 0;
+      }
+      case NGHTTP2_GOAWAY:
+        s.goaway_sent_ = true;
+        if (frame->goaway.error_code != NGHTTP2_NO_ERROR && !s.error_goaway_written_) {
+          // The code on the wire is the one reported (nghttp2 may have
+          // queued its own before ours).
+          s.error_goaway_written_ = true;
+          s.goaway_code_ = frame->goaway.error_code;
+          if (!s.failed_) {
+            // nghttp2 found a connection error itself: the session has failed.
+            s.failed_ = true;
+            s.close_reason_.assign(reinterpret_cast<const char*>(frame->goaway.opaque_data),
+                                   frame->goaway.opaque_data_len);
+            if (s.close_reason_.empty()) s.close_reason_ = "protocol error";
+          }
+        }
+        return 0;
+      default:
+        return 0;
+    }
+  }
+
+  static ssize_t read_data(nghttp2_session* session, int32_t id, uint8_t* buf, size_t length,
+                           uint32_t* data_flags, nghttp2_data_source*, void* ud) {
+    H2Session& s = self(ud);
+    Stream* st = s.find(id);
+    if (!st) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    size_t avail = st->out.size() - st->out_off;
+    size_t n = std::min(avail, length);
+    if (n > 0) std::memcpy(buf, st->out.data() + st->out_off, n);
+    st->out_off += n;
+    if (st->out_off == st->out.size()) {
+      st->out.clear();
+      st->out_off = 0;
+    } else if (st->out_off > st->out.size() / 2) {
+      st->out.erase(0, st->out_off);
+      st->out_off = 0;
+    }
+    bool drained = st->out.size() == st->out_off;
+    if (drained && st->local_ended) {
+      *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+      if (st->trailers_pending) {
+        *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        st->trailers_pending = false;
+        FieldList f;
+        f.add_fields(st->out_trailers);
+        const auto& nva = f.nva();
+        if (nghttp2_submit_trailer(session, id, nva.data(), nva.size()) != 0)
+          return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      }
+      return static_cast<ssize_t>(n);
+    }
+    if (n == 0) {
+      st->deferred = true;
+      return NGHTTP2_ERR_DEFERRED;
+    }
+    return static_cast<ssize_t>(n);
+  }
+};
+
+H2Session::H2Session(Role role, Handler* handler) : H2Session(role, handler, Limits()) {}
+
+H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
+    : role_(role), handler_(handler), limits_(limits), reset_tokens_(limits.rapid_reset_burst) {
+  nghttp2_session_callbacks* cb = nullptr;
+  nghttp2_session_callbacks_new(&cb);
+  nghttp2_session_callbacks_set_on_begin_frame_callback(cb, Callbacks::on_begin_frame);
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cb, Callbacks::on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cb, Callbacks::on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, Callbacks::on_frame_recv);
+  nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, Callbacks::on_invalid_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, Callbacks::on_data_chunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb, Callbacks::on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cb, Callbacks::on_frame_send);
+
+  nghttp2_option* opt = nullptr;
+  nghttp2_option_new(&opt);
+  nghttp2_option_set_no_auto_window_update(opt, 1);
+  nghttp2_option_set_no_closed_streams(opt, 1);
+  nghttp2_option_set_max_deflate_dynamic_table_size(opt, limits_.header_table_bytes);
+  nghttp2_option_set_max_settings(opt, limits_.max_settings_entries);
+  nghttp2_option_set_max_outbound_ack(opt, limits_.max_outbound_acks);
+  nghttp2_option_set_max_continuations(opt, limits_.max_continuations);
+  nghttp2_option_set_peer_max_concurrent_streams(opt, limits_.max_concurrent_streams);
+  // nghttp2's own RST_STREAM limiter (its clock) stays behind ours as a
+  // backstop: ten times the burst, the same rate.
+  nghttp2_option_set_stream_reset_rate_limit(opt, uint64_t(limits_.rapid_reset_burst) * 10,
+                                             limits_.rapid_reset_per_second);
+  if (role_ == Role::server) nghttp2_session_server_new2(&session_, cb, this, opt);
+  else nghttp2_session_client_new2(&session_, cb, this, opt);
+  nghttp2_option_del(opt);
+  nghttp2_session_callbacks_del(cb);
+
+  std::vector<nghttp2_settings_entry> iv = {
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits_.max_concurrent_streams},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, limits_.stream_window_bytes},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, limits_.max_header_list_bytes},
+      {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, limits_.header_table_bytes},
+      {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+  };
+  if (role_ == Role::client) iv.push_back({NGHTTP2_SETTINGS_ENABLE_PUSH, 0});
+  nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, iv.data(), iv.size());
+  if (limits_.connection_window_bytes > NGHTTP2_INITIAL_CONNECTION_WINDOW_SIZE)
+    nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
+                                          static_cast<int32_t>(limits_.connection_window_bytes));
+}
+
+H2Session::~H2Session() {
+  handler_ = nullptr;
+  streams_.clear();
+  nghttp2_session_del(session_);
+}
+
+H2Session::Stream* H2Session::find(int32_t id) {
+  auto it = streams_.find(id);
+  return it == streams_.end() ? nullptr : it->second.get();
+}
+
+const H2Session::Stream* H2Session::find(int32_t id) const {
+  auto it = streams_.find(id);
+  return it == streams_.end() ? nullptr : it->second.get();
+}
+
+H2Session::Stream& H2Session::add_stream(int32_t id, bool peer_opened) {
+  auto st = std::make_unique<Stream>();
+  st->id = id;
+  st->peer_opened = peer_opened;
+  Stream& ref = *st;
+  streams_[id] = std::move(st);
+  return ref;
+}
+
+int H2Session::headers_received(int32_t id, bool end) {
+  Stream* st = find(id);
+  if (!st) return 0;
+  Stream::Block block = st->block;
+  st->block = Stream::Block::none;
+  if (st->oversized) {
+    ++stats_.oversized_heads;
+    if (stats_.oversized_heads >= limits_.max_oversized_heads) {
+      fail(kEnhanceYourCalm, "oversized header lists");
+      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    }
+    if (role_ == Role::server && block == Stream::Block::head) {
+      // Refused: 431 (RFC 9113 10.5.1), the Handler never sees the stream.
+      st->refused = true;
+      FieldList f;
+      f.add(":status", "431");
+      const auto& nva = f.nva();
+      nghttp2_submit_response(session_, id, nva.data(), nva.size(), nullptr);
+      st->head_submitted = true;
+    } else {
+      // The Handler hears of it as a reset with this code, even when the
+      // head carried END_STREAM and the stream closes before our RST goes.
+      st->refused_code = kEnhanceYourCalm;
+      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, kEnhanceYourCalm);
+    }
+    return 0;
+  }
+  if (st->refused && !st->head_submitted) {
+    st->local_reset = true;
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, kRefusedStream);
+    return 0;
+  }
+  if (st->refused || st->local_reset || st->refused_code) return 0;
+  if (block == Stream::Block::head) {
+    if (role_ == Role::client && st->head.status < 200) return 0;  // 1xx: the final head follows
+    st->head_delivered = true;
+    if (handler_) handler_->on_head(id, st->head, end);
+    st = find(id);
+    if (st) st->head = Head();
+  } else if (block == Stream::Block::trailers) {
+    if (handler_) handler_->on_trailers(id, st->trailers);
+    st = find(id);
+  }
+  if (end && st) peer_ended(id);
+  return 0;
+}
+
+void H2Session::peer_ended(int32_t id) {
+  Stream* st = find(id);
+  if (!st || !st->known() || st->local_reset || st->refused_code) return;
+  if (handler_) handler_->on_end(id);
+}
+
+void H2Session::finish_stream(int32_t id, uint32_t error_code) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  std::unique_ptr<Stream> st = std::move(it->second);
+  streams_.erase(it);
+  if (!st->known() || !handler_) return;
+  if (st->refused_code) handler_->on_reset(id, st->refused_code);
+  else if (st->local_reset || error_code == NGHTTP2_NO_ERROR) handler_->on_closed(id);
+  else handler_->on_reset(id, error_code);
+}
+
+void H2Session::charge_early_reset() {
+  ++stats_.early_resets;
+  if (now_ms_ > reset_refill_ms_) {
+    reset_tokens_ = std::min<double>(limits_.rapid_reset_burst,
+                                     reset_tokens_ + double(now_ms_ - reset_refill_ms_) *
+                                                         limits_.rapid_reset_per_second / 1000.0);
+  }
+  reset_refill_ms_ = std::max(reset_refill_ms_, now_ms_);
+  reset_tokens_ -= 1;
+  if (reset_tokens_ < 0) fail(kEnhanceYourCalm, "rapid reset");
+}
+
+void H2Session::fail(uint32_t error_code, std::string_view reason) {
+  if (failed_) return;
+  failed_ = true;
+  goaway_code_ = error_code;
+  close_reason_ = reason;
+  nghttp2_session_terminate_session(session_, error_code);
+  close_streams(error_code);
+}
+
+bool H2Session::recv(const uint8_t* data, size_t len, uint64_t now_ms) {
+  if (failed_) return false;
+  now_ms_ = now_ms;
+  ssize_t rv = nghttp2_session_mem_recv(session_, data, len);
+  if (rv < 0 && !failed_) fail(fatal_code(static_cast<int>(rv)), nghttp2_strerror(static_cast<int>(rv)));
+  return !failed_;
+}
+
+size_t H2Session::flush(std::string& out) {
+  size_t before = out.size();
+  if (!send_broken_) {
+    for (;;) {
+      const uint8_t* p = nullptr;
+      ssize_t n = nghttp2_session_mem_send(session_, &p);
+      if (n < 0) {
+        send_broken_ = true;
+        fail(kInternalError, nghttp2_strerror(static_cast<int>(n)));
+        break;
+      }
+      if (n == 0) break;
+      out.append(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
+    }
+  }
+  // nghttp2 ended the connection itself (a protocol error it found): the
+  // streams still open end with it.
+  if (failed_ || (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_)))
+    close_streams(goaway_code_ != kNoError ? goaway_code_ : kCancel);
+  return out.size() - before;
+}
+
+bool H2Session::want_close() const {
+  if (send_broken_) return true;
+  bool w = nghttp2_session_want_write(session_);
+  if (!nghttp2_session_want_read(session_) && !w) return true;
+  return failed_ && !w;
+}
+
+bool H2Session::can_submit_request() const {
+  if (role_ != Role::client || failed_ || goaway_sent_ || goaway_received_) return false;
+  uint32_t peer = nghttp2_session_get_remote_settings(session_, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+  uint32_t cap = std::min(peer, limits_.max_concurrent_streams);
+  size_t mine = 0;
+  for (const auto& [id, st] : streams_)
+    if (!st->peer_opened) ++mine;
+  return mine < cap;
+}
+
+bool H2Session::submit_head(int32_t stream, const Head& head, bool request, bool end_stream) {
+  FieldList f;
+  if (request) {
+    f.add(":method", head.method);
+    f.add(":scheme", head.scheme);
+    if (!head.authority.empty()) f.add(":authority", head.authority);
+    if (head.method != "CONNECT") f.add(":path", head.path);
+  } else {
+    f.add(":status", std::to_string(head.status));
+  }
+  f.add_fields(head.fields);
+  const auto& nva = f.nva();
+  nghttp2_data_provider prov{};
+  prov.read_callback = Callbacks::read_data;
+  nghttp2_data_provider* pp = end_stream ? nullptr : &prov;
+  if (request) {
+    int32_t id = nghttp2_submit_request(session_, nullptr, nva.data(), nva.size(), pp, nullptr);
+    if (id <= 0) return false;
+    stream = id;
+    add_stream(id, false);
+  } else if (nghttp2_submit_response(session_, stream, nva.data(), nva.size(), pp) != 0) {
+    return false;
+  }
+  Stream* st = find(stream);
+  st->head_submitted = true;
+  st->has_provider = !end_stream;
+  st->local_ended = end_stream;
+  last_submitted_ = stream;
+  return true;
+}
+
+int32_t H2Session::submit_request(const Head& head, bool end_stream) {
+  if (!can_submit_request()) return 0;
+  return submit_head(0, head, true, end_stream) ? last_submitted_ : 0;
+}
+
+bool H2Session::submit_response(int32_t stream, const Head& head, bool end_stream) {
+  Stream* st = find(stream);
+  if (role_ != Role::server || failed_ || !st || !st->known() || st->head_submitted || st->local_reset ||
+      head.status < 200 || head.status > 999)
+    return false;
+  return submit_head(stream, head, false, end_stream);
+}
+
+void H2Session::resume(Stream& s) {
+  if (!s.deferred) return;
+  s.deferred = false;
+  nghttp2_session_resume_data(session_, s.id);
+}
+
+bool H2Session::send_data(int32_t stream, std::string_view bytes) {
+  Stream* st = find(stream);
+  if (failed_ || !st || !st->has_provider || st->local_ended || st->local_reset) return false;
+  st->out.append(bytes);
+  if (!bytes.empty()) resume(*st);
+  return true;
+}
+
+bool H2Session::send_trailers(int32_t stream, const Headers& trailers) {
+  Stream* st = find(stream);
+  if (failed_ || !st || !st->has_provider || st->local_ended || st->local_reset) return false;
+  st->local_ended = true;
+  if (!trailers.empty()) {
+    st->trailers_pending = true;
+    st->out_trailers = trailers;
+  }
+  resume(*st);
+  return true;
+}
+
+bool H2Session::end_stream(int32_t stream) { return send_trailers(stream, Headers()); }
+
+size_t H2Session::queued_bytes(int32_t stream) const {
+  const Stream* st = find(stream);
+  return st ? st->out.size() - st->out_off : 0;
+}
+
+bool H2Session::reset_stream(int32_t stream, uint32_t error_code) {
+  Stream* st = find(stream);
+  if (failed_ || !st || st->local_reset) return false;
+  st->local_reset = true;
+  return nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, stream, error_code) == 0;
+}
+
+void H2Session::consume(int32_t stream, size_t n) {
+  if (failed_ || n == 0) return;
+  nghttp2_session_consume_stream(session_, stream, n);
+}
+
+void H2Session::drain() {
+  if (failed_ || goaway_sent_) return;
+  goaway_sent_ = true;
+  drain_last_stream_id_ = role_ == Role::server ? nghttp2_session_get_last_proc_stream_id(session_) : 0;
+  nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE, drain_last_stream_id_, NGHTTP2_NO_ERROR, nullptr, 0);
+}
+
+void H2Session::terminate(uint32_t error_code, std::string_view reason) { fail(error_code, reason); }
+
+void H2Session::close_streams(uint32_t error_code) {
+  std::vector<int32_t> ids;
+  ids.reserve(streams_.size());
+  for (const auto& [id, st] : streams_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (int32_t id : ids) {
+    auto it = streams_.find(id);
+    if (it == streams_.end()) continue;
+    std::unique_ptr<Stream> st = std::move(it->second);
+    streams_.erase(it);
+    if (!st->known() || !handler_) continue;
+    if (st->local_reset) handler_->on_closed(id);
+    else handler_->on_reset(id, error_code);
+  }
+}
+
+}  // namespace onelayer

@@ -1,0 +1,224 @@
+// One HTTP/2 connection (RFC 9113) over nghttp2, in either role: server for a
+// downstream h2c connection, client for an upstream one. No I/O here: bytes
+// read from the socket go in through recv(), bytes to write come out of
+// flush() (appended to the caller's buffer), and time comes in as an
+// argument, so the class is testable on its own and in memory.
+//
+// Stream events go to a Handler. Every stream the Handler has seen ends with
+// exactly one on_closed() or on_reset().
+//
+// Memory is bounded by flow control: WINDOW_UPDATEs are not automatic. The
+// connection window is given back as DATA arrives; a stream's window only
+// when the owner calls consume() for bytes it has passed on, so a stream
+// whose reader is slow stops at its window without stopping the others.
+// Bytes held for one connection: at most max_concurrent_streams x
+// stream_window_bytes of request (server) or response (client) bodies.
+//
+// Defences against a misbehaving peer (each limit in Limits): the
+// connection gets a GOAWAY with the matching error code and want_close()
+// turns true; see docs/http2.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "core/http_headers.h"
+
+struct nghttp2_session;
+
+namespace onelayer {
+
+// The first bytes of a connection: the HTTP/2 prior-knowledge preface
+// ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), something else (HTTP/1), or too few
+// bytes to tell. Pure; `first_bytes` is everything read so far.
+enum class H2Preface { yes, no, need_more };
+H2Preface detect_h2_preface(std::string_view first_bytes);
+
+class H2Session {
+ public:
+  enum class Role { server, client };
+
+  // RFC 9113 error codes used here (section 7).
+  enum ErrorCode : uint32_t {
+    kNoError = 0x0,
+    kProtocolError = 0x1,
+    kInternalError = 0x2,
+    kFlowControlError = 0x3,
+    kRefusedStream = 0x7,
+    kCancel = 0x8,
+    kCompressionError = 0x9,
+    kEnhanceYourCalm = 0xb,
+  };
+
+  struct Limits {
+    // SETTINGS_MAX_CONCURRENT_STREAMS advertised and enforced (streams the
+    // peer opens above it are refused).
+    uint32_t max_concurrent_streams = 100;
+    // SETTINGS_MAX_HEADER_LIST_SIZE (name + value + 32 per field, RFC 9113
+    // 6.5.2). A received head over it is refused: 431 (server), RST_STREAM
+    // (client). The owner sets it from max_header_bytes.
+    uint32_t max_header_list_bytes = 16 * 1024;
+    // A head that decodes to more than this many times max_header_list_bytes
+    // (an HPACK bomb) ends the connection: decoding stops.
+    uint32_t header_list_hard_factor = 4;
+    // Oversized heads on one connection before it gets GOAWAY.
+    uint32_t max_oversized_heads = 3;
+    // HPACK dynamic table: SETTINGS_HEADER_TABLE_SIZE for what we decode, and
+    // the most we use for encoding whatever the peer allows.
+    uint32_t header_table_bytes = 4096;
+    uint32_t stream_window_bytes = 64 * 1024;        // SETTINGS_INITIAL_WINDOW_SIZE
+    uint32_t connection_window_bytes = 1024 * 1024;  // stream 0
+    uint32_t max_continuations = 8;      // CONTINUATION frames after one HEADERS
+    uint32_t max_settings_entries = 32;  // per SETTINGS frame
+    uint32_t max_outbound_acks = 1000;   // SETTINGS/PING ACKs queued, not yet flushed
+    // Streams the peer opened that ended in a reset before a response head:
+    // reset by the peer, or by us because of its protocol errors on the
+    // stream. Token bucket: `rapid_reset_burst` at once, refilled at
+    // `rapid_reset_per_second`. Empty bucket: GOAWAY ENHANCE_YOUR_CALM.
+    uint32_t rapid_reset_burst = 100;
+    uint32_t rapid_reset_per_second = 33;
+    // Frames with an empty payload in a row (DATA without END_STREAM,
+    // HEADERS, CONTINUATION): more than this is a GOAWAY ENHANCE_YOUR_CALM.
+    uint32_t max_empty_frames = 10;
+    // Frames that were stream errors (zero-increment WINDOW_UPDATE on a
+    // stream, DATA on a half-closed stream, bad headers, ...): more than this
+    // on one connection is a GOAWAY PROTOCOL_ERROR.
+    uint32_t max_stream_errors = 20;
+  };
+
+  struct Head {
+    std::string method, scheme, authority, path;  // requests
+    int status = 0;                               // responses
+    Headers fields;  // regular fields in order (names in lower case)
+  };
+
+  // Calls into the session from these callbacks are allowed (submit,
+  // send, consume, reset, drain, terminate); destroying it is not.
+  class Handler {
+   public:
+    virtual ~Handler() = default;
+    // A request head (server) or the final response head (client; 1xx heads
+    // are skipped). `end_stream`: no body follows (on_end() still comes).
+    // A request head over max_header_list_bytes never gets here: the
+    // session answers it 431 itself.
+    virtual void on_head(int32_t stream, Head& head, bool end_stream) = 0;
+    // Body bytes. Call consume(stream, n) once they have been passed on.
+    virtual void on_data(int32_t stream, const uint8_t* data, size_t len) = 0;
+    virtual void on_trailers(int32_t stream, Headers& trailers) = 0;
+    virtual void on_end(int32_t stream) = 0;  // the peer's side ended
+    // The stream ended abnormally, not by the owner's reset_stream(): the
+    // peer reset it, we reset it for a protocol error, it is above the
+    // last-stream-id of a received GOAWAY (REFUSED_STREAM), or the
+    // connection ended (its GOAWAY code, or CANCEL from close_streams()).
+    virtual void on_reset(int32_t stream, uint32_t error_code) = 0;
+    // Both sides ended cleanly, or the owner reset the stream.
+    virtual void on_closed(int32_t stream) = 0;
+    // The peer sent GOAWAY: no new streams; streams above last_stream_id
+    // were not processed (they get on_reset REFUSED_STREAM).
+    virtual void on_goaway(int32_t last_stream_id, uint32_t error_code) = 0;
+  };
+
+  struct Stats {
+    uint64_t streams_opened = 0;   // by the peer
+    uint64_t oversized_heads = 0;  // refused heads over max_header_list_bytes
+    uint64_t early_resets = 0;     // peer's streams reset before a response head
+    uint64_t stream_errors = 0;
+  };
+
+  H2Session(Role role, Handler* handler);  // default Limits
+  H2Session(Role role, Handler* handler, const Limits& limits);
+  ~H2Session();
+  H2Session(const H2Session&) = delete;
+  H2Session& operator=(const H2Session&) = delete;
+
+  // Bytes read from the connection. `now_ms`: a monotonic clock, for the
+  // rate limits. Returns false when the session failed (the GOAWAY is in
+  // the next flush()); some connection errors only show after that flush:
+  // always flush() and check want_close().
+  bool recv(const uint8_t* data, size_t len, uint64_t now_ms);
+  // Appends everything there is to write to `out`; returns the byte count.
+  // A connection whose socket does not drain should stop calling this (and
+  // keep reading): unsent ACKs then pile up here and trip the flood limit.
+  size_t flush(std::string& out);
+  // True once nothing more will be read or written: close the connection
+  // after writing what flush() gave.
+  bool want_close() const;
+  // The GOAWAY code we sent or will send, and why (for logs); kNoError and
+  // "" while none.
+  uint32_t goaway_code() const { return goaway_code_; }
+  const std::string& close_reason() const { return close_reason_; }
+
+  // Client: opens a stream. Returns its id, or 0 when refused: the peer's
+  // SETTINGS_MAX_CONCURRENT_STREAMS is reached, a GOAWAY was sent or
+  // received, or the session ended.
+  int32_t submit_request(const Head& head, bool end_stream);
+  bool can_submit_request() const;
+  // Server: the response head (status and fields of `head`).
+  bool submit_response(int32_t stream, const Head& head, bool end_stream);
+  // Body bytes after a head submitted without end_stream: queued per stream
+  // and sent as the stream's and the connection's send windows allow.
+  bool send_data(int32_t stream, std::string_view bytes);
+  bool send_trailers(int32_t stream, const Headers& trailers);  // ends our side
+  bool end_stream(int32_t stream);                              // ends our side
+  size_t queued_bytes(int32_t stream) const;  // queued by send_data, not yet sent
+  // RST_STREAM; the Handler gets on_closed() for it (not on_reset()).
+  bool reset_stream(int32_t stream, uint32_t error_code = kCancel);
+  // The owner passed on n body bytes of `stream`: its window reopens.
+  void consume(int32_t stream, size_t n);
+
+  // Graceful drain: GOAWAY NO_ERROR with the last stream we took; open
+  // streams finish, new ones are refused. want_close() turns true once
+  // none is left.
+  void drain();
+  // GOAWAY with an error code: the connection ends after it is written.
+  void terminate(uint32_t error_code, std::string_view reason);
+  // The connection is gone (EOF, read error): every open stream gets
+  // on_reset(error_code).
+  void close_streams(uint32_t error_code = kCancel);
+
+  size_t open_streams() const { return streams_.size(); }
+  const Stats& stats() const { return stats_; }
+  Role role() const { return role_; }
+
+ private:
+  struct Stream;
+  struct Callbacks;  // nghttp2's C callbacks, friends of this class
+  friend struct Callbacks;
+
+  Stream* find(int32_t id);
+  const Stream* find(int32_t id) const;
+  Stream& add_stream(int32_t id, bool peer_opened);
+  bool submit_head(int32_t stream, const Head& head, bool request, bool end_stream);
+  void resume(Stream& s);
+  int headers_received(int32_t id, bool end_stream);  // a header block is complete
+  void peer_ended(int32_t id);
+  void charge_early_reset();
+  void finish_stream(int32_t id, uint32_t error_code);  // nghttp2 closed it
+  void fail(uint32_t error_code, std::string_view reason);
+
+  Role role_;
+  Handler* handler_;
+  Limits limits_;
+  nghttp2_session* session_ = nullptr;
+  std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;
+  Stats stats_;
+  uint64_t now_ms_ = 0;
+  double reset_tokens_ = 0;
+  uint64_t reset_refill_ms_ = 0;
+  uint32_t empty_frames_in_a_row_ = 0;
+  uint32_t goaway_code_ = kNoError;
+  std::string close_reason_;
+  bool goaway_sent_ = false;
+  bool goaway_received_ = false;
+  bool failed_ = false;       // terminate()d or a fatal error: no more events
+  bool send_broken_ = false;
+  bool error_goaway_written_ = false;  // nghttp2_session_mem_send failed: nothing more to write
+  int32_t last_submitted_ = 0;
+  int32_t drain_last_stream_id_ = 0;
+};
+
+}  // namespace onelayer

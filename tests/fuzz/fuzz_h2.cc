@@ -1,0 +1,177 @@
+// libFuzzer target for the HTTP/2 codec (proxy/shell/h2_session.cc): bytes
+// from a client -> a server H2Session, whose owner answers, streams bodies
+// back, consumes or holds request bodies and resets some streams.
+//
+// Input: one flags byte, then the client's bytes.
+//   bit 0: the client preface (magic + empty SETTINGS) goes first;
+//   bit 1: the owner answers every request head (head, 3 KB body, trailers);
+//   bit 2: the owner never consumes request bodies;
+//   bit 3: the client never reads (the session is not flushed until the end);
+//   bits 4-7: the size of the pieces the bytes arrive in.
+//
+// Invariants (abort on failure):
+// - what the session writes parses as whole frames: a 9-byte header, a
+//   known type, at most 16,384 bytes of payload, the reserved bit clear,
+//   and it starts with the server's SETTINGS;
+// - the session either goes on or asks to close; when it closes on an
+//   error, a GOAWAY carrying that code was written;
+// - Handler events are well formed: a head before anything else on a
+//   stream, at most one head, exactly one terminal event (on_reset or
+//   on_closed) per stream, nothing after it;
+// - flow control bounds memory: a stream whose body is never consumed has
+//   received at most the initial 65,535-byte window;
+// - no crash, leak or undefined behaviour (ASan + UBSan).
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "fuzz_util.h"
+#include "shell/h2_session.h"
+
+namespace {
+
+using onelayer::H2Session;
+using onelayer::Headers;
+
+constexpr std::string_view kClientMagic = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+constexpr size_t kPieces[16] = {1, 2, 3, 5, 9, 17, 64, 100, 512, 1000, 4096, 9000, 16384, 65536, 1 << 20, 1 << 20};
+
+struct StreamState {
+  bool head = false;
+  bool ended = false;
+  bool terminal = false;
+  uint64_t received = 0;
+  uint64_t unconsumed = 0;
+};
+
+struct Owner : H2Session::Handler {
+  H2Session* session = nullptr;
+  bool answer = false;
+  bool hold = false;
+  std::map<int32_t, StreamState> streams;
+
+  StreamState& live(int32_t id) {
+    StreamState& s = streams[id];
+    FUZZ_REQUIRE(s.head);
+    FUZZ_REQUIRE(!s.terminal);
+    return s;
+  }
+  void on_head(int32_t id, H2Session::Head& head, bool) override {
+    StreamState& s = streams[id];
+    FUZZ_REQUIRE(!s.head && !s.terminal);
+    s.head = true;
+    FUZZ_REQUIRE(!head.method.empty());
+    if (!answer) return;
+    H2Session::Head r;
+    r.status = 200;
+    r.fields = {{"content-type", "text/plain"}, {"x-path", head.path}};
+    FUZZ_REQUIRE(session->submit_response(id, r, false));
+    session->send_data(id, std::string(3000, 'r'));
+    session->send_trailers(id, {{"grpc-status", "0"}});
+  }
+  void on_data(int32_t id, const uint8_t* data, size_t len) override {
+    StreamState& s = live(id);
+    FUZZ_REQUIRE(!s.ended);
+    s.received += len;
+    if (hold) {
+      s.unconsumed += len;
+      FUZZ_REQUIRE(s.unconsumed <= 65535);
+    } else {
+      session->consume(id, len);
+    }
+    // Now and then the owner gives up on a stream.
+    if (len > 0 && data[0] == 'R') session->reset_stream(id, H2Session::kCancel);
+  }
+  void on_trailers(int32_t id, Headers&) override { FUZZ_REQUIRE(!live(id).ended); }
+  void on_end(int32_t id) override {
+    StreamState& s = live(id);
+    FUZZ_REQUIRE(!s.ended);
+    s.ended = true;
+  }
+  void terminal(int32_t id) {
+    StreamState& s = live(id);
+    s.terminal = true;
+  }
+  void on_reset(int32_t id, uint32_t) override { terminal(id); }
+  void on_closed(int32_t id) override { terminal(id); }
+  void on_goaway(int32_t, uint32_t) override {}
+};
+
+uint32_t be32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+
+// Checks the frame sequence; returns the code of the first GOAWAY with an
+// error code, 0 when every GOAWAY said NO_ERROR, -1 when there was none.
+int64_t check_frames(std::string_view out) {
+  int64_t goaway = -1;
+  bool first = true;
+  while (!out.empty()) {
+    FUZZ_REQUIRE(out.size() >= 9);
+    auto* p = reinterpret_cast<const uint8_t*>(out.data());
+    size_t len = size_t(p[0]) << 16 | size_t(p[1]) << 8 | p[2];
+    uint8_t type = p[3];
+    FUZZ_REQUIRE(len <= 16384);
+    FUZZ_REQUIRE(type <= 9);
+    FUZZ_REQUIRE((p[5] & 0x80) == 0);
+    FUZZ_REQUIRE(out.size() >= 9 + len);
+    if (first) FUZZ_REQUIRE(type == 4 && (p[4] & 1) == 0);  // the server's SETTINGS
+    first = false;
+    if (type == 7) {
+      FUZZ_REQUIRE(len >= 8);
+      uint32_t code = be32(p + 13);
+      if (goaway <= 0) goaway = code;
+    }
+    out.remove_prefix(9 + len);
+  }
+  return goaway;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  uint8_t flags = data[0];
+  std::string in;
+  if (flags & 1) {
+    in.assign(kClientMagic);
+    in.append("\x00\x00\x00\x04\x00\x00\x00\x00\x00", 9);
+  }
+  in.append(reinterpret_cast<const char*>(data + 1), size - 1);
+
+  H2Session::Limits limits;
+  limits.stream_window_bytes = 16 * 1024;
+  Owner owner;
+  owner.answer = flags & 2;
+  owner.hold = flags & 4;
+  bool reads = !(flags & 8);
+  size_t piece = kPieces[flags >> 4];
+  std::string out;
+  {
+    H2Session session(H2Session::Role::server, &owner, limits);
+    owner.session = &session;
+    uint64_t now = 0;
+    bool alive = true;
+    for (size_t at = 0; at < in.size() && alive; at += piece) {
+      size_t n = std::min(piece, in.size() - at);
+      alive = session.recv(reinterpret_cast<const uint8_t*>(in.data() + at), n, now);
+      now += 7;
+      if (reads) session.flush(out);
+      if (session.want_close()) alive = false;
+    }
+    session.flush(out);
+    int64_t goaway = check_frames(out);
+    if (goaway > 0) FUZZ_REQUIRE(session.want_close());  // an error GOAWAY ends the session
+    if (session.want_close() && session.goaway_code() != H2Session::kNoError) {
+      FUZZ_REQUIRE(goaway == session.goaway_code());
+      // Once failed, more input is refused and reaches no Handler.
+      size_t streams = owner.streams.size();
+      FUZZ_REQUIRE(!session.recv(reinterpret_cast<const uint8_t*>(in.data()), in.size(), now));
+      FUZZ_REQUIRE(owner.streams.size() == streams);
+    }
+    session.close_streams();
+    for (const auto& [id, s] : owner.streams) FUZZ_REQUIRE(!s.head || s.terminal);
+    owner.session = nullptr;
+  }
+  return 0;
+}

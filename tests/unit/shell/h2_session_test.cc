@@ -1,0 +1,803 @@
+// H2Session: a client and a server session wired to each other in memory
+// (what one flushes, the other receives), and a server session fed attack
+// bytes built frame by frame below, its output parsed back into frames (the
+// header blocks decoded with nghttp2's own HPACK decoder).
+#include <doctest/doctest.h>
+#include <nghttp2/nghttp2.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "shell/h2_session.h"
+
+using namespace onelayer;
+
+namespace {
+
+using Role = H2Session::Role;
+
+// ---------------------------------------------------------------- frames
+
+constexpr std::string_view kClientMagic = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+enum : uint8_t { DATA = 0, HEADERS = 1, RST_STREAM = 3, SETTINGS = 4, PING = 6, GOAWAY = 7,
+                 WINDOW_UPDATE = 8, CONTINUATION = 9 };
+enum : uint8_t { END_STREAM = 0x1, ACK = 0x1, END_HEADERS = 0x4 };
+
+std::string be32(uint32_t v) {
+  return std::string{char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+}
+
+std::string frame(uint8_t type, uint8_t flags, uint32_t stream, std::string_view payload) {
+  size_t n = payload.size();
+  std::string f{char(n >> 16), char(n >> 8), char(n), char(type), char(flags)};
+  return f + be32(stream) + std::string(payload);
+}
+
+// HPACK integer (RFC 7541 5.1) with `prefix` bits, `high` the bits above.
+std::string hpack_int(uint64_t v, int prefix, uint8_t high) {
+  uint64_t max = (1u << prefix) - 1;
+  if (v < max) return std::string(1, char(high | v));
+  std::string out(1, char(high | max));
+  v -= max;
+  for (; v >= 128; v >>= 7) out += char(0x80 | (v & 0x7f));
+  return out + char(v);
+}
+
+// Literal field with a literal name, no Huffman; `index`: with incremental
+// indexing (enters the dynamic table), else without indexing.
+std::string literal(std::string_view name, std::string_view value, bool index = false) {
+  return std::string(1, char(index ? 0x40 : 0x00)) + hpack_int(name.size(), 7, 0) + std::string(name) +
+         hpack_int(value.size(), 7, 0) + std::string(value);
+}
+
+std::string request_block(std::string_view path = "/") {
+  return literal(":method", "GET") + literal(":scheme", "http") + literal(":path", path) +
+         literal(":authority", "example.test");
+}
+
+std::string headers(uint32_t stream, std::string_view block, uint8_t flags = END_HEADERS) {
+  return frame(HEADERS, flags, stream, block);
+}
+std::string rst(uint32_t stream, uint32_t code) { return frame(RST_STREAM, 0, stream, be32(code)); }
+std::string settings() { return frame(SETTINGS, 0, 0, ""); }
+std::string ping(uint64_t opaque) { return frame(PING, 0, 0, be32(uint32_t(opaque >> 32)) + be32(uint32_t(opaque))); }
+std::string data(uint32_t stream, std::string_view payload, uint8_t flags = 0) {
+  return frame(DATA, flags, stream, payload);
+}
+std::string window_update(uint32_t stream, uint32_t inc) { return frame(WINDOW_UPDATE, 0, stream, be32(inc)); }
+std::string client_start() { return std::string(kClientMagic) + settings(); }
+
+struct Frame {
+  uint8_t type = 0, flags = 0;
+  uint32_t stream = 0;
+  std::string payload;
+  Headers fields;  // HEADERS: the decoded block
+  uint32_t u32(size_t at) const {
+    auto b = [&](size_t i) { return uint32_t(uint8_t(payload[at + i])); };
+    return b(0) << 24 | b(1) << 16 | b(2) << 8 | b(3);
+  }
+};
+
+// The server's output as frames (it must end on a frame boundary).
+class FrameReader {
+ public:
+  FrameReader() { nghttp2_hd_inflate_new(&inflater_); }
+  ~FrameReader() { nghttp2_hd_inflate_del(inflater_); }
+
+  std::vector<Frame> read(std::string_view in) {
+    std::vector<Frame> out;
+    while (!in.empty()) {
+      REQUIRE(in.size() >= 9);
+      Frame f;
+      size_t len = size_t(uint8_t(in[0])) << 16 | size_t(uint8_t(in[1])) << 8 | uint8_t(in[2]);
+      f.type = uint8_t(in[3]);
+      f.flags = uint8_t(in[4]);
+      f.stream = (uint32_t(uint8_t(in[5])) << 24 | uint32_t(uint8_t(in[6])) << 16 |
+                  uint32_t(uint8_t(in[7])) << 8 | uint8_t(in[8])) & 0x7fffffff;
+      REQUIRE(in.size() >= 9 + len);
+      f.payload = std::string(in.substr(9, len));
+      in.remove_prefix(9 + len);
+      if (f.type == HEADERS) {
+        REQUIRE((f.flags & END_HEADERS));  // the session never needs CONTINUATION here
+        decode(f);
+      }
+      out.push_back(std::move(f));
+    }
+    return out;
+  }
+
+ private:
+  void decode(Frame& f) {
+    auto* p = reinterpret_cast<const uint8_t*>(f.payload.data());
+    size_t left = f.payload.size();
+    for (;;) {
+      nghttp2_nv nv;
+      int flags = 0;
+      ssize_t n = nghttp2_hd_inflate_hd2(inflater_, &nv, &flags, p, left, 1);
+      REQUIRE(n >= 0);
+      p += n;
+      left -= size_t(n);
+      if (flags & NGHTTP2_HD_INFLATE_EMIT)
+        f.fields.push_back(Header{std::string(reinterpret_cast<char*>(nv.name), nv.namelen),
+                                  std::string(reinterpret_cast<char*>(nv.value), nv.valuelen)});
+      if (flags & NGHTTP2_HD_INFLATE_FINAL) {
+        nghttp2_hd_inflate_end_headers(inflater_);
+        break;
+      }
+      if (n == 0 && left == 0) break;
+    }
+  }
+  nghttp2_hd_inflater* inflater_ = nullptr;
+};
+
+std::string field(const Headers& h, std::string_view name) {
+  const Header* f = find_header(h, name);
+  return f ? f->value : std::string("<none>");
+}
+
+// ---------------------------------------------------------------- handler
+
+struct StreamLog {
+  H2Session::Head head;
+  bool head_seen = false, head_end = false, ended = false, closed = false;
+  std::string body;
+  Headers trailers;
+  int resets = 0;
+  uint32_t reset_code = 0;
+};
+
+struct Recorder : H2Session::Handler {
+  H2Session* session = nullptr;
+  bool consume = true;             // consume() body bytes as they arrive
+  std::set<int32_t> hold;          // ... except on these streams
+  std::map<int32_t, StreamLog> streams;
+  std::vector<int32_t> head_order;
+  int goaways = 0;
+  int32_t goaway_last = -1;
+  uint32_t goaway_code = 0;
+  int terminal_events = 0;
+  // Server side: answer every request head at once (body "ok", not ended).
+  bool answer_heads = false;
+
+  void on_head(int32_t id, H2Session::Head& head, bool end_stream) override {
+    StreamLog& s = streams[id];
+    CHECK_FALSE(s.head_seen);
+    s.head = head;
+    s.head_seen = true;
+    s.head_end = end_stream;
+    head_order.push_back(id);
+    if (answer_heads) {
+      H2Session::Head r;
+      r.status = 200;
+      CHECK(session->submit_response(id, r, false));
+      CHECK(session->send_data(id, "ok"));
+    }
+  }
+  void on_data(int32_t id, const uint8_t* p, size_t len) override {
+    streams[id].body.append(reinterpret_cast<const char*>(p), len);
+    if (consume && !hold.count(id)) session->consume(id, len);
+  }
+  void on_trailers(int32_t id, Headers& t) override { streams[id].trailers = t; }
+  void on_end(int32_t id) override {
+    CHECK_FALSE(streams[id].ended);
+    streams[id].ended = true;
+  }
+  void on_reset(int32_t id, uint32_t code) override {
+    StreamLog& s = streams[id];
+    CHECK_FALSE(s.closed);
+    CHECK(s.resets == 0);
+    ++s.resets;
+    s.reset_code = code;
+    ++terminal_events;
+  }
+  void on_closed(int32_t id) override {
+    StreamLog& s = streams[id];
+    CHECK_FALSE(s.closed);
+    CHECK(s.resets == 0);
+    s.closed = true;
+    ++terminal_events;
+  }
+  void on_goaway(int32_t last, uint32_t code) override {
+    ++goaways;
+    goaway_last = last;
+    goaway_code = code;
+  }
+};
+
+// A client and a server session talking in memory.
+struct Pair {
+  Recorder crec, srec;
+  H2Session client, server;
+  uint64_t now = 0;
+
+  explicit Pair(const H2Session::Limits& limits = H2Session::Limits())
+      : client(Role::client, &crec, limits), server(Role::server, &srec, limits) {
+    crec.session = &client;
+    srec.session = &server;
+  }
+
+  // Moves bytes both ways until neither side has anything to send.
+  void pump() {
+    for (int round = 0; round < 10000; ++round) {
+      std::string c, s;
+      client.flush(c);
+      server.flush(s);
+      if (c.empty() && s.empty()) return;
+      if (!c.empty()) server.recv(reinterpret_cast<const uint8_t*>(c.data()), c.size(), now);
+      if (!s.empty()) client.recv(reinterpret_cast<const uint8_t*>(s.data()), s.size(), now);
+    }
+    FAIL("the sessions never went quiet");
+  }
+};
+
+H2Session::Head get(std::string path) {
+  H2Session::Head h;
+  h.method = "GET";
+  h.scheme = "http";
+  h.authority = "example.test";
+  h.path = std::move(path);
+  return h;
+}
+
+H2Session::Head post(std::string path) {
+  H2Session::Head h = get(std::move(path));
+  h.method = "POST";
+  return h;
+}
+
+H2Session::Head status(int code) {
+  H2Session::Head h;
+  h.status = code;
+  return h;
+}
+
+// A server session fed attack bytes; its output kept and parsed.
+struct Attack {
+  Recorder rec;
+  H2Session server;
+  std::string out;
+  FrameReader reader;
+  std::vector<Frame> frames;
+
+  explicit Attack(const H2Session::Limits& limits = H2Session::Limits()) : server(Role::server, &rec, limits) {
+    rec.session = &server;
+  }
+  // Feeds bytes; with `read`, the attacker also reads (the session flushes).
+  // Returns whether the session goes on.
+  bool feed(const std::string& bytes, uint64_t now = 0, bool read = true) {
+    bool ok = server.recv(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), now);
+    if (!read) return ok;
+    take();
+    return ok && !server.want_close();
+  }
+  void take() {
+    std::string more;
+    server.flush(more);
+    out += more;
+    for (Frame& f : reader.read(more)) frames.push_back(std::move(f));
+  }
+  std::optional<uint32_t> goaway() const {
+    for (const Frame& f : frames)
+      if (f.type == GOAWAY) return f.u32(4);
+    return std::nullopt;
+  }
+  int count(uint8_t type, std::optional<uint32_t> code = std::nullopt) const {
+    int n = 0;
+    for (const Frame& f : frames)
+      if (f.type == type && (!code || f.u32(0) == *code)) ++n;
+    return n;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("h2 preface: yes, no, or need more on partial input") {
+  std::string p(kClientMagic);
+  CHECK(detect_h2_preface("") == H2Preface::need_more);
+  CHECK(detect_h2_preface("P") == H2Preface::need_more);
+  CHECK(detect_h2_preface(p.substr(0, 23)) == H2Preface::need_more);
+  CHECK(detect_h2_preface(p) == H2Preface::yes);
+  CHECK(detect_h2_preface(p + settings()) == H2Preface::yes);
+  CHECK(detect_h2_preface("GET / HTTP/1.1\r\n") == H2Preface::no);
+  CHECK(detect_h2_preface("PRI * HTTP/1.1\r\n") == H2Preface::no);  // differs at byte 10
+  CHECK(detect_h2_preface("PUT") == H2Preface::no);
+  CHECK(detect_h2_preface(p.substr(0, 17) + "XX") == H2Preface::no);
+}
+
+TEST_CASE("h2 request and response with body and trailers, both ways") {
+  Pair p;
+  H2Session::Head req = post("/svc/Method?x=1");
+  req.fields = {{"Content-Type", "application/grpc"}, {"te", "trailers"}, {"Connection", "keep-alive"},
+                {"x-multi", "a"}, {"x-multi", "b"}};
+  int32_t id = p.client.submit_request(req, false);
+  REQUIRE(id == 1);
+  CHECK(p.client.send_data(id, "hello "));
+  CHECK(p.client.send_data(id, "world"));
+  CHECK(p.client.send_trailers(id, {{"X-Checksum", "abc"}}));
+  CHECK_FALSE(p.client.send_data(id, "late"));  // our side ended
+  p.pump();
+
+  REQUIRE(p.srec.streams.count(1));
+  StreamLog& s = p.srec.streams[1];
+  CHECK(s.head.method == "POST");
+  CHECK(s.head.scheme == "http");
+  CHECK(s.head.authority == "example.test");
+  CHECK(s.head.path == "/svc/Method?x=1");
+  // Names in lower case, order kept, the connection-specific field dropped.
+  CHECK(s.head.fields == Headers{{"content-type", "application/grpc"}, {"te", "trailers"},
+                                 {"x-multi", "a"}, {"x-multi", "b"}});
+  CHECK_FALSE(s.head_end);
+  CHECK(s.body == "hello world");
+  CHECK(s.trailers == Headers{{"x-checksum", "abc"}});
+  CHECK(s.ended);
+  CHECK_FALSE(s.closed);  // our response is still to come
+
+  CHECK(p.server.submit_response(id, [] { auto h = status(200); h.fields = {{"content-type", "application/grpc"}}; return h; }(), false));
+  CHECK(p.server.send_data(id, std::string(40000, 'r')));  // more than one frame
+  CHECK(p.server.send_trailers(id, {{"grpc-status", "0"}, {"grpc-message", "fine"}}));
+  p.pump();
+
+  StreamLog& c = p.crec.streams[1];
+  CHECK(c.head.status == 200);
+  CHECK(c.head.fields == Headers{{"content-type", "application/grpc"}});
+  CHECK(c.body == std::string(40000, 'r'));
+  CHECK(c.trailers == Headers{{"grpc-status", "0"}, {"grpc-message", "fine"}});
+  CHECK(c.ended);
+  CHECK(c.closed);
+  CHECK(p.srec.streams[1].closed);
+  CHECK(p.client.open_streams() == 0);
+  CHECK(p.server.open_streams() == 0);
+  CHECK_FALSE(p.client.want_close());
+  CHECK_FALSE(p.server.want_close());
+}
+
+TEST_CASE("h2 head-only request and a response without trailers") {
+  Pair p;
+  int32_t id = p.client.submit_request(get("/a"), true);
+  p.pump();
+  CHECK(p.srec.streams[id].head_end);
+  CHECK(p.srec.streams[id].ended);
+  CHECK(p.server.submit_response(id, status(404), false));
+  CHECK(p.server.send_data(id, "nope"));
+  CHECK(p.server.end_stream(id));
+  p.pump();
+  CHECK(p.crec.streams[id].head.status == 404);
+  CHECK(p.crec.streams[id].body == "nope");
+  CHECK(p.crec.streams[id].trailers.empty());
+  CHECK(p.crec.streams[id].closed);
+}
+
+TEST_CASE("h2 100 concurrent streams; the 101st is refused until one finishes") {
+  Pair p;
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 100; ++i) {
+    int32_t id = p.client.submit_request(get("/" + std::to_string(i)), true);
+    REQUIRE(id > 0);
+    ids.push_back(id);
+  }
+  CHECK_FALSE(p.client.can_submit_request());
+  CHECK(p.client.submit_request(get("/101"), true) == 0);
+  p.pump();
+  CHECK(p.srec.head_order.size() == 100);
+  CHECK(p.server.open_streams() == 100);
+  CHECK(p.client.submit_request(get("/101"), true) == 0);  // still 100 open
+
+  CHECK(p.server.submit_response(ids[42], status(204), true));
+  p.pump();
+  CHECK(p.crec.streams[ids[42]].closed);
+  int32_t id = p.client.submit_request(get("/101"), true);
+  CHECK(id == 201);
+  CHECK(p.client.submit_request(get("/102"), true) == 0);
+  p.pump();
+  CHECK(p.srec.streams[id].head.path == "/101");
+  CHECK(p.server.stats().streams_opened == 101);
+  CHECK(p.srec.terminal_events == 1);
+}
+
+TEST_CASE("h2 flow control: a stream nobody consumes stops at its window, another keeps flowing") {
+  H2Session::Limits lim;
+  lim.stream_window_bytes = 16 * 1024;
+  lim.connection_window_bytes = 256 * 1024;
+  Pair p(lim);
+  const std::string big(100 * 1024, 'x');
+  int32_t slow = p.client.submit_request(post("/slow"), false);
+  int32_t fast = p.client.submit_request(post("/fast"), false);
+  p.srec.hold.insert(slow);
+  // SETTINGS first: until the client has them it may send the protocol's
+  // initial 65,535 bytes on a stream.
+  p.pump();
+  for (int32_t id : {slow, fast}) {
+    CHECK(p.client.send_data(id, big));
+    CHECK(p.client.end_stream(id));
+  }
+  p.pump();
+  CHECK(p.srec.streams[fast].body.size() == big.size());
+  CHECK(p.srec.streams[fast].ended);
+  CHECK(p.srec.streams[slow].body.size() == lim.stream_window_bytes);  // exactly its window
+  CHECK_FALSE(p.srec.streams[slow].ended);
+  CHECK(p.client.queued_bytes(slow) == big.size() - lim.stream_window_bytes);
+  CHECK(p.client.queued_bytes(fast) == 0);
+
+  // A second fast stream still flows: the stalled one holds no connection window.
+  int32_t again = p.client.submit_request(post("/again"), false);
+  CHECK(p.client.send_data(again, big));
+  CHECK(p.client.end_stream(again));
+  p.pump();
+  CHECK(p.srec.streams[again].body.size() == big.size());
+
+  // The reader catches up: consume() for what it held reopens the window,
+  // and from then on it consumes as bytes arrive.
+  p.srec.hold.erase(slow);
+  p.server.consume(slow, p.srec.streams[slow].body.size());
+  p.pump();
+  CHECK(p.srec.streams[slow].body == big);
+  CHECK(p.srec.streams[slow].ended);
+}
+
+TEST_CASE("h2 GOAWAY drain: open streams finish, new ones are refused") {
+  Pair p;
+  int32_t a = p.client.submit_request(post("/a"), false);
+  int32_t b = p.client.submit_request(post("/b"), false);
+  p.pump();
+  // One more request is on its way when the server drains.
+  int32_t late = p.client.submit_request(get("/late"), true);
+  REQUIRE(late == 5);
+  std::string in_flight;
+  p.client.flush(in_flight);
+  p.server.drain();
+  p.server.recv(reinterpret_cast<const uint8_t*>(in_flight.data()), in_flight.size(), 0);
+  p.pump();
+
+  CHECK(p.crec.goaways == 1);
+  CHECK(p.crec.goaway_last == b);  // the last stream the server took
+  CHECK(p.crec.goaway_code == H2Session::kNoError);
+  CHECK(p.crec.streams[late].reset_code == H2Session::kRefusedStream);  // safe to send elsewhere
+  CHECK_FALSE(p.srec.streams.count(late));                             // never reached the server's owner
+  CHECK_FALSE(p.client.can_submit_request());
+  CHECK(p.client.submit_request(get("/after"), true) == 0);
+  CHECK_FALSE(p.server.want_close());  // a and b are still open
+  CHECK_FALSE(p.client.want_close());
+
+  for (int32_t id : {a, b}) {
+    CHECK(p.client.send_data(id, "body"));
+    CHECK(p.client.end_stream(id));
+  }
+  p.pump();
+  for (int32_t id : {a, b}) {
+    CHECK(p.srec.streams[id].body == "body");
+    CHECK(p.server.submit_response(id, status(200), false));
+    CHECK(p.server.send_data(id, "done"));
+    CHECK(p.server.end_stream(id));
+  }
+  p.pump();
+  for (int32_t id : {a, b}) {
+    CHECK(p.crec.streams[id].body == "done");
+    CHECK(p.crec.streams[id].closed);
+  }
+  CHECK(p.server.want_close());
+  CHECK(p.client.want_close());
+  CHECK(p.server.goaway_code() == H2Session::kNoError);
+}
+
+TEST_CASE("h2 RST_STREAM from either side reaches the other's handler") {
+  Pair p;
+  int32_t a = p.client.submit_request(post("/a"), false);
+  int32_t b = p.client.submit_request(post("/b"), false);
+  p.pump();
+  CHECK(p.client.reset_stream(a, H2Session::kCancel));
+  CHECK(p.server.reset_stream(b, H2Session::kInternalError));
+  p.pump();
+  CHECK(p.srec.streams[a].resets == 1);
+  CHECK(p.srec.streams[a].reset_code == H2Session::kCancel);
+  CHECK(p.crec.streams[a].closed);  // the one who reset hears on_closed
+  CHECK(p.crec.streams[b].resets == 1);
+  CHECK(p.crec.streams[b].reset_code == H2Session::kInternalError);
+  CHECK(p.srec.streams[b].closed);
+  CHECK_FALSE(p.server.send_data(b, "x"));
+  CHECK(p.client.open_streams() == 0);
+  CHECK(p.server.open_streams() == 0);
+  CHECK(p.server.stats().early_resets == 1);  // a: reset by the client before any response
+}
+
+TEST_CASE("h2 a complete response before the request ended is followed by RST_STREAM NO_ERROR") {
+  Attack at;
+  at.rec.answer_heads = false;
+  REQUIRE(at.feed(client_start() + headers(1, request_block())));
+  REQUIRE(at.rec.head_order.size() == 1);
+  CHECK(at.server.submit_response(1, status(413), true));
+  at.take();
+  CHECK(at.count(RST_STREAM, H2Session::kNoError) == 1);
+  CHECK(at.rec.streams[1].closed);
+  CHECK(at.server.open_streams() == 0);
+}
+
+TEST_CASE("h2 rapid reset: streams opened and cancelled before a response end in GOAWAY") {
+  H2Session::Limits lim;  // burst 100, 33 a second
+  SUBCASE("a burst") {
+    Attack at(lim);
+    REQUIRE(at.feed(client_start()));
+    bool alive = true;
+    int n = 0;
+    for (; n < 300 && alive; ++n) alive = at.feed(headers(2 * n + 1, request_block()) + rst(2 * n + 1, 8), 0);
+    CHECK_FALSE(alive);
+    CHECK(n == 101);
+    CHECK(at.goaway() == H2Session::kEnhanceYourCalm);
+    CHECK(at.server.want_close());
+    CHECK(at.server.close_reason() == "rapid reset");
+  }
+  SUBCASE("the same cancels at 10 a second are fine") {
+    Attack at(lim);
+    REQUIRE(at.feed(client_start()));
+    for (int n = 0; n < 500; ++n)
+      REQUIRE(at.feed(headers(2 * n + 1, request_block()) + rst(2 * n + 1, 8), uint64_t(n) * 100));
+    CHECK_FALSE(at.goaway());
+    CHECK(at.server.stats().early_resets == 500);
+  }
+  SUBCASE("cancels after the response head do not count") {
+    Attack at(lim);
+    at.rec.answer_heads = true;
+    REQUIRE(at.feed(client_start()));
+    for (int n = 0; n < 500; ++n) REQUIRE(at.feed(headers(2 * n + 1, request_block()) + rst(2 * n + 1, 8), 0));
+    CHECK_FALSE(at.goaway());
+    CHECK(at.server.stats().early_resets == 0);
+  }
+}
+
+TEST_CASE("h2 CONTINUATION flood ends in GOAWAY; eight are allowed") {
+  auto attack = [](int continuations, std::string_view each) {
+    auto at = std::make_unique<Attack>();
+    std::string bytes = client_start() + headers(1, request_block(), 0);
+    for (int i = 0; i < continuations; ++i)
+      bytes += frame(CONTINUATION, i + 1 == continuations ? END_HEADERS : 0, 1, each);
+    at->feed(bytes);
+    return at;
+  };
+  auto ok = attack(8, literal("x-c", "v"));
+  CHECK_FALSE(ok->goaway());
+  CHECK(ok->rec.head_order.size() == 1);
+  CHECK(ok->rec.streams[1].head.fields.size() == 8);
+
+  auto flood = attack(1000, literal("x-c", "v"));
+  CHECK(flood->goaway() == H2Session::kEnhanceYourCalm);
+  CHECK(flood->rec.head_order.empty());
+  CHECK(flood->server.want_close());
+
+  auto empty = attack(1000, "");  // empty CONTINUATION frames
+  CHECK(empty->goaway() == H2Session::kEnhanceYourCalm);
+  CHECK(empty->server.want_close());
+}
+
+TEST_CASE("h2 SETTINGS and PING floods: ACKs that pile up unread end in GOAWAY") {
+  for (bool use_ping : {false, true}) {
+    CAPTURE(use_ping);
+    auto control = [&](int i) { return use_ping ? ping(uint64_t(i)) : settings(); };
+    Attack reader;  // flushes after every 100 frames: the ACKs go out, nothing piles up
+    REQUIRE(reader.feed(client_start()));
+    for (int batch = 0; batch < 30; ++batch) {
+      std::string bytes;
+      for (int i = 0; i < 100; ++i) bytes += control(i);
+      REQUIRE(reader.feed(bytes));
+    }
+    CHECK_FALSE(reader.goaway());
+    CHECK(reader.count(use_ping ? PING : SETTINGS) >= 3000);
+
+    Attack flood;  // never flushes while it sends
+    bool alive = flood.feed(client_start(), 0, false);
+    for (int batch = 0; batch < 30 && alive; ++batch) {
+      std::string bytes;
+      for (int i = 0; i < 100; ++i) bytes += control(i);
+      alive = flood.feed(bytes, 0, false);
+    }
+    CHECK_FALSE(alive);
+    flood.take();
+    CHECK(flood.goaway() == H2Session::kEnhanceYourCalm);
+    CHECK(flood.server.want_close());
+    CHECK(flood.out.size() < 64 * 1024);  // what is written on the way out is bounded too
+  }
+}
+
+TEST_CASE("h2 a SETTINGS frame with too many entries ends in GOAWAY") {
+  Attack at;
+  std::string entries;
+  for (int i = 0; i < 40; ++i) entries += std::string{0, 3} + be32(100);  // MAX_CONCURRENT_STREAMS
+  at.feed(std::string(kClientMagic) + frame(SETTINGS, 0, 0, entries));
+  CHECK(at.goaway() == H2Session::kEnhanceYourCalm);
+  CHECK(at.server.want_close());
+}
+
+TEST_CASE("h2 oversized header list: the stream is refused with 431, a repeat offender gets GOAWAY") {
+  Attack at;  // max_header_list_bytes 16 KiB
+  REQUIRE(at.feed(client_start()));
+  // Just under the limit: delivered.
+  std::string fits = request_block() + literal("x-big", std::string(15000, 'a'));
+  REQUIRE(at.feed(headers(1, fits, END_HEADERS | END_STREAM)));
+  CHECK(at.rec.streams[1].head_seen);
+
+  std::string over = request_block() + literal("x-big", std::string(17000, 'a'));
+  REQUIRE(at.feed(headers(3, over.substr(0, 16000), 0) + frame(CONTINUATION, END_HEADERS, 3, over.substr(16000))));
+  CHECK_FALSE(at.rec.streams.count(3));  // the owner never sees it
+  const Frame* answer = nullptr;
+  for (const Frame& f : at.frames)
+    if (f.type == HEADERS && f.stream == 3) answer = &f;
+  REQUIRE(answer);
+  CHECK(field(answer->fields, ":status") == "431");
+  CHECK((answer->flags & END_STREAM));
+  CHECK(at.count(RST_STREAM, H2Session::kNoError) == 1);  // the request had not ended
+  // The refused request's body is taken and dropped (its window given back).
+  REQUIRE(at.feed(data(3, std::string(1000, 'b'), END_STREAM)));
+  CHECK(at.server.stats().oversized_heads == 1);
+
+  REQUIRE(at.feed(headers(5, over.substr(0, 16000), END_STREAM) + frame(CONTINUATION, END_HEADERS, 5, over.substr(16000))));
+  CHECK_FALSE(at.goaway());
+  CHECK_FALSE(at.feed(headers(7, over.substr(0, 16000), END_STREAM) + frame(CONTINUATION, END_HEADERS, 7, over.substr(16000))));
+  CHECK(at.goaway() == H2Session::kEnhanceYourCalm);
+  CHECK(at.server.stats().oversized_heads == 3);
+}
+
+TEST_CASE("h2 HPACK bomb: a small block that decodes past the hard cap ends in GOAWAY") {
+  Attack at;
+  REQUIRE(at.feed(client_start()));
+  // One 4000-byte field enters the dynamic table (index 62); 100 one-byte
+  // references to it decode to 400 KB.
+  std::string block = request_block() + literal("x-bomb", std::string(4000, 'z'), true);
+  for (int i = 0; i < 100; ++i) block += char(0x80 | 62);
+  CHECK(block.size() < 4300);
+  CHECK_FALSE(at.feed(headers(1, block, END_HEADERS | END_STREAM)));
+  CHECK(at.goaway() == H2Session::kEnhanceYourCalm);
+  CHECK(at.rec.head_order.empty());
+  CHECK(at.server.close_reason() == "header list over the hard cap (HPACK bomb)");
+}
+
+TEST_CASE("h2 empty DATA frames without END_STREAM: a flood ends in GOAWAY") {
+  SUBCASE("eleven in a row") {
+    Attack at;
+    REQUIRE(at.feed(client_start() + headers(1, request_block())));
+    std::string bytes;
+    for (int i = 0; i < 11; ++i) bytes += data(1, "");
+    CHECK_FALSE(at.feed(bytes));
+    CHECK(at.goaway() == H2Session::kEnhanceYourCalm);
+    CHECK(at.rec.streams[1].resets == 1);  // the owner hears the stream is gone
+    CHECK(at.rec.streams[1].reset_code == H2Session::kEnhanceYourCalm);
+  }
+  SUBCASE("ten, a byte, ten: fine") {
+    Attack at;
+    REQUIRE(at.feed(client_start() + headers(1, request_block())));
+    std::string bytes;
+    for (int i = 0; i < 10; ++i) bytes += data(1, "");
+    bytes += data(1, "x");
+    for (int i = 0; i < 10; ++i) bytes += data(1, "");
+    CHECK(at.feed(bytes + data(1, "", END_STREAM)));
+    CHECK_FALSE(at.goaway());
+    CHECK(at.rec.streams[1].body == "x");
+    CHECK(at.rec.streams[1].ended);
+  }
+}
+
+TEST_CASE("h2 zero-increment WINDOW_UPDATE: GOAWAY PROTOCOL_ERROR") {
+  for (uint32_t stream : {0u, 1u}) {  // nghttp2 makes both a connection error
+    CAPTURE(stream);
+    Attack at;
+    CHECK_FALSE(at.feed(client_start() + headers(1, request_block()) + window_update(stream, 0)));
+    CHECK(at.goaway() == H2Session::kProtocolError);
+    CHECK(at.server.want_close());
+    CHECK(at.rec.streams[1].reset_code == H2Session::kProtocolError);  // the open stream ends with it
+  }
+}
+
+TEST_CASE("h2 stream errors are counted: the 21st ends the connection with PROTOCOL_ERROR") {
+  Attack at;
+  REQUIRE(at.feed(client_start()));
+  // Malformed requests (no :path): each is a stream error, RST_STREAM PROTOCOL_ERROR.
+  std::string bad = literal(":method", "GET") + literal(":scheme", "http") + literal(":authority", "x");
+  for (int n = 0; n < 20; ++n) REQUIRE(at.feed(headers(2 * n + 1, bad, END_HEADERS | END_STREAM)));
+  CHECK(at.count(RST_STREAM, H2Session::kProtocolError) == 20);
+  CHECK(at.rec.head_order.empty());
+  CHECK_FALSE(at.goaway());
+  CHECK_FALSE(at.feed(headers(41, bad, END_HEADERS | END_STREAM)));
+  CHECK(at.goaway() == H2Session::kProtocolError);
+  CHECK(at.server.stats().stream_errors == 21);
+}
+
+TEST_CASE("h2 max concurrent streams enforced on a raw client") {
+  Attack at;
+  std::string bytes = client_start();  // our SETTINGS not acknowledged yet
+  for (int n = 0; n < 101; ++n) bytes += headers(2 * n + 1, request_block());
+  REQUIRE(at.feed(bytes));
+  CHECK(at.rec.head_order.size() == 100);
+  CHECK(at.count(RST_STREAM, H2Session::kRefusedStream) == 1);
+  CHECK_FALSE(at.goaway());
+  // With our SETTINGS acknowledged, going over is a connection error.
+  CHECK_FALSE(at.feed(frame(SETTINGS, ACK, 0, "") + headers(203, request_block())));
+  CHECK(at.goaway() == H2Session::kProtocolError);
+}
+
+TEST_CASE("h2 not HTTP/2 at all: GOAWAY PROTOCOL_ERROR") {
+  Attack at;
+  CHECK_FALSE(at.feed("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  CHECK(at.goaway() == H2Session::kProtocolError);
+  CHECK(at.server.want_close());
+}
+
+TEST_CASE("h2 close_streams: a lost connection resets every open stream once") {
+  Pair p;
+  int32_t a = p.client.submit_request(post("/a"), false);
+  int32_t b = p.client.submit_request(post("/b"), false);
+  p.pump();
+  p.client.close_streams(H2Session::kCancel);
+  CHECK(p.crec.streams[a].resets == 1);
+  CHECK(p.crec.streams[b].resets == 1);
+  CHECK(p.crec.streams[a].reset_code == H2Session::kCancel);
+  CHECK(p.client.open_streams() == 0);
+  p.pump();  // nothing more reaches the handler
+  CHECK(p.crec.terminal_events == 2);
+}
+
+TEST_CASE("h2 client: an oversized response head resets the stream") {
+  Pair p;
+  int32_t big = p.client.submit_request(get("/big"), true);
+  int32_t ok = p.client.submit_request(get("/ok"), true);
+  p.pump();
+  H2Session::Head huge = status(200);
+  huge.fields = {{"x-big", std::string(20000, 'h')}};
+  CHECK(p.server.submit_response(big, huge, true));
+  CHECK(p.server.submit_response(ok, status(200), true));
+  p.pump();
+  CHECK_FALSE(p.crec.streams[big].head_seen);
+  CHECK(p.crec.streams[big].resets == 1);
+  CHECK(p.crec.streams[big].reset_code == H2Session::kEnhanceYourCalm);
+  CHECK(p.client.stats().oversized_heads == 1);
+  CHECK(p.crec.streams[ok].head.status == 200);
+  CHECK(p.crec.streams[ok].closed);
+}
+
+TEST_CASE("h2 client: 1xx heads are skipped, the final head is delivered") {
+  Recorder rec;
+  H2Session client(Role::client, &rec);
+  rec.session = &client;
+  int32_t id = client.submit_request(get("/early-hints"), true);
+  std::string sent;
+  client.flush(sent);
+  // The server's bytes, built by hand: SETTINGS, 103 (":status" is static
+  // index 8, a literal value), then 200 with END_STREAM (static index 8 too).
+  std::string hints = std::string(1, char(0x08)) + hpack_int(3, 7, 0) + "103" + literal("link", "</a.css>");
+  std::string in = settings() + frame(SETTINGS, ACK, 0, "") + headers(id, hints) +
+                   headers(id, std::string(1, char(0x88)), END_HEADERS | END_STREAM);
+  REQUIRE(client.recv(reinterpret_cast<const uint8_t*>(in.data()), in.size(), 0));
+  CHECK(rec.head_order.size() == 1);
+  CHECK(rec.streams[id].head.status == 200);
+  CHECK(rec.streams[id].head.fields.empty());  // nothing of the 103 leaks into it
+  CHECK(rec.streams[id].ended);
+  CHECK(rec.streams[id].closed);
+}
+
+TEST_CASE("h2 client: a request that never went out still ends once") {
+  SUBCASE("reset by the owner before it was written") {
+    Pair p;
+    int32_t id = p.client.submit_request(post("/x"), false);
+    CHECK(p.client.reset_stream(id, H2Session::kCancel));
+    p.pump();
+    CHECK(p.crec.streams[id].closed);
+    CHECK(p.client.open_streams() == 0);
+    CHECK(p.srec.head_order.empty());
+  }
+  SUBCASE("a GOAWAY arrived between submit and write") {
+    Pair p;
+    p.pump();
+    p.server.drain();
+    std::string goaway;
+    p.server.flush(goaway);
+    int32_t id = p.client.submit_request(get("/x"), true);
+    REQUIRE(id > 0);
+    REQUIRE(p.client.recv(reinterpret_cast<const uint8_t*>(goaway.data()), goaway.size(), 0));
+    p.pump();
+    CHECK(p.crec.streams[id].resets == 1);
+    CHECK(p.crec.streams[id].reset_code == H2Session::kRefusedStream);
+    CHECK(p.client.open_streams() == 0);
+    CHECK(p.srec.head_order.empty());
+    CHECK(p.client.want_close());
+  }
+}
