@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/baggage.h"
+#include "core/hidden_retry_detector.h"
 
 namespace onelayer {
 namespace {
@@ -247,6 +248,12 @@ bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sin
       joined += f.value;
     }
     baggage = baggage_merge(joined, names.baggage_member, owner);
+    if (baggage && rw.attempt_id != 0) {
+      std::string value;
+      HiddenRetryDetector::append_member_value(rw.attempt_id, rw.attempt, value);
+      // Past the size limit the owner member alone still goes (it matters more).
+      if (auto both = baggage_merge(*baggage, HiddenRetryDetector::kBaggageMember, value)) baggage = std::move(both);
+    }
   }
   bool baggage_written = false;
   ListAppend lists[] = {{Kind::via, "Via", rw.via},

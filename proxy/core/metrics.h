@@ -109,12 +109,20 @@ struct RouteMetrics {
   // (anything else is ignored).
   void on_declined(std::string_view reason);
 
+  // An attempt failed (retry.h attempt_failed): `first` for the request's
+  // first attempt, else a retry; `trigger` as for on_retry.
+  void on_attempt_failure(bool first, std::string_view trigger);
+  // A fault was injected into an attempt: "abort" or "delay".
+  void on_fault(std::string_view kind);
+
   // Readers (tests, rendering).
   uint64_t requests(int status) const;
   uint64_t requests_total() const;
   uint64_t attempts() const { return attempts_total.load(std::memory_order_relaxed); }
   uint64_t retries(std::string_view trigger) const;
   uint64_t declined(std::string_view reason) const;
+  uint64_t attempt_failures(bool first, std::string_view trigger) const;
+  uint64_t faults(std::string_view kind) const;
 
   StatusCounters requests_by_code{};
   std::atomic<uint64_t> attempts_total{0};
@@ -125,6 +133,13 @@ struct RouteMetrics {
   std::array<std::atomic<uint64_t>, kDeclineReasonCount> declined_by_reason{};
   Histogram duration;
   AmplificationWindow amplification;
+  // onelayer_attempt_failures_total, [0] first attempts, [1] retries.
+  struct FailureCounters {
+    std::atomic<uint64_t> connect_failure{0}, reset{0}, timeout{0};
+    StatusCounters by_status{};
+  };
+  std::array<FailureCounters, 2> attempt_failures_by{};
+  std::atomic<uint64_t> faults_abort{0}, faults_delay{0};
 };
 
 // One extra gauge sample supplied by the shell at render time (budget tokens,

@@ -100,7 +100,10 @@ class DownConn final : public Conn, public HttpParser::Handler {
   void on_read(ssize_t nread, const uv_buf_t* buf);
   void process_input(const char* data, size_t len);
   void exchange_done(bool close_after);
-  void reject(int status, const char* reason, bool close_after, const char* log_detail);
+  // `extra`: raw header lines for the answer; `counted_in`: the route's
+  // metrics when a route matched (else the listener's unrouted ones).
+  void reject(int status, const char* reason, bool close_after, const char* log_detail,
+              std::string_view extra = {}, RouteMetrics* counted_in = nullptr);
   void abort_connection(const char* reason = "client_closed");
   void close_when_flushed();
   void arm_idle_timer();
@@ -156,7 +159,10 @@ class Exchange {
   void on_up_bad_response();
 
   bool response_started() const { return response_started_; }
-  void flush_head();  // writes a response head still waiting for body bytes
+  void flush_head();
+  // storm hook: the listener's in-flight slot (max_concurrent_requests),
+  // given up when the exchange is freed.
+  LoadShedder::Permit shed_permit_;  // writes a response head still waiting for body bytes
   bool request_complete() const { return request_complete_; }
 
  private:
@@ -235,6 +241,8 @@ class Exchange {
   bool resp_close_delimited_down_ = false;
   bool resp_no_body_ = false;
   bool mark_exhausted_ = false;
+  bool fault_delayed_ = false;  // storm hook: this attempt's injected delay is over
+  uint64_t attempt_id_ = 0;     // storm hook: retry-attempt baggage id (0: not written)
   int status_ = 0;
   const char* error_reason_ = nullptr;
   std::string triggers_;   // retry triggers, comma separated

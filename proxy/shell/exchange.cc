@@ -21,6 +21,32 @@ static int64_t steady_ms(TimePoint t) {
   return std::chrono::duration_cast<Millis>(t.time_since_epoch()).count();
 }
 
+// ---- storm hooks (docs/storm.md): small, self-contained calls into the pure
+// core, so they can be re-applied wherever the exchange logic lives.
+
+// Hidden retries: an owned request whose (id, attempt) was seen before, or
+// that an Envoy hop retried. Counts and warns; the request is not changed.
+static void storm_note_hidden_retry(Runtime& rt, const Route& route, const RetryOwnership& own,
+                                    const Headers& headers) {
+  HiddenRetryDetector::Signals sig = HiddenRetryDetector::read_signals(headers);
+  if (!sig.key && sig.envoy_attempt_count <= 1) return;
+  HiddenRetryDetector::Verdict v = rt.hidden_retries.observe(route.name, own.owner, sig, Clock::now());
+  if (v.warn) {
+    spdlog::warn("route {}: hidden retry: a hop between retry owner {} and this layer sent the same attempt "
+                 "again (its own retries multiply the owner's; see onelayer_hidden_retries_total)",
+                 route.name, v.owner);
+  }
+}
+
+// Every attempt outcome the upstream (or an injected fault) gave: the
+// successes-mode budget and onelayer_attempt_failures_total.
+static void storm_on_attempt_result(UpstreamShared& ups, const Upstream& ucfg, RouteMetrics& rm, const Route& route,
+                                    uint32_t attempt, const AttemptResult& r) {
+  bool failed = attempt_failed(r, route.retry.retry_on);
+  if (ucfg.retry_budget.mode == BudgetMode::successes) ups.budget.on_attempt_result(failed, Clock::now());
+  if (failed) rm.on_attempt_failure(attempt <= 1, trigger_name(r));
+}
+
 Exchange::Exchange(DownConn* d, GenerationPtr gen, int listener_index, const Route* route,
                    RouteMetrics* rm, MessageHead& head, std::string routing_target)
     : down_(d), w_(d->worker_), gen_(std::move(gen)), route_(route), rm_(rm), target_(std::move(routing_target)) {
@@ -50,6 +76,8 @@ void Exchange::start() {
   started_ = Clock::now();
   wall_start_ = std::chrono::system_clock::now();
   ownership_ = detect_outer_owner(req_.headers, cfg_->headers);
+  // storm hook: hidden-retry detection on requests an outer layer owns.
+  if (ownership_.outer_owned) storm_note_hidden_retry(w_->runtime(), *route_, ownership_, req_.headers);
   Millis timeout = route_->timeout;
   if (auto in = incoming_timeout_ms(req_.headers, cfg_->headers)) timeout = std::min(timeout, Millis(*in));
   req_chunked_ = req_.chunked;
@@ -66,6 +94,9 @@ void Exchange::start() {
   rs_.emplace(route_->retry, timeout, started_,
               RetryState::Request{req_.method, has_key, replayable_, ownership_.outer_owned});
   ups_->budget.on_request(started_);
+  // storm hook: the id of the retry-attempt baggage member (only when it is written).
+  if (rs_->owns_retries() && route_->inner_hops == InnerHops::forbid && cfg_->propagate_baggage)
+    attempt_id_ = w_->random().next() | 1;
   if (timeout.count() <= 0) {
     // The caller's x-request-timeout-ms left nothing: no attempt at all.
     respond_error(504, "deadline_exceeded");
@@ -142,6 +173,33 @@ void Exchange::on_backoff_done(uv_timer_t* t) {
 void Exchange::start_attempt() {
   waiting_backoff_ = false;
   TimePoint now = Clock::now();
+  // storm hook: fault drills and route fault blocks (nothing to do unless one exists).
+  if (!fault_delayed_ && (route_->fault.enabled || w_->runtime().faults.any_drill())) {
+    FaultInjector::Decision f = w_->runtime().faults.decide(route_->fault, ucfg_->name, now, w_->random());
+    if (f.delay.count() > 0) {
+      rm_->on_fault("delay");
+      fault_delayed_ = true;
+      waiting_backoff_ = true;  // body bytes wait in body_ meanwhile
+      arm_timer(std::min(f.delay, rs_->time_left(now)), on_backoff_done);
+      return;
+    }
+    if (f.abort_status != 0 && rs_->attempt_timeout(now).count() > 0) {
+      // The injected answer stands for the upstream's: counted as an
+      // attempt, then through the retry rules like a real response.
+      rs_->on_attempt_started();
+      rm_->on_attempt();
+      rm_->on_fault("abort");
+      if (!endpoints_.empty()) endpoints_ += ',';
+      endpoints_ += "fault";
+      AttemptResult r;
+      r.status = f.abort_status;
+      storm_on_attempt_result(*ups_, *ucfg_, *rm_, *route_, rs_->attempts_started(), r);
+      if (is_retryable_outcome(r, route_->retry.retry_on) && decide_retry(r)) return;
+      respond_error(f.abort_status, "fault_injected");
+      return;
+    }
+  }
+  fault_delayed_ = false;
   if (!ups_->breaker.allow(now)) {
     RetryState::Decision d = rs_->on_circuit_open();
     declined_ = "circuit_open";
@@ -279,6 +337,7 @@ void Exchange::send_head_and_body() {
   rw.time_left_ms = route_->inner_hops == InnerHops::pass ? -1 : rs_->attempt_timeout(now).count();
   rw.client_ip = down_->peer_ip_;
   rw.outer_owned = ownership_.outer_owned;
+  rw.attempt_id = attempt_id_;  // storm hook: retry-attempt baggage member
 
   std::string& out = w_->scratch();
   out.clear();
@@ -482,6 +541,7 @@ bool Exchange::end_failed_attempt(int status, const char* reason, UpstreamEndpoi
 void Exchange::handle_failure(const AttemptResult& r, int status, const char* reason,
                               UpstreamEndpoints::Result verdict) {
   if (!end_failed_attempt(status, reason, verdict)) return;
+  storm_on_attempt_result(*ups_, *ucfg_, *rm_, *route_, rs_->attempts_started(), r);  // storm hook
   if (decide_retry(r)) return;
   if (declined_ && std::string_view(declined_) == "deadline") {
     respond_error(504, "deadline_exceeded");
@@ -532,6 +592,7 @@ int Exchange::on_up_head(MessageHead& head) {
   end_attempt(!server_error                                   ? Result::success
               : route_->retry.retry_on.has_status(head.status) ? Result::failure
                                                                : Result::server_error);
+  storm_on_attempt_result(*ups_, *ucfg_, *rm_, *route_, rs_->attempts_started(), r);  // storm hook
   if (is_retryable_outcome(r, route_->retry.retry_on) && decide_retry(r)) return -1;
 
   status_ = head.status;
