@@ -249,10 +249,21 @@ bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sin
     }
     baggage = baggage_merge(joined, names.baggage_member, owner);
     if (baggage && rw.attempt_id != 0) {
-      std::string value;
-      HiddenRetryDetector::append_member_value(rw.attempt_id, rw.attempt, value);
       // Past the size limit the owner member alone still goes (it matters more).
-      if (auto both = baggage_merge(*baggage, HiddenRetryDetector::kBaggageMember, value)) baggage = std::move(both);
+      constexpr size_t kMemberBytes = HiddenRetryDetector::kBaggageMember.size() + 1 + 16 + 1 + 10 + 1;
+      if (baggage->find(HiddenRetryDetector::kBaggageMember) == std::string::npos) {
+        // The usual case, appended in place (no second copy of the header).
+        if (baggage->size() + kMemberBytes <= kMaxBaggageBytes) {
+          if (!baggage->empty()) *baggage += ',';
+          *baggage += HiddenRetryDetector::kBaggageMember;
+          *baggage += '=';
+          HiddenRetryDetector::append_member_value(rw.attempt_id, rw.attempt, *baggage);
+        }
+      } else {
+        std::string value;
+        HiddenRetryDetector::append_member_value(rw.attempt_id, rw.attempt, value);
+        if (auto both = baggage_merge(*baggage, HiddenRetryDetector::kBaggageMember, value)) baggage = std::move(both);
+      }
     }
   }
   bool baggage_written = false;

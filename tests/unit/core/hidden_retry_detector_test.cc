@@ -106,6 +106,10 @@ TEST_CASE("hidden: the owning layer writes the member next to retry-owner") {
   const Header* b = find_header(out, "baggage");
   REQUIRE(b);
   CHECK(b->value == "k=v,retry-owner=outer,retry-attempt=0000000000001234.2");
+  // A member already there (an outer layer's, passed on) is replaced, not repeated.
+  Headers again{{"Host", "x"}, {"baggage", "retry-attempt=00000000000000aa.1,k=v"}};
+  rewrite_request_headers(again, rw, out);
+  CHECK(find_header(out, "baggage")->value == "retry-attempt=0000000000001234.2,k=v,retry-owner=outer");
   rw.attempt_id = 0;  // not written without an id
   rewrite_request_headers(in, rw, out);
   CHECK(find_header(out, "baggage")->value == "k=v,retry-owner=outer");
