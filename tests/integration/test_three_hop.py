@@ -242,7 +242,11 @@ class ThreeHopChainTest(IntegrationTest):
                 keys = [k for k, _ in members]
                 self.assertEqual(keys.count("retry-owner"), 1, members)
                 self.assertEqual(dict(members)["retry-owner"], "A", members)
-                self.assertEqual([k for k in keys if k != "retry-owner"], ["tenant", "sampled"])
+                self.assertEqual([k for k in keys if k not in ("retry-owner", "retry-attempt")],
+                                 ["tenant", "sampled"])
+                # A's hidden-retry member: once, <16 hex digits>.<A's attempt>.
+                self.assertEqual(keys.count("retry-attempt"), 1, members)
+                self.assertRegex(dict(members)["retry-attempt"], r"^[0-9a-f]{16}\.[123]$")
                 self.assertEqual(dict(members)["sampled"], "true;ttl=60")
 
         metrics = self.layer_metrics(chain, "protocol", REQUESTS)
