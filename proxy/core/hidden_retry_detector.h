@@ -6,6 +6,8 @@
 // pairs and counts a repeat. A request owned by an outer layer that arrives
 // with x-envoy-attempt-count above 1 (an Envoy hop retried it) counts too.
 // Nothing about the request changes: this only counts and warns.
+// gRPC's grpc-previous-rpc-attempts (above 0 on an owned request) is to
+// count here too once onelayer speaks HTTP/2; HTTP/1.1 carries no gRPC.
 //
 // Memory: one table shared by every worker, allocated on first use and
 // fixed in size (kSets x kWays pairs, about 400 KiB). It is shared rather

@@ -5,6 +5,9 @@
 // drain at the recent completion rate, with jitter so the callers told to
 // wait do not all come back in the same second.
 //
+// gRPC callers are to get RESOURCE_EXHAUSTED with grpc-retry-pushback-ms
+// (the same wait in milliseconds) once onelayer speaks HTTP/2.
+//
 // Pure: no clock reads (time and randomness are arguments). Thread-safe:
 // admission is one atomic increment; the rate samples take a mutex at most
 // once per second.
