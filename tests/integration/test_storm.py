@@ -225,6 +225,21 @@ class SheddingTest(StormTest):
         self.assertEqual(self.metric(inner, "onelayer_shed_total", listener="main"), 1)
 
 
+    def test_a_reload_changes_the_limit_and_keeps_the_count(self):
+        origin = self.slow_origin(1.0)
+        proxy = self.proxy_for(origin, listener={"max_concurrent_requests": 1})
+        port = proxy.port()
+        threads, _ = self.hold(port, 1)
+        origin.wait_for(1)
+        self.assertEqual(get(port, "/fast").status, 503)
+        ops.rewrite_config(proxy, h.simple_config(origin.port, listener={"max_concurrent_requests": 0}))
+        self.assertEqual(ops.admin(proxy, "POST", "/reload").status, 200)
+        self.assertEqual(get(port, "/fast").status, 200, "limit 0: no shedding")
+        for t in threads:
+            t.join()
+        self.assertEqual(self.metric(proxy, "onelayer_shed_total", listener="main"), 1)
+
+
 class HiddenRetryTest(StormTest):
     def test_an_app_that_retries_503_itself_is_counted_by_the_inner_layer(self):
         # client -> A (owner, 3 attempts) -> app (retries 503 twice itself,
