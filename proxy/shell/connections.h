@@ -159,10 +159,10 @@ class Exchange {
   void on_up_bad_response();
 
   bool response_started() const { return response_started_; }
-  void flush_head();
+  void flush_head();  // writes a response head still waiting for body bytes
   // storm hook: the listener's in-flight slot (max_concurrent_requests),
   // given up when the exchange is freed.
-  LoadShedder::Permit shed_permit_;  // writes a response head still waiting for body bytes
+  LoadShedder::Permit shed_permit_;
   bool request_complete() const { return request_complete_; }
 
  private:

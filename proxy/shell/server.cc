@@ -163,7 +163,8 @@ std::pair<int, std::string> Server::fault_drill(std::string_view method, std::st
   std::optional<FaultInjector::Drill> d = FaultInjector::parse_drill_query(query, &error);
   if (!d) return {400, error + "\nusage: POST /fault?upstream=NAME&status=503&for=30s[&percent=100]\n"};
   if (!rt_.current()->config->find_upstream(d->upstream)) return {404, "no upstream named " + d->upstream + "\n"};
-  std::string text = describe(*d, now - d->duration);
+  d->until = now + d->duration;
+  std::string text = describe(*d, now);
   rt_.faults.start_drill(*d, now);
   spdlog::warn("admin: fault drill started: {}", text.substr(0, text.size() - 1));
   return {200, "drill started: " + text};

@@ -89,7 +89,7 @@ class FaultDrillTest(StormTest):
         port = self.start()
         self.assertEqual(get(port).status, 200)
         r = ops.admin(self.proxy, "POST", "/fault?upstream=origin&status=503&for=30s")
-        self.assertEqual(r.status, 200, r.body)
+        self.assertEqual((r.status, r.body), (200, b"drill started: upstream=origin status=503 percent=100 left=30s\n"))
         self.assertIn(b"upstream=origin status=503", ops.admin(self.proxy, "GET", "/fault").body)
         n = 5
         for _ in range(n):
