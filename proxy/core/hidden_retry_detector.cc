@@ -58,21 +58,40 @@ void HiddenRetryDetector::append_member_value(uint64_t id, uint32_t attempt, std
   append_decimal(out, attempt);
 }
 
+// The retry-attempt member of one baggage field, read in place (the value is
+// hex digits and a dot: nothing to decode). nullopt when the field has none.
+static std::optional<std::string_view> attempt_member(std::string_view field) {
+  std::optional<std::string_view> found;
+  for_each_list_element(field, [&](std::string_view member) {
+    if (found) return;
+    size_t eq = member.find('=');
+    if (eq == std::string_view::npos || trim_ows(member.substr(0, eq)) != HiddenRetryDetector::kBaggageMember) return;
+    std::string_view value = member.substr(eq + 1);
+    value = trim_ows(value.substr(0, value.find(';')));  // properties are not ours
+    found = value;
+  });
+  return found;
+}
+
 HiddenRetryDetector::Signals HiddenRetryDetector::read_signals(const Headers& h) {
   Signals s;
-  std::string joined;
+  bool member_seen = false;
   for (const Header& f : h) {
-    if (iequals(f.name, "baggage")) {
-      if (!joined.empty()) joined += ',';
-      joined += f.value;
+    if (!member_seen && iequals(f.name, "baggage")) {
+      // Fields are read one by one: a member never spans two of them.
+      if (std::optional<std::string_view> v = attempt_member(f.value)) {
+        member_seen = true;
+        if (v->find('%') == std::string_view::npos) {
+          s.key = parse_member(*v);
+        } else if (std::optional<std::string> decoded = baggage_get(f.value, kBaggageMember)) {
+          s.key = parse_member(*decoded);  // percent-encoded: rare, decoded properly
+        }
+      }
     } else if (iequals(f.name, kEnvoyAttemptCount)) {
       uint64_t n = 0;
       auto r = std::from_chars(f.value.data(), f.value.data() + f.value.size(), n);
       if (r.ec == std::errc() && r.ptr == f.value.data() + f.value.size()) s.envoy_attempt_count = n;
     }
-  }
-  if (!joined.empty()) {
-    if (std::optional<std::string> v = baggage_get(joined, kBaggageMember)) s.key = parse_member(*v);
   }
   return s;
 }

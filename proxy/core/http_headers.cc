@@ -247,10 +247,10 @@ bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sin
       if (!joined.empty()) joined += ',';
       joined += f.value;
     }
-    baggage = baggage_merge(joined, names.baggage_member, owner);
+    // Past the size limit the owner member alone still goes (it matters more).
+    constexpr size_t kMemberBytes = HiddenRetryDetector::kBaggageMember.size() + 1 + 16 + 1 + 10 + 1;
+    baggage = baggage_merge(joined, names.baggage_member, owner, rw.attempt_id != 0 ? kMemberBytes : 0);
     if (baggage && rw.attempt_id != 0) {
-      // Past the size limit the owner member alone still goes (it matters more).
-      constexpr size_t kMemberBytes = HiddenRetryDetector::kBaggageMember.size() + 1 + 16 + 1 + 10 + 1;
       if (baggage->find(HiddenRetryDetector::kBaggageMember) == std::string::npos) {
         // The usual case, appended in place (no second copy of the header).
         if (baggage->size() + kMemberBytes <= kMaxBaggageBytes) {

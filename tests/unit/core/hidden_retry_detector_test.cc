@@ -43,6 +43,12 @@ TEST_CASE("hidden: signals come from baggage and x-envoy-attempt-count") {
   Headers split{{"baggage", "retry-owner=a"}, {"baggage", "retry-attempt=7.1"}};
   CHECK(HiddenRetryDetector::read_signals(split).key == Key{7, 1});
   CHECK_FALSE(HiddenRetryDetector::read_signals(Headers{{"x-envoy-attempt-count", "x"}}).key);
+  // Properties are ignored; a percent-encoded value is decoded; the first member counts.
+  CHECK(HiddenRetryDetector::read_signals(Headers{{"baggage", "retry-attempt = 00ff.1;p=q"}}).key == Key{0xff, 1});
+  CHECK(HiddenRetryDetector::read_signals(Headers{{"baggage", "retry-attempt=%30f.2"}}).key == Key{0x0f, 2});
+  CHECK(HiddenRetryDetector::read_signals(Headers{{"baggage", "retry-attempt=a.1,retry-attempt=b.1"}}).key ==
+        Key{0xa, 1});
+  CHECK(HiddenRetryDetector::read_signals(Headers{{"baggage", "x-retry-attempt=a.1"}}).key == std::nullopt);
 }
 
 TEST_CASE("hidden: the same pair twice is one hidden retry; a new attempt is not") {
