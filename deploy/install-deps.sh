@@ -6,11 +6,12 @@ set -euo pipefail
 
 BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libnghttp2-dev doctest-dev node-llhttp"
 # podman, buildah, debootstrap: the container test builds the Dockerfile.
-TEST_PKGS="python3 curl clang libclang-rt-14-dev prometheus podman buildah debootstrap"
+# haproxy, nginx-light: the inner-peer chain tests (test_inner_peers) run real ones.
+TEST_PKGS="python3 curl clang libclang-rt-14-dev prometheus podman buildah debootstrap haproxy nginx-light"
 # kubectl (test_deploy's kustomize cross-check): Debian's kubernetes-client,
 # unless a kubectl from elsewhere is installed already (the two conflict).
 command -v kubectl >/dev/null || TEST_PKGS="$TEST_PKGS kubernetes-client"
-BENCH_PKGS="wrk nginx-light libnginx-mod-http-echo haproxy gnuplot-nox valgrind strace"
+BENCH_PKGS="wrk libnginx-mod-http-echo gnuplot-nox valgrind strace"
 
 case "${1:-all}" in
   build) want="$BUILD_PKGS" ;;

@@ -115,7 +115,8 @@ std::optional<std::string> baggage_get(std::string_view header_value, std::strin
   return found;
 }
 
-std::optional<std::string> baggage_merge(std::string_view header_value, std::string_view key, std::string_view value) {
+std::optional<std::string> baggage_merge(std::string_view header_value, std::string_view key, std::string_view value,
+                                         size_t reserve_extra) {
   if (!is_token(key)) return std::nullopt;
   const std::string ours = std::string(key) + "=" + percent_encode_baggage_value(value);
   std::vector<std::string_view> kept;
@@ -145,6 +146,7 @@ std::optional<std::string> baggage_merge(std::string_view header_value, std::str
     changed = true;
   }
   std::string result;
+  result.reserve(header_value.size() + 1 + ours.size() + reserve_extra);
   if (!changed) {
     result.assign(header_value);
   } else {

@@ -35,7 +35,10 @@ std::optional<std::string> baggage_get(std::string_view header_value, std::strin
 // Multiple baggage headers: the caller joins them with "," first.
 // nullopt if the result would exceed kMaxBaggageBytes or key is not a token
 // (leave the header as it was).
-std::optional<std::string> baggage_merge(std::string_view header_value, std::string_view key, std::string_view value);
+// `reserve_extra`: room to keep in the result for what the caller appends
+// next (one allocation instead of two).
+std::optional<std::string> baggage_merge(std::string_view header_value, std::string_view key, std::string_view value,
+                                         size_t reserve_extra = 0);
 
 // Percent-encodes every octet that is not a baggage-octet, and '%'.
 std::string percent_encode_baggage_value(std::string_view v);

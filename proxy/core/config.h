@@ -79,6 +79,18 @@ struct RouteMatch {
   bool operator==(const RouteMatch&) const = default;
 };
 
+// Route-level fault injection (docs/storm.md "Fault drills"): an attempt
+// gets an injected answer or a delay before the upstream is called. Off
+// unless a `fault:` block is given.
+struct FaultConfig {
+  bool enabled = false;
+  int abort_status = 0;       // 0: no abort
+  double abort_percent = 0;   // share of attempts aborted, 0..100
+  Millis delay{0};            // 0: no delay
+  double delay_percent = 0;   // share of attempts delayed, 0..100
+  bool operator==(const FaultConfig&) const = default;
+};
+
 struct Route {
   std::string name;
   RouteMatch match;
@@ -88,6 +100,7 @@ struct Route {
   InnerHops inner_hops = InnerHops::forbid;
   bool has_retry = false;  // a `retry:` block was given
   RetryPolicy retry;       // max_attempts 1 without a `retry:` block
+  FaultConfig fault;
   bool operator==(const Route&) const = default;
 };
 
@@ -97,6 +110,9 @@ struct Listener {
   Limits limits;
   UnderscoreHeaders headers_with_underscores = UnderscoreHeaders::drop;
   std::vector<Route> routes;
+  // Requests in flight on this listener (all workers) beyond which new ones
+  // are shed with 503 overloaded and a Retry-After; 0: unlimited.
+  uint32_t max_concurrent_requests = 0;
   bool operator==(const Listener&) const = default;
 };
 
@@ -106,9 +122,16 @@ struct PoolConfig {
   bool operator==(const PoolConfig&) const = default;
 };
 
+// requests: every request deposits `ratio`, a retry spends a token, the
+// bucket refills at min_per_second. successes: the bucket starts full at
+// min_per_second * 10, every failed attempt withdraws 1, every other attempt
+// deposits `ratio`, and retries are allowed only above half full.
+enum class BudgetMode { requests, successes };
+
 struct RetryBudgetConfig {
   double ratio = 0.2;
   double min_per_second = 10;
+  BudgetMode mode = BudgetMode::requests;
   bool operator==(const RetryBudgetConfig&) const = default;
 };
 

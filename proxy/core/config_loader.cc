@@ -234,6 +234,7 @@ class Loader {
   void read_route(const At& at, size_t listener, size_t index, Route& r, NameIndex& names);
   void read_match(const At& at, RouteMatch& m);
   void read_retry(const At& at, RetryPolicy& p);
+  void read_fault(const At& at, FaultConfig& f);
   void read_retry_on(const At& at, RetryOn& on);
   void read_backoff(const At& at, Backoff& b);
   void read_upstream(const At& at, Upstream& u, NameIndex& names);
@@ -609,6 +610,8 @@ void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& n
        },
        true},
       {"limits", [&](const At& a) { read_limits(a, l.limits); }},
+      {"max_concurrent_requests",
+       [&](const At& a) { read_uint_as(a, 0, 10'000'000, l.max_concurrent_requests); }},
       {"headers_with_underscores",
        [&](const At& a) {
          read_choice(a,
@@ -667,6 +670,34 @@ void Loader::read_route(const At& at, size_t listener, size_t index, Route& r,
          r.has_retry = true;
          r.retry.max_attempts = 3;  // the default once a route asks for retries
          read_retry(a, r.retry);
+       }},
+      {"fault", [&](const At& a) { read_fault(a, r.fault); }},
+  });
+}
+
+void Loader::read_fault(const At& at, FaultConfig& f) {
+  f.enabled = true;
+  read_map(at, {
+      {"abort",
+       [&](const At& a) {
+         f.abort_percent = 100;
+         read_map(a, {
+                         {"status", [&](const At& x) { read_uint_as(x, 200, 599, f.abort_status); }, true},
+                         {"percent", [&](const At& x) { read_double(x, 0, 100, f.abort_percent); }},
+                     });
+       }},
+      {"delay",
+       [&](const At& a) {
+         f.delay_percent = 100;
+         read_map(a, {
+                         {"duration", [&](const At& x) { read_duration(x, false, f.delay); }, true},
+                         {"percent", [&](const At& x) { read_double(x, 0, 100, f.delay_percent); }},
+                     });
+       }},
+      {"grpc_status",
+       [&](const At& a) {
+         // gRPC arrives with HTTP/2, which this build does not speak yet.
+         error(a, "gRPC faults need HTTP/2 listeners, which this version does not have; use abort.status");
        }},
   });
 }
@@ -852,6 +883,11 @@ void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
       {"retry_budget",
        [&](const At& a) {
          read_map(a, {
+                         {"mode",
+                          [&](const At& x) {
+                            read_choice(x, {{"requests", BudgetMode::requests}, {"successes", BudgetMode::successes}},
+                                        u.retry_budget.mode);
+                          }},
                          {"ratio",
                           [&](const At& x) { read_double(x, 0, 1000, u.retry_budget.ratio); }},
                          {"min_per_second",
@@ -1074,6 +1110,22 @@ void emit_route(YAML::Emitter& e, const Route& r) {
   emit_kv(e, "timeout", format_duration(r.timeout));
   emit_kv(e, "inner_hops", inner_hops_name(r.inner_hops));
   if (r.has_retry) emit_retry(e, r.retry);
+  if (r.fault.enabled) {
+    e << YAML::Key << "fault" << YAML::Value << YAML::BeginMap;
+    if (r.fault.abort_status != 0) {
+      e << YAML::Key << "abort" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      e << YAML::Key << "status" << YAML::Value << r.fault.abort_status;
+      emit_kv(e, "percent", format_double(r.fault.abort_percent));
+      e << YAML::EndMap;
+    }
+    if (r.fault.delay.count() > 0) {
+      e << YAML::Key << "delay" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      emit_kv(e, "duration", format_duration(r.fault.delay));
+      emit_kv(e, "percent", format_double(r.fault.delay_percent));
+      e << YAML::EndMap;
+    }
+    e << YAML::EndMap;
+  }
   e << YAML::EndMap;
 }
 
@@ -1088,6 +1140,7 @@ void emit_listener(YAML::Emitter& e, const Listener& l) {
   emit_kv(e, "idle_timeout", format_duration(l.limits.idle_timeout));
   e << YAML::Key << "max_connections" << YAML::Value << l.limits.max_connections;
   e << YAML::EndMap;
+  e << YAML::Key << "max_concurrent_requests" << YAML::Value << l.max_concurrent_requests;
   emit_kv(e, "headers_with_underscores", underscore_headers_name(l.headers_with_underscores));
   e << YAML::Key << "routes" << YAML::Value << YAML::BeginSeq;
   for (const Route& r : l.routes) emit_route(e, r);
@@ -1107,6 +1160,7 @@ void emit_upstream(YAML::Emitter& e, const Upstream& u) {
   emit_kv(e, "idle_timeout", format_duration(u.pool.idle_timeout));
   e << YAML::EndMap;
   e << YAML::Key << "retry_budget" << YAML::Value << YAML::Flow << YAML::BeginMap;
+  emit_kv(e, "mode", u.retry_budget.mode == BudgetMode::successes ? "successes" : "requests");
   emit_kv(e, "ratio", format_double(u.retry_budget.ratio));
   emit_kv(e, "min_per_second", format_double(u.retry_budget.min_per_second));
   e << YAML::EndMap;

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/baggage.h"
+#include "core/hidden_retry_detector.h"
 
 namespace onelayer {
 namespace {
@@ -246,7 +247,24 @@ bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sin
       if (!joined.empty()) joined += ',';
       joined += f.value;
     }
-    baggage = baggage_merge(joined, names.baggage_member, owner);
+    // Past the size limit the owner member alone still goes (it matters more).
+    constexpr size_t kMemberBytes = HiddenRetryDetector::kBaggageMember.size() + 1 + 16 + 1 + 10 + 1;
+    baggage = baggage_merge(joined, names.baggage_member, owner, rw.attempt_id != 0 ? kMemberBytes : 0);
+    if (baggage && rw.attempt_id != 0) {
+      if (baggage->find(HiddenRetryDetector::kBaggageMember) == std::string::npos) {
+        // The usual case, appended in place (no second copy of the header).
+        if (baggage->size() + kMemberBytes <= kMaxBaggageBytes) {
+          if (!baggage->empty()) *baggage += ',';
+          *baggage += HiddenRetryDetector::kBaggageMember;
+          *baggage += '=';
+          HiddenRetryDetector::append_member_value(rw.attempt_id, rw.attempt, *baggage);
+        }
+      } else {
+        std::string value;
+        HiddenRetryDetector::append_member_value(rw.attempt_id, rw.attempt, value);
+        if (auto both = baggage_merge(*baggage, HiddenRetryDetector::kBaggageMember, value)) baggage = std::move(both);
+      }
+    }
   }
   bool baggage_written = false;
   ListAppend lists[] = {{Kind::via, "Via", rw.via},

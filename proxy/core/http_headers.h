@@ -102,6 +102,11 @@ struct RequestRewrite {
   // stripped as a foreign directive, and Envoy hops further in must still be
   // told not to retry. Ignored when claim_ownership is set.
   bool outer_owned = false;
+  // With claim_ownership and propagate_baggage: also merge the baggage
+  // member retry-attempt=<attempt_id as 16 hex digits>.<attempt>, which lets
+  // an inner onelayer see a hop in between repeat an attempt
+  // (hidden_retry_detector.h). 0: not written.
+  uint64_t attempt_id = 0;
 };
 
 // Builds the header list to send upstream for ONE attempt (out is cleared first):

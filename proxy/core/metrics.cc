@@ -117,6 +117,9 @@ struct RouteAccum {
   std::array<uint64_t, kDeclineReasonCount> declined{};
   Histogram::Snapshot duration;
   AmplificationWindow::Totals window;
+  // attempt failures, [0] first, [1] retry: outcome name -> count
+  std::array<std::map<std::string, uint64_t>, 2> failures;
+  uint64_t faults_abort = 0, faults_delay = 0;
 };
 
 struct Aggregate {
@@ -145,6 +148,21 @@ void accumulate(Aggregate& agg, const RouteMetrics& rm, int64_t now_ms) {
   }
   for (size_t i = 0; i < kDeclineReasonCount; ++i) acc.declined[i] += rm.declined_by_reason[i].load(kRelaxed);
   acc.duration += rm.duration.snapshot();
+  for (size_t k = 0; k < 2; ++k) {
+    const RouteMetrics::FailureCounters& f = rm.attempt_failures_by[k];
+    auto add = [&](const std::string& name, uint64_t n) {
+      if (n != 0) acc.failures[k][name] += n;
+    };
+    add("connect-failure", f.connect_failure.load(kRelaxed));
+    add("reset", f.reset.load(kRelaxed));
+    add("timeout", f.timeout.load(kRelaxed));
+    for (int code = kMinStatus; code <= kMaxStatus; ++code) {
+      uint64_t n = f.by_status[code - kMinStatus].load(kRelaxed);
+      if (n != 0) add(std::to_string(code), n);
+    }
+  }
+  acc.faults_abort += rm.faults_abort.load(kRelaxed);
+  acc.faults_delay += rm.faults_delay.load(kRelaxed);
   auto totals = rm.amplification.totals(now_ms);
   acc.window.requests += totals.requests;
   acc.window.attempts += totals.attempts;
@@ -179,6 +197,27 @@ void render_routes(Writer& w, const Aggregate& agg) {
       w.sample("onelayer_retries_declined_total", join_labels({rl, label("reason", decline_name(static_cast<Decline>(i)))}),
                acc.declined[i]);
     }
+  }
+
+  w.family("onelayer_attempt_failures_total", "counter",
+           "Failed upstream attempts, by route, attempt (first or retry) and outcome (connect-failure, reset, "
+           "timeout or the status code).");
+  for (const auto& [route, acc] : agg.routes) {
+    const std::string rl = label("route", route);
+    for (size_t k = 0; k < 2; ++k) {
+      for (const auto& [outcome, n] : acc.failures[k]) {
+        w.sample("onelayer_attempt_failures_total",
+                 join_labels({rl, label("attempt", k == 0 ? "first" : "retry"), label("outcome", outcome)}), n);
+      }
+    }
+  }
+
+  w.family("onelayer_faults_injected_total", "counter",
+           "Faults injected into upstream attempts (route fault blocks and admin drills), by route and kind.");
+  for (const auto& [route, acc] : agg.routes) {
+    const std::string rl = label("route", route);
+    w.sample("onelayer_faults_injected_total", join_labels({rl, label("kind", "abort")}), acc.faults_abort);
+    w.sample("onelayer_faults_injected_total", join_labels({rl, label("kind", "delay")}), acc.faults_delay);
   }
 
   w.family("onelayer_amplification_ratio", "gauge",
@@ -241,7 +280,8 @@ bool is_builtin_name(std::string_view name) {
       "onelayer_request_duration_seconds_count", "onelayer_config_reloads_total", "onelayer_config_generation",
       "onelayer_downstream_connections_active", "onelayer_downstream_connections_total",
       "onelayer_upstream_connections_active", "onelayer_upstream_connections_total", "onelayer_bytes_in_total",
-      "onelayer_bytes_out_total", "onelayer_build_info"};
+      "onelayer_bytes_out_total", "onelayer_build_info", "onelayer_attempt_failures_total",
+      "onelayer_faults_injected_total"};
   return names.find(name) != names.end();
 }
 
@@ -257,6 +297,10 @@ constexpr KnownGauge kKnownGauges[] = {
     {"onelayer_circuit_breaker_state", "Circuit breaker state by upstream: 0 closed, 1 open, 2 half-open."},
     {"onelayer_endpoint_ejected", "1 while the endpoint is ejected (outlier detection or health checks)."},
     {"onelayer_endpoint_ejections_total", "Times the endpoint was ejected.", "counter"},
+    {"onelayer_shed_total", "Requests shed with 503 overloaded (max_concurrent_requests), by listener.", "counter"},
+    {"onelayer_hidden_retries_total",
+     "Requests owned by an outer layer that a hop in between had already sent (a hidden retry), by route and owner.",
+     "counter"},
 };
 
 void render_extra(Writer& w, const std::vector<GaugeSample>& extra) {
@@ -429,6 +473,23 @@ auto* retry_counter(RM& rm, AttemptOutcome outcome, int status) {
   return none;
 }
 
+// The onelayer_attempt_failures_total counter of a first attempt or a
+// retry, by what ended it; nullptr for a status outside 100..599.
+template <class RM>
+auto* failure_counter(RM& rm, bool first, RetryTrigger trigger) {
+  auto& f = rm.attempt_failures_by[first ? 0 : 1];
+  decltype(&f.reset) none = nullptr;
+  switch (trigger.outcome) {
+    case AttemptOutcome::connect_failure: return &f.connect_failure;
+    case AttemptOutcome::reset: return &f.reset;
+    case AttemptOutcome::timeout: return &f.timeout;
+    case AttemptOutcome::response:
+      if (trigger.status < kMinStatus || trigger.status > kMaxStatus) return none;
+      return &f.by_status[static_cast<size_t>(trigger.status - kMinStatus)];
+  }
+  return none;
+}
+
 }  // namespace
 
 void RouteMetrics::on_retry(AttemptOutcome outcome, int status) {
@@ -437,6 +498,26 @@ void RouteMetrics::on_retry(AttemptOutcome outcome, int status) {
 
 void RouteMetrics::on_declined(Decline reason) {
   if (is_counted_decline(reason)) declined_by_reason[static_cast<size_t>(reason)].fetch_add(1, kRelaxed);
+}
+
+void RouteMetrics::on_attempt_failure(bool first, RetryTrigger trigger) {
+  if (auto* c = failure_counter(*this, first, trigger)) c->fetch_add(1, kRelaxed);
+}
+
+void RouteMetrics::on_fault(std::string_view kind) {
+  if (kind == "abort") faults_abort.fetch_add(1, kRelaxed);
+  if (kind == "delay") faults_delay.fetch_add(1, kRelaxed);
+}
+
+uint64_t RouteMetrics::attempt_failures(bool first, RetryTrigger trigger) const {
+  auto* c = failure_counter(*this, first, trigger);
+  return c ? c->load(kRelaxed) : 0;
+}
+
+uint64_t RouteMetrics::faults(std::string_view kind) const {
+  if (kind == "abort") return faults_abort.load(kRelaxed);
+  if (kind == "delay") return faults_delay.load(kRelaxed);
+  return 0;
 }
 
 uint64_t RouteMetrics::requests(int status) const {

@@ -101,12 +101,21 @@ struct RouteMetrics {
   // they are not reasons).
   void on_declined(Decline reason);
 
+  // An attempt failed (retry.h attempt_failed): `first` for the request's
+  // first attempt, else a retry; for a response, a status outside 100..599
+  // is ignored.
+  void on_attempt_failure(bool first, RetryTrigger trigger);
+  // A fault was injected into an attempt: "abort" or "delay".
+  void on_fault(std::string_view kind);
+
   // Readers (tests, rendering).
   uint64_t requests(int status) const;
   uint64_t requests_total() const;
   uint64_t attempts() const { return attempts_total.load(std::memory_order_relaxed); }
   uint64_t retries(AttemptOutcome outcome, int status = 0) const;
   uint64_t declined(Decline reason) const;
+  uint64_t attempt_failures(bool first, RetryTrigger trigger) const;
+  uint64_t faults(std::string_view kind) const;
 
   StatusCounters requests_by_code{};
   std::atomic<uint64_t> attempts_total{0};
@@ -117,6 +126,13 @@ struct RouteMetrics {
   std::array<std::atomic<uint64_t>, kDeclineReasonCount> declined_by_reason{};
   Histogram duration;
   AmplificationWindow amplification;
+  // onelayer_attempt_failures_total, [0] first attempts, [1] retries.
+  struct FailureCounters {
+    std::atomic<uint64_t> connect_failure{0}, reset{0}, timeout{0};
+    StatusCounters by_status{};
+  };
+  std::array<FailureCounters, 2> attempt_failures_by{};
+  std::atomic<uint64_t> faults_abort{0}, faults_delay{0};
 };
 
 // One extra gauge sample supplied by the shell at render time (budget tokens,

@@ -43,6 +43,12 @@ bool is_retryable_outcome(const AttemptResult& r, const RetryOn& on) {
   return false;
 }
 
+bool attempt_failed(const AttemptResult& r, const RetryOn& on) {
+  if (r.outcome != AttemptOutcome::response) return true;
+  if (r.status >= 500 && r.status <= 599 && r.status != 501) return true;
+  return on.has_status(r.status);
+}
+
 Millis backoff_delay(const Backoff& b, uint32_t retry_number, Millis previous_wait, Random& rng) {
   const int64_t cap = non_negative(b.cap);
   const int64_t base = std::min(non_negative(b.base), cap);

@@ -34,6 +34,12 @@ bool is_idempotent_method(std::string_view method);
 // Classification only (retry_on), no safety or budget checks.
 bool is_retryable_outcome(const AttemptResult&, const RetryOn&);
 
+// Whether an attempt failed, for onelayer_attempt_failures_total and the
+// successes retry budget: a connect failure, reset or timeout, a 5xx
+// response other than 501, or a status listed in retry_on (429, ...).
+// Everything else (2xx, 3xx, other 4xx, 501) is an answer, not a failure.
+bool attempt_failed(const AttemptResult&, const RetryOn&);
+
 // Wait before retry n (n = 1 for the first retry; 0 is read as 1):
 // d = min(cap, base*2^(n-1)) without overflow, then jitter:
 //   full:         uniform[0, d]

@@ -22,12 +22,30 @@ int64_t to_micro(double tokens) {
 RetryBudget::RetryBudget(RetryBudgetConfig cfg, TimePoint now) : origin_(now) {
   set_config(cfg);
   balance_.last = now;
-  balance_.micro = floor_micro_;
+  balance_.micro = mode_ == BudgetMode::successes ? full_micro_ : floor_micro_;
 }
 
 void RetryBudget::set_config(const RetryBudgetConfig& cfg) {
+  mode_ = cfg.mode;
   ratio_micro_ = to_micro(cfg.ratio);
   floor_micro_ = to_micro(cfg.min_per_second);
+  full_micro_ = floor_micro_ * kWindowSeconds;
+}
+
+BudgetMode RetryBudget::mode() const {
+  std::lock_guard lock(mu_);
+  return mode_;
+}
+
+void RetryBudget::on_attempt_result(bool failed, TimePoint now) {
+  std::lock_guard lock(mu_);
+  if (mode_ != BudgetMode::successes) return;
+  if (now > balance_.last) balance_.last = now;
+  if (failed) {
+    balance_.micro = std::max<int64_t>(0, balance_.micro - kMicro);
+  } else {
+    balance_.micro = std::min(full_micro_, balance_.micro + ratio_micro_);
+  }
 }
 
 int64_t RetryBudget::second_of(TimePoint t) const {
@@ -65,6 +83,7 @@ RetryBudget::Balance RetryBudget::refilled(TimePoint now) const {
 
 void RetryBudget::on_request(TimePoint now) {
   std::lock_guard lock(mu_);
+  if (mode_ == BudgetMode::successes) return;  // paid by attempt outcomes instead
   balance_ = refilled(now);
   const int64_t sec = second_of(balance_.last);
   Bucket& bucket = window_[static_cast<size_t>(sec % kWindowSeconds)];
@@ -75,6 +94,8 @@ void RetryBudget::on_request(TimePoint now) {
 
 bool RetryBudget::try_spend(TimePoint now) {
   std::lock_guard lock(mu_);
+  // Strictly above half: a bucket of 10 allows retries at 5.000001, not at 5.
+  if (mode_ == BudgetMode::successes) return balance_.micro * 2 > full_micro_;
   balance_ = refilled(now);
   if (balance_.micro < kMicro) return false;
   balance_.micro -= kMicro;
@@ -83,12 +104,23 @@ bool RetryBudget::try_spend(TimePoint now) {
 
 double RetryBudget::tokens(TimePoint now) const {
   std::lock_guard lock(mu_);
+  if (mode_ == BudgetMode::successes) return static_cast<double>(balance_.micro) / kMicro;
   return static_cast<double>(refilled(now).micro) / kMicro;
 }
 
 void RetryBudget::reconfigure(RetryBudgetConfig cfg) {
   std::lock_guard lock(mu_);
+  const BudgetMode before = mode_;
   set_config(cfg);
+  if (mode_ == BudgetMode::successes) {
+    // A new successes bucket starts full; an existing one keeps its level.
+    balance_.micro = before == BudgetMode::successes ? std::min(balance_.micro, full_micro_) : full_micro_;
+    return;
+  }
+  if (before == BudgetMode::successes) {
+    balance_.micro = floor_micro_;  // the requests-mode initial balance
+    balance_.carry = 0;
+  }
   balance_.micro = std::min(balance_.micro, cap_micro(second_of(balance_.last)));
 }
 

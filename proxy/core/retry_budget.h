@@ -19,6 +19,15 @@
 //   quiet or busy-but-healthy period from banking an unbounded retry storm.
 // Spends never exceed initial + deposits + refill, which is the bound above.
 //
+// mode: successes (gRPC A6 retry throttling, the AWS SDK's retry quota): a
+// bucket of min_per_second * 10 tokens that starts full. Each failed attempt
+// withdraws 1 token (never below 0), each other attempt deposits `ratio`
+// (never above full); time adds nothing. A retry is allowed only while the
+// bucket is above half full, and spends nothing itself (its own failure
+// will). In a total outage the bucket falls to half after about
+// min_per_second * 5 failed attempts, and from then on no request is
+// retried until successes fill it again.
+//
 // Time points may arrive slightly out of order from different threads: a
 // `now` earlier than one already seen refills nothing.
 // Thread-safe: one short mutex-protected update per call.
@@ -40,7 +49,11 @@ class RetryBudget {
   RetryBudget(RetryBudgetConfig cfg, TimePoint now);
 
   void on_request(TimePoint now);      // each downstream request deposits `ratio` tokens
-  bool try_spend(TimePoint now);       // a retry withdraws 1 token if available
+  bool try_spend(TimePoint now);       // a retry withdraws 1 token if available (successes: above half?)
+  // successes mode: an attempt's outcome (failed: withdraw 1, else deposit
+  // ratio). Does nothing in requests mode.
+  void on_attempt_result(bool failed, TimePoint now);
+  BudgetMode mode() const;
   double tokens(TimePoint now) const;  // gauge; reading it changes nothing
   // Takes effect for later calls; the balance is kept (clamped to the new cap).
   void reconfigure(RetryBudgetConfig cfg);
@@ -62,6 +75,8 @@ class RetryBudget {
   Balance refilled(TimePoint now) const;  // balance_ brought forward to `now`
 
   mutable std::mutex mu_;
+  BudgetMode mode_ = BudgetMode::requests;
+  int64_t full_micro_ = 0;       // successes mode: the bucket's size
   int64_t ratio_micro_ = 0;      // deposit per request
   int64_t floor_micro_ = 0;      // refill per second
   TimePoint origin_;

@@ -201,6 +201,14 @@ struct AdminServer::Callbacks {
         r.content_type = "text/plain; version=0.0.4; charset=utf-8";
         return r;
       }
+      if (path == "/fault") {
+        const char* name = method == HTTP_POST ? "POST" : method == HTTP_DELETE ? "DELETE" : get ? "GET" : nullptr;
+        if (!name) return method_not_allowed("GET, HEAD, POST, DELETE");
+        if (!h.fault) return text(501, "fault drills are not available\n");
+        size_t q = url.find('?');
+        auto [status, body] = h.fault(name, q == std::string::npos ? std::string_view{} : std::string_view(url).substr(q + 1));
+        return text(status, with_newline(std::move(body)));
+      }
       if (path == "/reload") {
         if (method != HTTP_POST) return method_not_allowed("POST");
         if (!h.reload) return text(501, "reload is not available\n");

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -27,6 +28,9 @@ class AdminServer {
     std::function<std::string()> config_yaml;               // GET /config
     std::function<std::pair<bool, std::string>()> reload;  // POST /reload -> 200 or 500 with the errors
     std::function<std::string()> metrics_text;              // GET /metrics
+    // GET, POST and DELETE /fault (fault drills): method name and the raw
+    // query string in, status and text body out. Empty: 501.
+    std::function<std::pair<int, std::string>(std::string_view method, std::string_view query)> fault;
   };
 
   struct Limits {

@@ -210,15 +210,31 @@ int DownConn::on_head(MessageHead& head) {
     reject(routed.status, routed.reason, true, routed.detail);
     return -1;
   }
+  size_t ri = static_cast<size_t>(route - l.routes.data());
+  RouteMetrics* rm = gen->route_metrics[static_cast<size_t>(li)][ri];
+  // Shedding (listeners[].max_concurrent_requests): before any upstream is
+  // called, and before a 100 Continue invites the body.
+  LoadShedder::Permit permit;
+  if (const std::shared_ptr<LoadShedder>& shed = gen->shedders[static_cast<size_t>(li)]) {
+    TimePoint now = Clock::now();
+    permit = LoadShedder::try_acquire(shed, now);
+    if (!permit) {
+      bool no_body = head.content_length == 0 && !head.chunked;
+      std::string extra = "Retry-After: ";
+      append_decimal(extra, static_cast<uint64_t>(shed->retry_after_seconds(now, worker_->random())));
+      extra += "\r\n";
+      reject(503, "overloaded", !no_body, "max_concurrent_requests reached", extra, rm);
+      return no_body ? 0 : -1;
+    }
+  }
   if (expect_continue) {
     // Answer 100 here and drop Expect upstream: the body is needed anyway
     // for replay, and the upstream then never has to speak 1xx.
     worker_->write(this, "HTTP/1.1 100 Continue\r\n\r\n");
   }
-  size_t ri = static_cast<size_t>(route - l.routes.data());
-  RouteMetrics* rm = gen->route_metrics[static_cast<size_t>(li)][ri];
   in_exchange_ = true;
   ex_ = std::make_unique<Exchange>(this, gen, li, route, rm, head, std::move(v.upstream_target));
+  ex_->hold_shed_permit(std::move(permit));
   ex_->start();
   return 0;
 }
@@ -299,20 +315,22 @@ void DownConn::close_when_flushed() {
   }
 }
 
-void DownConn::reject(int status, const char* reason, bool close_after, const char* log_detail) {
+void DownConn::reject(int status, const char* reason, bool close_after, const char* log_detail,
+                      std::string_view extra, RouteMetrics* counted_in) {
   if (closing()) return;
   if (close_after) close_after_ = true;
   std::string out;
-  append_proxy_response(out, status, reason, close_after_, {}, parser_.head().method == "HEAD");
+  append_proxy_response(out, status, reason, close_after_, extra, parser_.head().method == "HEAD");
   worker_->write(this, out);
   spdlog::info("listener {}: {} {} from {}: {}", listener_->name(), status, reason, peer_ip_,
                log_detail ? log_detail : "");
   WorkerListener* l = listener_;
-  if (!l->unrouted()) l->unrouted() = worker_->runtime().metrics.route(listener_->name(), "", "");
+  if (!counted_in && !l->unrouted()) l->unrouted() = worker_->runtime().metrics.route(listener_->name(), "", "");
   auto now_ms = std::chrono::duration_cast<Millis>(Clock::now().time_since_epoch()).count();
-  l->unrouted()->on_response(status, 0, 0, now_ms);
+  (counted_in ? counted_in : l->unrouted())->on_response(status, 0, 0, now_ms);
   AccessRecord r;
   r.listener = listener_->name();
+  if (counted_in) r.route = counted_in->route;
   r.method = parser_.head().method;
   r.path = parser_.head().target;
   r.status = status;

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "shell/conn.h"
 #include "shell/http_codec.h"
@@ -12,6 +13,7 @@ namespace onelayer {
 
 class Exchange;
 class WorkerListener;
+struct RouteMetrics;
 
 class DownConn final : public Conn, private HttpParser::Handler {
  public:
@@ -56,7 +58,10 @@ class DownConn final : public Conn, private HttpParser::Handler {
   static void on_head_or_idle_timeout(uv_timer_t* t);
   static void on_resume_timer(uv_timer_t* t);
   void process_input(const char* data, size_t len);
-  void reject(int status, const char* reason, bool close_after, const char* log_detail);
+  // `extra`: raw header lines for the answer; `counted_in`: the route's
+  // metrics when a route matched (else the listener's unrouted ones).
+  void reject(int status, const char* reason, bool close_after, const char* log_detail,
+              std::string_view extra = {}, RouteMetrics* counted_in = nullptr);
   void close_when_flushed();
   void arm_idle_timer();
   void arm_header_timer();

@@ -26,6 +26,31 @@ static int64_t steady_ms(TimePoint t) {
   return std::chrono::duration_cast<Millis>(t.time_since_epoch()).count();
 }
 
+// ---- The storm tools (docs/storm.md): small calls into the pure core.
+
+// Hidden retries: an owned request whose (id, attempt) was seen before, or
+// that an Envoy hop retried. Counts and warns; the request is not changed.
+static void storm_note_hidden_retry(Runtime& rt, const Route& route, const RetryOwnership& own,
+                                    const Headers& headers) {
+  HiddenRetryDetector::Signals sig = HiddenRetryDetector::read_signals(headers);
+  if (!sig.key && sig.envoy_attempt_count <= 1) return;
+  HiddenRetryDetector::Verdict v = rt.hidden_retries.observe(route.name, own.owner, sig, Clock::now());
+  if (v.warn) {
+    spdlog::warn("route {}: hidden retry: a hop between retry owner {} and this layer sent the same attempt "
+                 "again (its own retries multiply the owner's; see onelayer_hidden_retries_total)",
+                 route.name, v.owner);
+  }
+}
+
+// Every attempt outcome the upstream (or an injected fault) gave: the
+// successes-mode budget and onelayer_attempt_failures_total.
+static void storm_on_attempt_result(UpstreamShared& ups, const Upstream& ucfg, RouteMetrics& rm, const Route& route,
+                                    uint32_t attempt, const AttemptResult& r) {
+  bool failed = attempt_failed(r, route.retry.retry_on);
+  if (ucfg.retry_budget.mode == BudgetMode::successes) ups.budget.on_attempt_result(failed, Clock::now());
+  if (failed) rm.on_attempt_failure(attempt <= 1, RetryTrigger{r.outcome, r.status});
+}
+
 Exchange::Exchange(DownConn* d, GenerationPtr gen, int listener_index, const Route* route,
                    RouteMetrics* rm, MessageHead& head, std::string routing_target)
     : down_(d),
@@ -61,6 +86,8 @@ Exchange::~Exchange() {
 void Exchange::start() {
   started_ = Clock::now();
   ownership_ = detect_outer_owner(req_.headers, cfg_->headers);
+  // Hidden-retry detection on requests an outer layer owns.
+  if (ownership_.outer_owned) storm_note_hidden_retry(w_->runtime(), *route_, ownership_, req_.headers);
   Millis timeout = route_->timeout;
   if (auto in = incoming_timeout_ms(req_.headers, cfg_->headers)) timeout = std::min(timeout, Millis(*in));
   req_chunked_ = req_.chunked;
@@ -76,6 +103,9 @@ void Exchange::start() {
   rs_.emplace(route_->retry, timeout, started_,
               RetryState::Request{req_.method, has_key, body_.replayable(), ownership_.outer_owned});
   ups_->budget.on_request(started_);
+  // The id of the retry-attempt baggage member (only when it is written).
+  if (rs_->owns_retries() && route_->inner_hops == InnerHops::forbid && cfg_->propagate_baggage)
+    attempt_id_ = w_->random().next() | 1;
   if (timeout.count() <= 0) {
     // The caller's x-request-timeout-ms left nothing: no attempt at all.
     respond_error(504, "deadline_exceeded");
@@ -151,6 +181,35 @@ void Exchange::on_backoff_done(uv_timer_t* t) {
 void Exchange::start_attempt() {
   waiting_backoff_ = false;
   TimePoint now = Clock::now();
+  // Fault drills and route fault blocks (nothing to do unless one exists).
+  if (!fault_delayed_ && (route_->fault.enabled || w_->runtime().faults.any_drill())) {
+    FaultInjector::Decision f = w_->runtime().faults.decide(route_->fault, ucfg_->name, now, w_->random());
+    if (f.delay.count() > 0) {
+      rm_->on_fault("delay");
+      fault_delayed_ = true;
+      waiting_backoff_ = true;  // body bytes wait in body_ meanwhile
+      arm_timer(std::min(f.delay, rs_->time_left(now)), on_backoff_done);
+      return;
+    }
+    if (f.abort_status != 0 && rs_->attempt_timeout(now).count() > 0) {
+      // The injected answer stands for the upstream's: counted as an
+      // attempt, then through the retry rules like a real response. It
+      // feeds neither the breaker nor outlier detection: a drill tests the
+      // retry policy.
+      rs_->on_attempt_started();
+      rm_->on_attempt();
+      rm_->on_fault("abort");
+      if (!endpoints_.empty()) endpoints_ += ',';
+      endpoints_ += "fault";
+      AttemptResult r;
+      r.status = f.abort_status;
+      storm_on_attempt_result(*ups_, *ucfg_, *rm_, *route_, rs_->attempts_started(), r);
+      if (decide_retry(r).retry) return;
+      respond_error(f.abort_status, "fault_injected");
+      return;
+    }
+  }
+  fault_delayed_ = false;
   RetryState::Admission a = rs_->admit_attempt(now, &ups_->breaker);
   if (!a.admitted) {
     decline(a.declined, a.mark_exhausted);
@@ -271,6 +330,7 @@ void Exchange::send_head_and_body() {
   rw.time_left_ms = route_->inner_hops == InnerHops::pass ? -1 : rs_->attempt_timeout(now).count();
   rw.client_ip = down_->peer_ip();
   rw.outer_owned = ownership_.outer_owned;
+  rw.attempt_id = attempt_id_;  // the retry-attempt baggage member
 
   std::string& out = w_->scratch();
   out.clear();
@@ -460,6 +520,7 @@ bool Exchange::end_failed_attempt(int status, const char* reason, UpstreamEndpoi
 void Exchange::handle_failure(const AttemptResult& r, int status, const char* reason,
                               UpstreamEndpoints::Result verdict) {
   if (!end_failed_attempt(status, reason, verdict)) return;
+  storm_on_attempt_result(*ups_, *ucfg_, *rm_, *route_, rs_->attempts_started(), r);
   RetryState::Decision d = decide_retry(r);
   if (d.retry) return;
   // No time left for another attempt: the caller hears of the deadline.
@@ -512,6 +573,7 @@ int Exchange::on_up_head(MessageHead& head) {
   end_attempt(!server_error                                   ? Result::success
               : route_->retry.retry_on.has_status(head.status) ? Result::failure
                                                                : Result::server_error);
+  storm_on_attempt_result(*ups_, *ucfg_, *rm_, *route_, rs_->attempts_started(), r);
   if (decide_retry(r).retry) return -1;
 
   status_ = head.status;

@@ -54,6 +54,9 @@ class Exchange {
   bool response_started() const { return response_started_; }
   void flush_head();  // writes a response head still waiting for body bytes
   bool request_complete() const { return request_complete_; }
+  // The listener's in-flight slot (max_concurrent_requests), given up when
+  // the exchange is freed.
+  void hold_shed_permit(LoadShedder::Permit permit) { shed_permit_ = std::move(permit); }
 
  private:
   void start_attempt();
@@ -129,6 +132,9 @@ class Exchange {
   bool resp_close_delimited_down_ = false;
   bool resp_no_body_ = false;
   bool mark_exhausted_ = false;
+  bool fault_delayed_ = false;  // this attempt's injected delay is over
+  uint64_t attempt_id_ = 0;     // retry-attempt baggage id (0: not written)
+  LoadShedder::Permit shed_permit_;
   int status_ = 0;
   const char* error_reason_ = nullptr;
   std::string triggers_;   // retry triggers, comma separated

@@ -40,6 +40,21 @@ GenerationPtr Runtime::install(ConfigPtr cfg) {
   }
   upstream_state_ = std::move(next);
   endpoint_state_ = std::move(next_endpoints);
+  // Shedding: a listener keeps its in-flight count and rate across reloads.
+  std::unordered_map<std::string, std::shared_ptr<LoadShedder>> next_shedders;
+  for (const Listener& l : cfg->listeners) {
+    std::shared_ptr<LoadShedder> shed;
+    auto it = shedder_state_.find(l.name);
+    if (it != shedder_state_.end()) {
+      shed = it->second;
+      shed->set_limit(l.max_concurrent_requests);
+    } else if (l.max_concurrent_requests > 0) {
+      shed = std::make_shared<LoadShedder>(l.max_concurrent_requests, now);
+    }
+    if (shed) next_shedders[l.name] = shed;
+    gen->shedders.push_back(l.max_concurrent_requests > 0 ? shed : nullptr);
+  }
+  shedder_state_ = std::move(next_shedders);
   for (const Listener& l : cfg->listeners) {
     std::vector<RouteMetrics*> rms;
     for (const Route& r : l.routes) rms.push_back(metrics.route(l.name, r.name, r.upstream));
@@ -73,6 +88,18 @@ std::vector<GaugeSample> Runtime::gauges() const {
       out.push_back({"onelayer_endpoint_ejections_total", label, static_cast<double>(m.ejections_total),
                      "Times the endpoint was ejected", "counter"});
     }
+  }
+  for (const auto& [name, shed] : shedder_state_) {
+    out.push_back({"onelayer_shed_total", "listener=\"" + escape_label_value(name) + "\"",
+                   static_cast<double>(shed->shed_total()),
+                   "Requests shed with 503 overloaded (max_concurrent_requests), by listener", "counter"});
+  }
+  for (const HiddenRetryDetector::Series& s : hidden_retries.series()) {
+    out.push_back({"onelayer_hidden_retries_total",
+                   "route=\"" + escape_label_value(s.route) + "\",owner=\"" + escape_label_value(s.owner) + "\"",
+                   static_cast<double>(s.count),
+                   "Requests owned by an outer layer that a hop in between had already sent (a hidden retry)",
+                   "counter"});
   }
   out.push_back({"onelayer_draining", "", draining.load() ? 1.0 : 0.0, "1 while the process drains"});
   return out;

@@ -13,6 +13,9 @@
 #include "core/circuit_breaker.h"
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/fault_injector.h"
+#include "core/hidden_retry_detector.h"
+#include "core/load_shedder.h"
 #include "core/metrics.h"
 #include "core/retry_budget.h"
 #include "core/upstream_endpoints.h"
@@ -35,6 +38,9 @@ struct Generation {
   // reloads while the upstream's endpoints and balance stay the same.
   std::vector<std::shared_ptr<UpstreamEndpoints>> endpoints;
   std::vector<std::vector<RouteMetrics*>> route_metrics;    // [listener][route]
+  // By listener index: the shedder of a listener with max_concurrent_requests,
+  // else nullptr (kept across reloads for a listener that keeps its name).
+  std::vector<std::shared_ptr<LoadShedder>> shedders;
 
   int listener_index(std::string_view name) const;
 };
@@ -49,6 +55,10 @@ class Runtime {
   // limit minus a reserve for listeners, the admin listener, DNS and logs,
   // so the process never runs out of descriptors (see Server::run).
   size_t max_open_connections = SIZE_MAX;
+  // Admin fault drills and route fault blocks (docs/storm.md).
+  FaultInjector faults;
+  // Repeated (request id, attempt) pairs on owned requests, all workers.
+  HiddenRetryDetector hidden_retries;
 
   // Builds and publishes a generation for `cfg`; budgets and breakers of
   // upstreams with an unchanged name carry over.
@@ -76,6 +86,7 @@ class Runtime {
   std::atomic<uint64_t> generation_id_{0};
   std::unordered_map<std::string, std::shared_ptr<UpstreamShared>> upstream_state_;
   std::unordered_map<std::string, std::shared_ptr<UpstreamEndpoints>> endpoint_state_;
+  std::unordered_map<std::string, std::shared_ptr<LoadShedder>> shedder_state_;  // by listener name
 };
 
 }  // namespace onelayer

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <map>
 
 #include "core/config_loader.h"
+#include "core/units.h"
 #include "shell/admin_server.h"
 #include "shell/health_checker.h"
 #include "shell/logging.h"
@@ -63,6 +65,8 @@ class Server {
  private:
   bool bind_listener(const Listener& l, std::vector<std::vector<ListenSocket>>& per_worker, uint16_t& port);
   std::pair<bool, std::string> reload();
+  // GET/POST/DELETE /fault on the admin listener (docs/storm.md).
+  std::pair<int, std::string> fault_drill(std::string_view method, std::string_view query);
   void start_drain(const char* why);
   void write_ports_file();
   void worker_finished();
@@ -114,6 +118,34 @@ void Server::write_ports_file() {
     f << "admin " << (admin_ ? admin_->port() : 0) << '\n';
   }
   std::rename(tmp.c_str(), opts_.ports_file.c_str());
+}
+
+std::pair<int, std::string> Server::fault_drill(std::string_view method, std::string_view query) {
+  TimePoint now = Clock::now();
+  auto describe = [](const FaultInjector::Drill& d, TimePoint at) {
+    auto left = std::chrono::duration_cast<Millis>(d.until - at);
+    return "upstream=" + d.upstream + " status=" + std::to_string(d.status) + " percent=" +
+           fmt::format("{}", d.percent) + " left=" + format_duration(std::max(Millis{0}, left)) + "\n";
+  };
+  if (method == "DELETE") {
+    size_t n = rt_.faults.stop_all();
+    spdlog::warn("admin: fault drills ended ({} running)", n);
+    return {200, "ended " + std::to_string(n) + " drill(s)\n"};
+  }
+  if (method == "GET") {
+    std::string out;
+    for (const FaultInjector::Drill& d : rt_.faults.drills(now)) out += describe(d, now);
+    return {200, out.empty() ? "no drill running\n" : out};
+  }
+  std::string error;
+  std::optional<FaultInjector::Drill> d = FaultInjector::parse_drill_query(query, &error);
+  if (!d) return {400, error + "\nusage: POST /fault?upstream=NAME&status=503&for=30s[&percent=100]\n"};
+  if (!rt_.current()->config->find_upstream(d->upstream)) return {404, "no upstream named " + d->upstream + "\n"};
+  d->until = now + d->duration;
+  std::string text = describe(*d, now);
+  rt_.faults.start_drill(*d, now);
+  spdlog::warn("admin: fault drill started: {}", text.substr(0, text.size() - 1));
+  return {200, "drill started: " + text};
 }
 
 std::pair<bool, std::string> Server::reload() {
@@ -234,7 +266,8 @@ int Server::run() {
       [this] {
         auto now_ms = std::chrono::duration_cast<Millis>(Clock::now().time_since_epoch()).count();
         return rt_.metrics.render_prometheus(now_ms, rt_.gauges());
-      }});
+      },
+      [this](std::string_view method, std::string_view query) { return fault_drill(method, query); }});
   int rc = admin_->listen(cfg->admin_listen);
   if (rc != 0) {
     spdlog::error("admin listener {}: {}", cfg->admin_listen.to_string(), uv_strerror(rc));

@@ -237,7 +237,7 @@ def run_wrk(args):
 
 # ---------------------------------------------------------------- configs
 
-def onelayer_config(upstream_port, layer, workers, max_connections):
+def onelayer_config(upstream_port, layer, workers, max_connections, budget_mode="requests"):
     """The benchmark's onelayer config: retries configured (3 attempts on
     503/connect failure/reset, budget on) but not triggered by a healthy
     origin, keep-alive pool to the origin, admin and listener on port 0."""
@@ -265,7 +265,7 @@ upstreams:
     endpoints: [127.0.0.1:{upstream_port}]
     connect_timeout: 1s
     pool: {{ max_idle: 256, idle_timeout: 60s }}
-    retry_budget: {{ ratio: 0.1, min_per_second: 5 }}
+    retry_budget: {{ mode: {budget_mode}, ratio: 0.1, min_per_second: 5 }}
 """
 
 
@@ -293,6 +293,7 @@ def main():
     p.add_argument("--layer", default="bench")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--max-connections", type=int, default=0)
+    p.add_argument("--budget-mode", choices=["requests", "successes"], default="requests")
     p = sub.add_parser("wrk")
     p.add_argument("--url", required=True)
     p.add_argument("--target", required=True)
@@ -324,7 +325,8 @@ def main():
             if pid not in skip:
                 print(pid)
     elif a.cmd == "onelayer-config":
-        sys.stdout.write(onelayer_config(a.upstream_port, a.layer, a.workers, a.max_connections))
+        sys.stdout.write(onelayer_config(a.upstream_port, a.layer, a.workers, a.max_connections,
+                                         a.budget_mode))
     elif a.cmd == "wrk":
         return run_wrk(a)
     return 0

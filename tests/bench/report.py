@@ -11,9 +11,12 @@ import statistics
 import subprocess
 import sys
 
-ORDER = ["direct", "onelayer", "haproxy", "nginx"]
-LABEL = {"direct": "direct (no proxy)", "onelayer": "onelayer", "haproxy": "HAProxy", "nginx": "NGINX"}
-NAME = {"direct": "direct", "onelayer": "onelayer", "haproxy": "HAProxy", "nginx": "NGINX"}
+# onelayer-successes: onelayer with retry_budget.mode successes (storm phase only).
+ORDER = ["direct", "onelayer", "onelayer-successes", "haproxy", "nginx"]
+LABEL = {"direct": "direct (no proxy)", "onelayer": "onelayer", "onelayer-successes": "onelayer (budget: successes)",
+         "haproxy": "HAProxy", "nginx": "NGINX"}
+NAME = {"direct": "direct", "onelayer": "onelayer", "onelayer-successes": "onelayer, successes budget",
+        "haproxy": "HAProxy", "nginx": "NGINX"}
 
 
 # ---------------------------------------------------------------- helpers
@@ -204,7 +207,9 @@ def storm(rows, settings):
            "(client -> proxy -> proxy -> proxy -> origin). *Arrivals per request* = origin arrivals "
            "during the outage / downstream requests sent during the outage. *Recovery* = time from "
            "the origin's recovery to the first 100 ms bucket from which >= 99% of downstream answers "
-           "are 200 for the rest of the run.\n",
+           "are 200 for the rest of the run. onelayer runs twice: with the default budget "
+           "(`mode: requests`, ratio 0.1 + 5/s) and with `mode: successes` (same ratio and floor: a "
+           "bucket of 50 tokens paid by successful attempts).\n",
            "| proxy | depth | downstream requests (outage) | origin arrivals (outage) | arrivals per request | "
            "2xx during outage | client errors/timeouts | recovery |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -296,6 +301,10 @@ def targets_table(tp, mem, st, wk=None):
         a = r.get("arrivals_per_request") if r else None
         rows.append((f"retry storm, depth {d}: <= 1.15 origin arrivals per request",
                      fmt(a), None if a is None else a <= 1.15))
+        r = st.get(("onelayer-successes", d))
+        a = r.get("arrivals_per_request") if r else None
+        rows.append((f"retry storm, depth {d}, budget mode successes: <= 1.03 origin arrivals per request",
+                     fmt(a), None if a is None else a <= 1.03))
     out = ["## Targets\n", "| target | measured | status |", "|---|---:|---|"]
     out += [f"| {a} | {b} | {status(c)} |" for a, b, c in rows]
     return out + [""]

@@ -342,7 +342,7 @@ start_onelayer() {  # NAME UPSTREAM_PORT LAYER_ID
   local name=$1 up=$2 layer=$3 dir="$TMP/$1"
   mkdir -p "$dir"
   "$PY" "$UTIL" onelayer-config --upstream-port "$up" --layer "$layer" --workers "$ONELAYER_WORKERS" \
-    --max-connections $((NOFILE - 200)) >"$dir/onelayer.yaml"
+    --max-connections $((NOFILE - 200)) --budget-mode "${ONELAYER_BUDGET_MODE:-requests}" >"$dir/onelayer.yaml"
   rm -f "$dir/ports"
   # The access log (always on, stdout) goes to /dev/null: formatted, not stored.
   "$ONELAYER_BIN" --config "$dir/onelayer.yaml" --ports-file "$dir/ports" --log-level warn \
@@ -362,6 +362,7 @@ start_onelayer() {  # NAME UPSTREAM_PORT LAYER_ID
 start_proxy() {  # start_proxy KIND NAME UPSTREAM_PORT LAYER_ID
   case "$1" in
     onelayer) start_onelayer "$2" "$3" "$4" ;;
+    onelayer-successes) ONELAYER_BUDGET_MODE=successes start_onelayer "$2" "$3" "$4" ;;
     haproxy) start_haproxy "$2" "$(free_port)" "$3" ;;
     nginx) start_nginx_proxy "$2" "$(free_port)" "$3" ;;
   esac
@@ -501,7 +502,10 @@ run_storm() {  # run_storm KIND DEPTH
 }
 
 if has "$PHASES" storm; then
-  for kind in ${PROXIES//,/ }; do
+  # onelayer twice: the default budget (mode: requests) and mode: successes.
+  storm_kinds=${PROXIES//,/ }
+  [[ " $storm_kinds " == *" onelayer "* ]] && storm_kinds=${storm_kinds/onelayer/onelayer onelayer-successes}
+  for kind in $storm_kinds; do
     for depth in $STORM_DEPTHS; do
       run_storm "$kind" "$depth" || fail "retry storm for $kind depth $depth"
     done

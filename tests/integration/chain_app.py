@@ -11,7 +11,7 @@ own, so the owning layer's verdict reaches the client.
     python3 chain_app.py --next 127.0.0.1:PORT --port-file F
         [--propagate baggage,x-request-timeout-ms | --propagate '*']
         [--copy-response x-retry-exhausted | --copy-response '']
-        [--record FILE]
+        [--record FILE] [--retry-503 N]
 
 --port-file  written (atomically) with the bound port once listening (port 0).
 --propagate  comma-separated header names carried into the outbound call;
@@ -24,6 +24,9 @@ own, so the owning layer's verdict reaches the client.
              '' copies none, like an app that knows nothing of onelayer).
 --record     appends one JSON line per received request: method, path,
              headers (as received), to look at what a layer sent on.
+--retry-503  calls the next hop up to N more times while it answers 503,
+             with the same headers (an app or SDK that retries on its own,
+             as urllib3's Retry does); default 0.
 
 SIGTERM/SIGINT stop the server and exit 0.
 """
@@ -53,11 +56,13 @@ def parse_args(argv):
     p.add_argument("--propagate", default="baggage")
     p.add_argument("--copy-response", default="x-retry-exhausted")
     p.add_argument("--record", default=None)
+    p.add_argument("--retry-503", type=int, default=0)
     return p.parse_args(argv)
 
 
 class ChainApp:
-    def __init__(self, next_hop, propagate, copy_response, record_path):
+    def __init__(self, next_hop, propagate, copy_response, record_path, retry_503=0):
+        self.retry_503 = retry_503
         host, _, port = next_hop.rpartition(":")
         self.next_host = host or "127.0.0.1"
         self.next_port = int(port)
@@ -130,8 +135,12 @@ def make_handler(app):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length > 0 else b""
             try:
-                status, copied, data = app.call_next(
-                    self.command, self.path, app.outbound_headers(incoming, arrived), body)
+                outbound = app.outbound_headers(incoming, arrived)
+                status, copied, data = app.call_next(self.command, self.path, outbound, body)
+                for _ in range(app.retry_503):
+                    if status != 503:
+                        break
+                    status, copied, data = app.call_next(self.command, self.path, outbound, body)
             except (OSError, http.client.HTTPException) as e:
                 status, copied, data = 502, [], ("chain_app: next hop failed: %s" % e).encode()
             self.send_response(status)
@@ -159,7 +168,7 @@ def write_port_file(path, port):
 
 def main(argv):
     args = parse_args(argv)
-    app = ChainApp(args.next, args.propagate, args.copy_response, args.record)
+    app = ChainApp(args.next, args.propagate, args.copy_response, args.record, args.retry_503)
     server = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(app))
     server.daemon_threads = True
 

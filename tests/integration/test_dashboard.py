@@ -103,7 +103,9 @@ class DashboardFileTest(unittest.TestCase):
         for name in ("onelayer_requests_total", "onelayer_upstream_attempts_total",
                      "onelayer_amplification_ratio", "onelayer_retries_total",
                      "onelayer_retries_declined_total", "onelayer_retry_budget_tokens",
-                     "onelayer_request_duration_seconds_bucket", "onelayer_circuit_breaker_state"):
+                     "onelayer_request_duration_seconds_bucket", "onelayer_circuit_breaker_state",
+                     "onelayer_attempt_failures_total", "onelayer_hidden_retries_total", "onelayer_shed_total",
+                     "onelayer_faults_injected_total"):
             self.assertIn(name, exprs)
         for q in ("0.5", "0.95", "0.99"):
             self.assertIn("histogram_quantile(%s," % q, exprs)
@@ -139,7 +141,7 @@ class DashboardFileTest(unittest.TestCase):
     def test_alert_rules_pass_promtool_check_rules(self):
         p = subprocess.run([PROMTOOL, "check", "rules", ALERTS], capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        self.assertIn("3 rules found", p.stdout)
+        self.assertIn("4 rules found", p.stdout)
 
     @unittest.skipUnless(os.path.exists(PROMTOOL), "promtool not installed")
     def test_alert_rules_unit_tests_pass(self):
@@ -153,13 +155,17 @@ class DashboardAgainstLiveMetricsTest(IntegrationTest):
         """/metrics of a onelayer that has answered, retried and declined."""
         origin = self.start_origin(script=[h.respond(503)], default=h.respond(200))
         proxy = self.start_proxy(ops.config(
-            [ops.listener("main", [ops.route("r", retry={"max_attempts": 2, "backoff": ops.FAST_BACKOFF})])],
+            [ops.listener("main", [ops.route("r", retry={"max_attempts": 2, "backoff": ops.FAST_BACKOFF})],
+                          max_concurrent_requests=100)],
             [ops.upstream("origin", [origin.endpoint],
                           circuit_breaker={"consecutive_failures": 5, "open_for": "1s"})]))
         with h.Conn(proxy.port()) as c:
             self.assertEqual(c.request("GET", "/").status, 200)
             self.assertEqual(c.request("POST", "/", body=b"x").status, 200)
-        return ops.settled_metrics(self, proxy, "r", 2)
+            # An owned request an Envoy hop had retried: a hidden retry.
+            owned = [("x-retry-owner", "edge"), ("x-envoy-attempt-count", "2")]
+            self.assertEqual(c.request("GET", "/", headers=owned).status, 200)
+        return ops.settled_metrics(self, proxy, "r", 3)
 
     def test_every_metric_and_label_the_dashboard_and_alerts_query_is_exported(self):
         text = self.live_metrics()

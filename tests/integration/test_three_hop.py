@@ -66,7 +66,7 @@ def baggage_members(value):
 class ChainApp:
     """A chain_app.py process: started with its cleanup registered."""
 
-    def __init__(self, test, name, next_port, propagate, copy_response):
+    def __init__(self, test, name, next_port, propagate, copy_response, extra_args=()):
         self.name = name
         self.dir = tempfile.mkdtemp(prefix="onelayer-chain-%s-" % name)
         test.addCleanup(shutil.rmtree, self.dir, True)
@@ -75,7 +75,7 @@ class ChainApp:
         self.stderr_path = os.path.join(self.dir, "stderr")
         cmd = [sys.executable, CHAIN_APP, "--next", "127.0.0.1:%d" % next_port,
                "--port-file", self.port_file, "--propagate", propagate,
-               "--copy-response", copy_response, "--record", self.record_path]
+               "--copy-response", copy_response, "--record", self.record_path] + list(extra_args)
         if shutil.which("setpriv"):
             cmd = ["setpriv", "--pdeathsig", "KILL", "--"] + cmd  # dies with the runner
         with open(self.stderr_path, "wb") as err:
@@ -242,7 +242,11 @@ class ThreeHopChainTest(IntegrationTest):
                 keys = [k for k, _ in members]
                 self.assertEqual(keys.count("retry-owner"), 1, members)
                 self.assertEqual(dict(members)["retry-owner"], "A", members)
-                self.assertEqual([k for k in keys if k != "retry-owner"], ["tenant", "sampled"])
+                self.assertEqual([k for k in keys if k not in ("retry-owner", "retry-attempt")],
+                                 ["tenant", "sampled"])
+                # A's hidden-retry member: once, <16 hex digits>.<A's attempt>.
+                self.assertEqual(keys.count("retry-attempt"), 1, members)
+                self.assertRegex(dict(members)["retry-attempt"], r"^[0-9a-f]{16}\.[123]$")
                 self.assertEqual(dict(members)["sampled"], "true;ttl=60")
 
         metrics = self.layer_metrics(chain, "protocol", REQUESTS)

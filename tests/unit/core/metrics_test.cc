@@ -110,6 +110,12 @@ onelayer_retries_declined_total{route="items",reason="retry_after_beyond_deadlin
 onelayer_retries_declined_total{route="items",reason="outer_owner"} 0
 onelayer_retries_declined_total{route="items",reason="inner_exhausted"} 0
 onelayer_retries_declined_total{route="items",reason="circuit_open"} 0
+# HELP onelayer_attempt_failures_total Failed upstream attempts, by route, attempt (first or retry) and outcome (connect-failure, reset, timeout or the status code).
+# TYPE onelayer_attempt_failures_total counter
+# HELP onelayer_faults_injected_total Faults injected into upstream attempts (route fault blocks and admin drills), by route and kind.
+# TYPE onelayer_faults_injected_total counter
+onelayer_faults_injected_total{route="items",kind="abort"} 0
+onelayer_faults_injected_total{route="items",kind="delay"} 0
 # HELP onelayer_amplification_ratio Upstream attempts per downstream request over the last 60 seconds, by route (0 without requests).
 # TYPE onelayer_amplification_ratio gauge
 onelayer_amplification_ratio{route="items"} 2
@@ -163,6 +169,10 @@ onelayer_build_info{version=")") + ONELAYER_VERSION + R"("} 1
 # TYPE onelayer_endpoint_ejected gauge
 # HELP onelayer_endpoint_ejections_total Times the endpoint was ejected.
 # TYPE onelayer_endpoint_ejections_total counter
+# HELP onelayer_shed_total Requests shed with 503 overloaded (max_concurrent_requests), by listener.
+# TYPE onelayer_shed_total counter
+# HELP onelayer_hidden_retries_total Requests owned by an outer layer that a hop in between had already sent (a hidden retry), by route and owner.
+# TYPE onelayer_hidden_retries_total counter
 # HELP onelayer_retry_budget_tokens Retry budget tokens currently available, by upstream.
 # TYPE onelayer_retry_budget_tokens gauge
 onelayer_retry_budget_tokens{upstream="inventory"} 10.5
@@ -370,6 +380,31 @@ TEST_CASE("ExtraCounterSamplesRenderWithTypeCounter") {
         std::string::npos);
   CHECK(text.find("# TYPE onelayer_endpoint_ejected gauge\n"
                   "onelayer_endpoint_ejected{upstream=\"u\",endpoint=\"127.0.0.1:1\"} 1\n") != std::string::npos);
+}
+
+TEST_CASE("metrics: attempt failures by first/retry and outcome, and injected faults") {
+  Metrics m;
+  RouteMetrics* rm = m.route("l", "r", "u");
+  const RetryTrigger s503{AttemptOutcome::response, 503};
+  rm->on_attempt_failure(true, s503);
+  rm->on_attempt_failure(true, s503);
+  rm->on_attempt_failure(true, RetryTrigger{AttemptOutcome::reset, 0});
+  rm->on_attempt_failure(false, s503);
+  rm->on_attempt_failure(false, RetryTrigger{AttemptOutcome::response, 700});  // outside 100..599: ignored
+  rm->on_fault("abort");
+  rm->on_fault("delay");
+  rm->on_fault("delay");
+  CHECK(rm->attempt_failures(true, s503) == 2);
+  CHECK(rm->attempt_failures(false, s503) == 1);
+  CHECK(rm->attempt_failures(false, RetryTrigger{AttemptOutcome::response, 700}) == 0);
+  std::string text = m.render_prometheus(0, {});
+  CHECK(text.find("onelayer_attempt_failures_total{route=\"r\",attempt=\"first\",outcome=\"503\"} 2\n") != std::string::npos);
+  CHECK(text.find("onelayer_attempt_failures_total{route=\"r\",attempt=\"first\",outcome=\"reset\"} 1\n") != std::string::npos);
+  CHECK(text.find("onelayer_attempt_failures_total{route=\"r\",attempt=\"retry\",outcome=\"503\"} 1\n") != std::string::npos);
+  CHECK(text.find("onelayer_faults_injected_total{route=\"r\",kind=\"abort\"} 1\n") != std::string::npos);
+  CHECK(text.find("onelayer_faults_injected_total{route=\"r\",kind=\"delay\"} 2\n") != std::string::npos);
+  CHECK(text.find("# TYPE onelayer_shed_total counter\n") != std::string::npos);
+  CHECK(text.find("# TYPE onelayer_hidden_retries_total counter\n") != std::string::npos);
 }
 
 }  // namespace onelayer

@@ -144,3 +144,90 @@ TEST_CASE("BudgetSharedByThreadsNeverSpendsMoreThanDeposited") {
   // Every token is either spent or still there: nothing lost, nothing minted.
   CHECK(static_cast<double>(spent.load()) + b.tokens(kT0) == doctest::Approx(deposited));
 }
+
+// ---- mode: successes ----
+
+namespace {
+RetryBudgetConfig successes(double ratio, double min_per_second) {
+  RetryBudgetConfig c{ratio, min_per_second};
+  c.mode = BudgetMode::successes;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("SuccessesBudgetStartsFullAtTenSecondsOfFloor") {
+  RetryBudget b(successes(0.1, 10), kT0);
+  CHECK(b.mode() == BudgetMode::successes);
+  CHECK(b.tokens(kT0) == 100.0);
+  // A retry spends nothing itself: the bucket stays full however many are allowed.
+  CHECK(b.try_spend(kT0));
+  CHECK(b.try_spend(kT0));
+  CHECK(b.tokens(kT0) == 100.0);
+}
+
+TEST_CASE("SuccessesBudgetStopsRetriesAtHalfFullAndTimeAddsNothing") {
+  RetryBudget b(successes(0.1, 10), kT0);
+  for (int i = 0; i < 49; ++i) b.on_attempt_result(true, kT0);
+  CHECK(b.tokens(kT0) == 51.0);
+  CHECK(b.try_spend(kT0));  // 51 > 50
+  b.on_attempt_result(true, kT0);
+  CHECK(b.tokens(kT0) == 50.0);
+  CHECK_FALSE(b.try_spend(kT0));  // at half: no retry
+  CHECK_FALSE(b.try_spend(kT0 + 3600s));  // an hour later: still none (no time refill)
+  CHECK(b.tokens(kT0 + 3600s) == 50.0);
+  // Requests deposit nothing in this mode.
+  for (int i = 0; i < 1000; ++i) b.on_request(kT0 + 3600s);
+  CHECK(b.tokens(kT0 + 3600s) == 50.0);
+}
+
+TEST_CASE("SuccessesBudgetRefillsByRatioPerSuccessUpToFull") {
+  RetryBudget b(successes(0.1, 10), kT0);
+  for (int i = 0; i < 60; ++i) b.on_attempt_result(true, kT0);
+  CHECK(b.tokens(kT0) == 40.0);
+  CHECK_FALSE(b.try_spend(kT0));
+  // 101 successes at 0.1 each: +10.1 tokens, exact in fixed point.
+  for (int i = 0; i < 101; ++i) b.on_attempt_result(false, kT0);
+  CHECK(b.tokens(kT0) == doctest::Approx(50.1).epsilon(1e-12));
+  CHECK(b.try_spend(kT0));
+  for (int i = 0; i < 10000; ++i) b.on_attempt_result(false, kT0);
+  CHECK(b.tokens(kT0) == 100.0);  // never above full
+  for (int i = 0; i < 500; ++i) b.on_attempt_result(true, kT0);
+  CHECK(b.tokens(kT0) == 0.0);  // never below empty
+}
+
+TEST_CASE("SuccessesBudgetInATotalOutageAllowsAboutHalfTheBucketOfRetries") {
+  // Each request: a first attempt and, while allowed, retries up to 3 attempts.
+  RetryBudget b(successes(0.1, 10), kT0);
+  int attempts = 0, requests = 2000;
+  for (int r = 0; r < requests; ++r) {
+    for (int a = 0; a < 3; ++a) {
+      ++attempts;
+      b.on_attempt_result(true, kT0);
+      if (!b.try_spend(kT0)) break;
+    }
+  }
+  // 50 failures bring the bucket from 100 to 50; only those can have retried.
+  CHECK(attempts - requests <= 50);
+  CHECK(static_cast<double>(attempts) / requests <= 1.03);
+}
+
+TEST_CASE("RequestsModeIgnoresAttemptResults") {
+  RetryBudget b({0.2, 10}, kT0);
+  for (int i = 0; i < 100; ++i) b.on_attempt_result(true, kT0);
+  CHECK(b.tokens(kT0) == 10.0);
+}
+
+TEST_CASE("SwitchingModesOnReloadStartsTheNewModeFresh") {
+  RetryBudget b({0.2, 10}, kT0);
+  CHECK(spend_all(b, kT0) == 10);
+  b.reconfigure(successes(0.1, 10));
+  CHECK(b.tokens(kT0) == 100.0);
+  for (int i = 0; i < 30; ++i) b.on_attempt_result(true, kT0);
+  b.reconfigure(successes(0.5, 10));  // same mode: the level is kept
+  CHECK(b.tokens(kT0) == 70.0);
+  b.reconfigure(successes(0.5, 5));   // smaller bucket: clamped to full
+  CHECK(b.tokens(kT0) == 50.0);
+  CHECK(b.try_spend(kT0));  // 50 of a bucket of 50: above half
+  b.reconfigure({0.2, 10});  // back to requests: its initial balance
+  CHECK(b.tokens(kT0) == 10.0);
+}

@@ -745,3 +745,19 @@ TEST_CASE("RandomDecisionsKeepWaitWithinCapMaxAndTimeLeft") {
   }
   CHECK(retried > 1000);  // the loop exercised the retry path
 }
+
+TEST_CASE("attempt_failed: transport failures, 5xx but 501, and listed statuses") {
+  RetryOn on;  // 429 502 503 504
+  AttemptResult r;
+  r.outcome = AttemptOutcome::reset;
+  CHECK(attempt_failed(r, on));
+  r.outcome = AttemptOutcome::response;
+  for (int code : {500, 502, 503, 599, 429}) {
+    r.status = code;
+    CHECK(attempt_failed(r, on));
+  }
+  for (int code : {200, 301, 404, 501, 409}) {
+    r.status = code;
+    CHECK_FALSE(attempt_failed(r, on));
+  }
+}

@@ -19,6 +19,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 #include <thread>
 
 namespace onelayer {
@@ -247,12 +248,39 @@ TEST_CASE("AdminReloadPostAnswers200WhenTakenAnd500WithTheErrorsWhenNot") {
   CHECK(calls == 2);
 }
 
-TEST_CASE("AdminReloadWithoutAHookAnswers501") {
+TEST_CASE("AdminFaultPassesMethodAndQueryToTheHook") {
+  std::vector<std::string> seen;
+  Harness h;
+  h.hooks.fault = [&](std::string_view method, std::string_view query) -> std::pair<int, std::string> {
+    seen.push_back(std::string(method) + " " + std::string(query));
+    return {method == "POST" ? 200 : 404, "answer"};
+  };
+  h.run([](int port) {
+    auto post = request(port, "POST /fault?upstream=u&status=503&for=30s HTTP/1.1\r\nHost: admin\r\n\r\n");
+    auto del = request(port, "DELETE /fault HTTP/1.1\r\nHost: admin\r\n\r\n");
+    auto list = request(port, get("/fault"));
+    auto put = request(port, "PUT /fault HTTP/1.1\r\nHost: admin\r\nContent-Length: 0\r\n\r\n");
+    REQUIRE(post);
+    REQUIRE(del);
+    REQUIRE(list);
+    REQUIRE(put);
+    CHECK(post->status == 200);
+    CHECK(post->body == "answer\n");
+    CHECK(del->status == 404);
+    CHECK(put->status == 405);
+    CHECK(put->header("allow") == "GET, HEAD, POST, DELETE");
+  });
+  CHECK(seen == std::vector<std::string>{"POST upstream=u&status=503&for=30s", "DELETE ", "GET "});
+}
+
+TEST_CASE("AdminReloadAndFaultWithoutAHookAnswer501") {
   Harness h;
   h.run([](int port) {
-    auto r = request(port, "POST /reload HTTP/1.1\r\nHost: admin\r\n\r\n");
-    REQUIRE(r);
-    CHECK(r->status == 501);
+    for (const char* path : {"/reload", "/fault?upstream=u"}) {
+      auto r = request(port, std::string("POST ") + path + " HTTP/1.1\r\nHost: admin\r\n\r\n");
+      REQUIRE(r);
+      CHECK(r->status == 501);
+    }
   });
 }
 
