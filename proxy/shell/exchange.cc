@@ -4,18 +4,17 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <charconv>
-
 #include "core/http_status.h"
 #include "core/retry_after.h"
 #include "shell/downstream.h"
+#include "shell/endpoint_log.h"
 #include "shell/endpoint_state.h"
 #include "shell/exchange.h"
-#include "shell/upstream.h"
-#include "shell/worker.h"
-#include "shell/endpoint_log.h"
+#include "shell/http1_encoder.h"
 #include "shell/logging.h"
 #include "shell/proxy_responses.h"
+#include "shell/upstream.h"
+#include "shell/worker.h"
 
 namespace onelayer {
 
@@ -63,8 +62,10 @@ void Exchange::start() {
   ownership_ = detect_outer_owner(req_.headers, cfg_->headers);
   Millis timeout = route_->timeout;
   if (auto in = incoming_timeout_ms(req_.headers, cfg_->headers)) timeout = std::min(timeout, Millis(*in));
-  req_chunked_ = req_.chunked;
-  req_has_body_ = req_chunked_ || req_.content_length > 0;
+  up_body_.set_framing(req_.chunked              ? BodyFraming::chunked
+                       : req_.has_content_length ? BodyFraming::length
+                                                 : BodyFraming::none);
+  req_has_body_ = req_.chunked || req_.content_length > 0;
   head_request_ = req_.method == "HEAD";
   request_complete_ = false;
   const std::string& key = route_->retry.idempotency_key;
@@ -213,7 +214,7 @@ EndpointState* Exchange::pick_endpoint(TimePoint now) {
   return ep;
 }
 
-void Exchange::end_attempt(UpstreamEndpoints::Result r) {
+TimePoint Exchange::end_attempt(UpstreamEndpoints::Result r) {
   using Result = UpstreamEndpoints::Result;
   TimePoint now = Clock::now();
   // Without a member (a failure after the response head was judged) the
@@ -235,6 +236,7 @@ void Exchange::end_attempt(UpstreamEndpoints::Result r) {
   } else {
     ups_->breaker.on_cancel(now);
   }
+  return now;
 }
 
 void Exchange::cancel_member() {
@@ -244,22 +246,6 @@ void Exchange::cancel_member() {
 }
 
 void Exchange::on_connected() { send_head_and_body(); }
-
-// Writes "<hex len>\r\n" (a chunk-size line) into buf, without a format
-// string (this runs per body chunk); returns its length.
-static unsigned chunk_size_line(char (&buf)[24], size_t len) {
-  char* end = std::to_chars(buf, buf + 20, len, 16).ptr;
-  end[0] = '\r';
-  end[1] = '\n';
-  return static_cast<unsigned>(end + 2 - buf);
-}
-
-static void append_chunk(std::string& out, const char* data, size_t len) {
-  char line[24];
-  out.append(line, chunk_size_line(line, len));
-  out.append(data, len);
-  out += "\r\n";
-}
 
 void Exchange::send_head_and_body() {
   TimePoint now = Clock::now();
@@ -283,24 +269,14 @@ void Exchange::send_head_and_body() {
     if (!ucfg_->endpoints.empty()) out += last_ep_->label;
     out += "\r\n";
   }
-  if (req_chunked_) {
-    out += "Transfer-Encoding: chunked\r\n";
-  } else if (req_.has_content_length) {
-    out += "Content-Length: ";
-    append_decimal(out, req_.content_length);
-    out += "\r\n";
-  }
+  up_body_.append_head_lines(out, req_.content_length);
   out += "\r\n";
   const std::string_view owed = body_.pending();
-  if (!owed.empty()) {
-    if (req_chunked_) {
-      append_chunk(out, owed.data(), owed.size());
-    } else {
-      out += owed;
-    }
+  if (!owed.empty()) up_body_.append(out, owed);
+  if (request_complete_) {
+    out += up_body_.last();
+    request_end_sent_ = true;
   }
-  if (request_complete_ && req_chunked_) out += "0\r\n\r\n";
-  if (request_complete_) request_end_sent_ = true;
   int rc = w_->write(up_, out);
   forwarded_any_ = true;
   body_.sent_pending();
@@ -312,21 +288,13 @@ void Exchange::send_head_and_body() {
 }
 
 void Exchange::send_body_bytes(const char* data, size_t len) {
-  if (req_chunked_) {
-    char hdr[24];
-    uv_buf_t parts[3] = {uv_buf_init(hdr, chunk_size_line(hdr, len)),
-                         uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len)),
-                         uv_buf_init(const_cast<char*>("\r\n"), 2)};
-    w_->write(up_, parts, 3);
-  } else {
-    uv_buf_t b = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len));
-    w_->write(up_, &b, 1);
-  }
+  uv_buf_t parts[3];
+  w_->write(up_, parts, up_body_.frame(std::string_view(data, len), parts));
 }
 
 void Exchange::send_request_end() {
   request_end_sent_ = true;
-  if (req_chunked_) w_->write(up_, "0\r\n\r\n");
+  if (up_body_.chunked()) w_->write(up_, up_body_.last());
 }
 
 bool Exchange::upstream_ready() const {
@@ -423,9 +391,9 @@ void Exchange::decline(Decline why, bool mark_exhausted) {
   mark_exhausted_ = mark_exhausted;
 }
 
-RetryState::Decision Exchange::decide_retry(const AttemptResult& r) {
+RetryState::Decision Exchange::decide_retry(const AttemptResult& r, TimePoint now) {
   RetryState::Decision d =
-      rs_->on_attempt_result(r, Clock::now(), response_started_, w_->random(), &ups_->budget, &ups_->breaker);
+      rs_->on_attempt_result(r, now, response_started_, w_->random(), &ups_->budget, &ups_->breaker);
   if (d.retry) {
     rm_->on_retry(d.trigger.outcome, d.trigger.status);
     if (!triggers_.empty()) triggers_ += ',';
@@ -443,9 +411,11 @@ RetryState::Decision Exchange::decide_retry(const AttemptResult& r) {
   return d;
 }
 
-bool Exchange::end_failed_attempt(int status, const char* reason, UpstreamEndpoints::Result verdict) {
+bool Exchange::end_failed_attempt(int status, const char* reason, UpstreamEndpoints::Result verdict,
+                                  TimePoint* ended) {
   stop_timer();
-  end_attempt(verdict);
+  const TimePoint now = end_attempt(verdict);
+  if (ended != nullptr) *ended = now;
   drop_upstream();
   if (response_started_) {
     // Bytes went downstream already: the only honest signal is a close.
@@ -459,8 +429,9 @@ bool Exchange::end_failed_attempt(int status, const char* reason, UpstreamEndpoi
 
 void Exchange::handle_failure(const AttemptResult& r, int status, const char* reason,
                               UpstreamEndpoints::Result verdict) {
-  if (!end_failed_attempt(status, reason, verdict)) return;
-  RetryState::Decision d = decide_retry(r);
+  TimePoint now;
+  if (!end_failed_attempt(status, reason, verdict, &now)) return;
+  RetryState::Decision d = decide_retry(r, now);
   if (d.retry) return;
   // No time left for another attempt: the caller hears of the deadline.
   if (d.declined == Decline::deadline) {
@@ -509,16 +480,15 @@ int Exchange::on_up_head(MessageHead& head) {
   }
   using Result = UpstreamEndpoints::Result;
   bool server_error = head.status >= 500 && head.status != 501;
-  end_attempt(!server_error                                   ? Result::success
-              : route_->retry.retry_on.has_status(head.status) ? Result::failure
-                                                               : Result::server_error);
-  if (decide_retry(r).retry) return -1;
+  const Result verdict = !server_error                                   ? Result::success
+                         : route_->retry.retry_on.has_status(head.status) ? Result::failure
+                                                                          : Result::server_error;
+  const TimePoint now = end_attempt(verdict);
+  if (decide_retry(r, now).retry) return -1;
 
   status_ = head.status;
   bool http11_down = req_.http_major == 1 && req_.http_minor >= 1;
   resp_no_body_ = head_request_ || head.status == 204 || head.status == 304;
-  resp_chunked_down_ = false;
-  resp_close_delimited_down_ = false;
 
   // The head waits in pending_head_ until the first body bytes (or the end of
   // this read): head and body then leave in one write.
@@ -551,28 +521,17 @@ int Exchange::on_up_head(MessageHead& head) {
     spdlog::info("upstream {}: {} response header(s) with invalid name or value dropped", last_ep_->label,
                  invalid);
   }
-  if (head.has_content_length && (!resp_no_body_ || head_request_ || head.status == 304)) {
-    out += "Content-Length: ";
-    append_decimal(out, head.content_length);
-    out += "\r\n";
-  } else if (!resp_no_body_) {
-    if (http11_down) {
-      // Re-framed as chunked; codings the upstream applied stay in front.
-      resp_chunked_down_ = true;
-      out += "Transfer-Encoding: ";
-      if (!codings.empty()) {
-        out += codings;
-        out += ", ";
-      }
-      out += "chunked\r\n";
-    } else {
-      resp_close_delimited_down_ = true;
-    }
-  }
+  // Without a length the body is re-framed as chunked (the upstream's
+  // codings in front), or, for an HTTP/1.0 client, ends with the connection.
+  // A response to HEAD and a 304 keep the length they announce.
+  down_body_.set_framing(response_framing(head.has_content_length, resp_no_body_, http11_down));
+  down_body_.append_head_lines(out, head.content_length, codings,
+                               head.has_content_length && (head_request_ || head.status == 304));
   if (mark_exhausted_) {
     fmt::format_to(std::back_inserter(out), "{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
   }
-  bool close = down_->closes_after_response() || w_->draining() || resp_close_delimited_down_;
+  const bool close_delimited = down_body_.framing() == BodyFraming::close_delimited;
+  bool close = down_->closes_after_response() || w_->draining() || close_delimited;
   if (close) down_->close_after_response();
   out += close ? "Connection: close\r\n\r\n" : "\r\n";
   bytes_out_ += out.size();
@@ -587,12 +546,7 @@ int Exchange::on_up_body(const char* data, size_t len) {
   uv_buf_t parts[4];
   unsigned n = 0;
   if (!pending_head_.empty()) parts[n++] = uv_buf_init(pending_head_.data(), static_cast<unsigned>(pending_head_.size()));
-  char hdr[24];
-  if (resp_chunked_down_) {
-    parts[n++] = uv_buf_init(hdr, chunk_size_line(hdr, len));
-  }
-  parts[n++] = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len));
-  if (resp_chunked_down_) parts[n++] = uv_buf_init(const_cast<char*>("\r\n"), 2);
+  n += down_body_.frame(std::string_view(data, len), parts + n);
   int rc = w_->write(down_, parts, n);
   pending_head_.clear();
   if (rc < 0) {
@@ -609,7 +563,7 @@ int Exchange::on_up_body(const char* data, size_t len) {
 
 void Exchange::on_up_end(bool reusable) {
   if (finished_) return;
-  if (resp_chunked_down_) pending_head_ += "0\r\n\r\n";
+  pending_head_ += down_body_.last();
   flush_head();
   if (up_) {
     UpConn* u = up_;
@@ -620,7 +574,7 @@ void Exchange::on_up_end(bool reusable) {
       u->detach_and_close();
     }
   }
-  finish(resp_close_delimited_down_);
+  finish(down_body_.framing() == BodyFraming::close_delimited);
 }
 
 void Exchange::flush_head() {

@@ -12,6 +12,7 @@
 #include "core/replay_body.h"
 #include "core/retry.h"
 #include "core/upstream_endpoints.h"
+#include "shell/http1_encoder.h"
 #include "shell/http_codec.h"
 #include "shell/runtime.h"
 
@@ -67,13 +68,15 @@ class Exchange {
   static void on_stream_stalled(uv_timer_t* t);
   // Ends a failed attempt: timer off, breaker told, upstream let go. False
   // when response bytes already went downstream (the exchange is aborted).
+  // `ended`: when (the clock read once for the verdict and the decision).
   bool end_failed_attempt(int status, const char* reason,
-                          UpstreamEndpoints::Result verdict = UpstreamEndpoints::Result::failure);
+                          UpstreamEndpoints::Result verdict = UpstreamEndpoints::Result::failure,
+                          TimePoint* ended = nullptr);
   void handle_failure(const AttemptResult& r, int status, const char* reason,
                       UpstreamEndpoints::Result verdict = UpstreamEndpoints::Result::failure);
   // Asks the core about a finished attempt and carries out a retry (backoff
   // timer) or records the decline; the caller answers the client otherwise.
-  RetryState::Decision decide_retry(const AttemptResult& r);
+  RetryState::Decision decide_retry(const AttemptResult& r, TimePoint now);
   void decline(Decline why, bool mark_exhausted);
   void respond_error(int status, const char* reason, std::string_view extra_headers = {});
   void start_when_body_buffered();
@@ -84,7 +87,8 @@ class Exchange {
   void drop_upstream(bool reset = false);
   EndpointState* pick_endpoint(TimePoint now);
   // The attempt's verdict to the balancer, outlier detector and breaker.
-  void end_attempt(UpstreamEndpoints::Result r);
+  // Returns the time it read, for the retry decision that follows.
+  TimePoint end_attempt(UpstreamEndpoints::Result r);
   void cancel_member();  // the attempt ends without a verdict
   bool upstream_ready() const;
 
@@ -111,7 +115,6 @@ class Exchange {
   bool forwarded_any_ = false;  // request bytes went to some upstream
   bool request_complete_ = false;
   bool request_end_sent_ = false;
-  bool req_chunked_ = false;
   bool req_has_body_ = false;
   bool head_request_ = false;
 
@@ -125,8 +128,6 @@ class Exchange {
   bool waiting_backoff_ = false;
   bool response_started_ = false;
   bool finished_ = false;
-  bool resp_chunked_down_ = false;  // re-framing upstream body as chunked downstream
-  bool resp_close_delimited_down_ = false;
   bool resp_no_body_ = false;
   bool mark_exhausted_ = false;
   int status_ = 0;
@@ -136,6 +137,8 @@ class Exchange {
   std::string endpoints_;  // endpoints tried
   uint64_t bytes_out_ = 0;
   std::string pending_head_;  // response head (and terminal chunk) not yet written
+  Http1BodyEncoder up_body_;    // the request body's framing upstream
+  Http1BodyEncoder down_body_;  // the response body's framing to the client
 };
 
 }  // namespace onelayer
