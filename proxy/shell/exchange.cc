@@ -54,7 +54,7 @@ Exchange::Exchange(DownConn* d, GenerationPtr gen, int listener_index, const Rou
 
 Exchange::~Exchange() {
   cancel_member();
-  if (up_) up_->detach_and_close();
+  if (attempt_.stream) attempt_.stream->detach_and_close();
 }
 
 void Exchange::start() {
@@ -113,7 +113,7 @@ void Exchange::on_attempt_timeout(uv_timer_t* t) {
   Exchange* ex = exchange_of(t);
   if (!ex || ex->finished_) return;
   AttemptResult r;
-  if (ex->up_ && !ex->up_->connected()) {
+  if (ex->attempt_.stream && !ex->attempt_.stream->connected()) {
     r.outcome = AttemptOutcome::connect_failure;
     r.request_may_have_reached = false;
   } else {
@@ -165,8 +165,7 @@ void Exchange::start_attempt() {
   const Millis t = a.timeout;
   rm_->on_attempt();
 
-  EndpointState* ep = pick_endpoint(now);
-  last_ep_ = ep;
+  EndpointState* ep = pick_endpoint(now);  // begins attempt_
   if (!endpoints_.empty()) endpoints_ += ',';
   endpoints_ += ep->label;
 
@@ -176,19 +175,18 @@ void Exchange::start_attempt() {
     return;
   }
   body_.rewind();
-  request_end_sent_ = false;
   arm_timer(t, on_attempt_timeout);
 
   // An idle connection to the picked address, else a new one.
-  if (UpConn* pooled = ep->take_idle(pick_addr_)) {
-    up_ = pooled;
+  if (UpConn* pooled = ep->take_idle(attempt_.address)) {
+    attempt_.stream = pooled;
     pooled->attach(this, head_request_);
     on_connected();
     return;
   }
-  up_ = new UpConn(w_, ep, pick_addr_);
-  up_->attach(this, head_request_);
-  up_->connect(std::min(ucfg_->connect_timeout, t));
+  attempt_.stream = new UpConn(w_, ep, attempt_.address);
+  attempt_.stream->attach(this, head_request_);
+  attempt_.stream->connect(std::min(ucfg_->connect_timeout, t));
 }
 
 // The balancer's choice for this attempt (a retry prefers a member not
@@ -198,14 +196,13 @@ EndpointState* Exchange::pick_endpoint(TimePoint now) {
   UpstreamEndpoints::Pick p = eps_->pick(now, w_->random(), tried_, last_member_);
   uint32_t e = p.member == UpstreamEndpoints::kNone ? 0 : p.endpoint;
   EndpointState* ep = w_->endpoint(ucfg_->endpoints[e], *ucfg_);
-  member_ = p.member;
   last_member_ = p.member;
-  attempt_started_ = now;
   if (p.member < 64) tried_ |= uint64_t{1} << p.member;
-  pick_addr_ = -1;
+  int addr = -1;
   for (size_t i = 0; i < ep->addr_text.size() && !p.address.empty(); ++i) {
-    if (ep->addr_text[i] == p.address) pick_addr_ = static_cast<int>(i);
+    if (ep->addr_text[i] == p.address) addr = static_cast<int>(i);
   }
+  attempt_.begin(ep, p.member, addr, now);
   if (!ep->literal && !ep->addr_text.empty() && (ep->synced_to != eps_ || ep->synced_version != ep->addrs_version)) {
     eps_->set_addresses(e, ep->addr_text);
     ep->synced_to = eps_;
@@ -220,10 +217,9 @@ TimePoint Exchange::end_attempt(UpstreamEndpoints::Result r) {
   // Without a member (a failure after the response head was judged) the
   // breaker counts the failure as before.
   bool upstream_failing = r != Result::success && r != Result::cancelled;
-  if (member_ != UpstreamEndpoints::kNone) {
-    uint32_t m = member_;
-    member_ = UpstreamEndpoints::kNone;
-    UpstreamEndpoints::Report rep = eps_->report(m, r, now, now - attempt_started_);
+  if (attempt_.verdict_owed()) {
+    uint32_t m = attempt_.take_member();
+    UpstreamEndpoints::Report rep = eps_->report(m, r, now, now - attempt_.started);
     log_endpoint_event(ucfg_->name, eps_->label(m), rep.event);
     upstream_failing = rep.upstream_failing;
   }
@@ -240,9 +236,8 @@ TimePoint Exchange::end_attempt(UpstreamEndpoints::Result r) {
 }
 
 void Exchange::cancel_member() {
-  if (member_ == UpstreamEndpoints::kNone) return;
-  eps_->report(member_, UpstreamEndpoints::Result::cancelled, Clock::now(), {});
-  member_ = UpstreamEndpoints::kNone;
+  if (!attempt_.verdict_owed()) return;
+  eps_->report(attempt_.take_member(), UpstreamEndpoints::Result::cancelled, Clock::now(), {});
 }
 
 void Exchange::on_connected() { send_head_and_body(); }
@@ -266,7 +261,7 @@ void Exchange::send_head_and_body() {
   out += " HTTP/1.1\r\n";
   if (!append_rewritten_request_headers(req_.headers, rw, out)) {
     out += "Host: ";
-    if (!ucfg_->endpoints.empty()) out += last_ep_->label;
+    if (!ucfg_->endpoints.empty()) out += attempt_.endpoint->label;
     out += "\r\n";
   }
   up_body_.append_head_lines(out, req_.content_length);
@@ -275,9 +270,9 @@ void Exchange::send_head_and_body() {
   if (!owed.empty()) up_body_.append(out, owed);
   if (request_complete_) {
     out += up_body_.last();
-    request_end_sent_ = true;
+    attempt_.request_end_sent = true;
   }
-  int rc = w_->write(up_, out);
+  int rc = w_->write(attempt_.stream, out);
   forwarded_any_ = true;
   body_.sent_pending();
   if (rc < 0) {
@@ -289,16 +284,16 @@ void Exchange::send_head_and_body() {
 
 void Exchange::send_body_bytes(const char* data, size_t len) {
   uv_buf_t parts[3];
-  w_->write(up_, parts, up_body_.frame(std::string_view(data, len), parts));
+  w_->write(attempt_.stream, parts, up_body_.frame(std::string_view(data, len), parts));
 }
 
 void Exchange::send_request_end() {
-  request_end_sent_ = true;
-  if (up_body_.chunked()) w_->write(up_, up_body_.last());
+  attempt_.request_end_sent = true;
+  if (up_body_.chunked()) w_->write(attempt_.stream, up_body_.last());
 }
 
 bool Exchange::upstream_ready() const {
-  return up_ && up_->connected() && !waiting_backoff_ && !up_->closing();
+  return attempt_.stream && attempt_.stream->connected() && !waiting_backoff_ && !attempt_.stream->closing();
 }
 
 void Exchange::on_request_body(const char* data, size_t len) {
@@ -329,7 +324,7 @@ void Exchange::on_request_body(const char* data, size_t len) {
   } else {
     body_.hold(bytes);
   }
-  size_t queued = body_.queued() + (up_ ? up_->write_queue() : 0);
+  size_t queued = body_.queued() + (attempt_.stream ? attempt_.stream->write_queue() : 0);
   if (!body_.replayable() && queued > kHighWater) down_->hold_reading();
 }
 
@@ -340,23 +335,23 @@ void Exchange::on_request_end() {
     start_when_body_buffered();
     return;
   }
-  if (upstream_ready() && !request_end_sent_) send_request_end();
+  if (upstream_ready() && !attempt_.request_end_sent) send_request_end();
 }
 
 void Exchange::on_up_drained() {
-  if (!up_) return;
-  if (down_->reading_held() && up_->write_queue() < kLowWater) down_->release_reading();
+  if (!attempt_.stream) return;
+  if (down_->reading_held() && attempt_.stream->write_queue() < kLowWater) down_->release_reading();
 }
 
 void Exchange::on_down_drained() {
-  if (up_ && response_started_ && down_->write_queue() < kLowWater) up_->resume_reading();
+  if (attempt_.stream && response_started_ && down_->write_queue() < kLowWater) attempt_.stream->resume_reading();
 }
 
 void Exchange::drop_upstream(bool reset) {
   cancel_member();
-  if (up_) {
-    up_->detach_and_close(reset);
-    up_ = nullptr;
+  if (attempt_.stream) {
+    attempt_.stream->detach_and_close(reset);
+    attempt_.stream = nullptr;
   }
 }
 
@@ -379,8 +374,8 @@ void Exchange::refuse_request(int status, const char* reason, const char* detail
   spdlog::warn("listener {}: {} {} from {}: {}; the head and part of the body (of {} bytes read) were "
                "already forwarded to {}: upstream connection reset",
                lcfg_->name, status, reason, down_->peer_ip(), detail, body_.received(),
-               last_ep_ ? last_ep_->label : "?");
-  if (up_) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
+               attempt_.endpoint ? attempt_.endpoint->label : "?");
+  if (attempt_.stream) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
   drop_upstream(true);
   respond_error(status, reason, "x-onelayer-forwarded: partial\r\n");
 }
@@ -443,20 +438,20 @@ void Exchange::handle_failure(const AttemptResult& r, int status, const char* re
 
 void Exchange::on_connect_failed(int err, bool dns) {
   if (finished_) return;
-  spdlog::debug("connect to {} failed: {}{}", last_ep_ ? last_ep_->label : "?", uv_strerror(err),
+  spdlog::debug("connect to {} failed: {}{}", attempt_.endpoint ? attempt_.endpoint->label : "?", uv_strerror(err),
                 dns ? " (dns)" : "");
   AttemptResult r;
   r.outcome = AttemptOutcome::connect_failure;
   r.request_may_have_reached = false;
   // A connect that waited the whole connect_timeout: a black hole, ejected at once.
-  bool black_hole = err == UV_ETIMEDOUT && !dns && up_ && up_->connect_timeout() >= ucfg_->connect_timeout;
+  bool black_hole = err == UV_ETIMEDOUT && !dns && attempt_.stream && attempt_.stream->connect_timeout() >= ucfg_->connect_timeout;
   handle_failure(r, 502, "connect_failure",
                  black_hole ? UpstreamEndpoints::Result::connect_timeout : UpstreamEndpoints::Result::failure);
 }
 
 void Exchange::on_up_error(int err) {
   if (finished_) return;
-  spdlog::debug("upstream {} error: {}", last_ep_ ? last_ep_->label : "?", uv_strerror(err));
+  spdlog::debug("upstream {} error: {}", attempt_.endpoint ? attempt_.endpoint->label : "?", uv_strerror(err));
   AttemptResult r;
   r.outcome = AttemptOutcome::reset;
   handle_failure(r, 502, "upstream_reset");
@@ -499,14 +494,14 @@ int Exchange::on_up_head(MessageHead& head) {
   out.reserve(head_bytes + 128);  // one allocation for the whole head
   std::optional<std::string> coded = response_transfer_codings(head.headers);
   if (!coded) {
-    spdlog::info("upstream {}: response Transfer-Encoding applies chunked twice or not last", last_ep_->label);
+    spdlog::info("upstream {}: response Transfer-Encoding applies chunked twice or not last", attempt_.endpoint->label);
     return -1;
   }
   const std::string& codings = *coded;
   if (!codings.empty() && !resp_no_body_ && !http11_down) {
     // An HTTP/1.0 client cannot be told of a transfer coding: refuse rather
     // than hand it coded bytes marked as plain.
-    spdlog::info("upstream {}: response Transfer-Encoding {} cannot reach an HTTP/1.0 client", last_ep_->label,
+    spdlog::info("upstream {}: response Transfer-Encoding {} cannot reach an HTTP/1.0 client", attempt_.endpoint->label,
                  codings);
     return -1;
   }
@@ -518,7 +513,7 @@ int Exchange::on_up_head(MessageHead& head) {
   out += is_clean_reason_phrase(head.reason) ? std::string_view(head.reason) : std::string_view(status_text(head.status));
   out += "\r\n";
   if (size_t invalid = append_rewritten_response_headers(head.headers, "1.1 onelayer", out)) {
-    spdlog::info("upstream {}: {} response header(s) with invalid name or value dropped", last_ep_->label,
+    spdlog::info("upstream {}: {} response header(s) with invalid name or value dropped", attempt_.endpoint->label,
                  invalid);
   }
   // Without a length the body is re-framed as chunked (the upstream's
@@ -554,7 +549,7 @@ int Exchange::on_up_body(const char* data, size_t len) {
     down_->abort_connection();
     return -1;
   }
-  if (down_->write_queue() > kHighWater && up_) up_->pause_reading();
+  if (down_->write_queue() > kHighWater && attempt_.stream) attempt_.stream->pause_reading();
   // Progress pushes the stall guard back. The connection timer re-arms
   // lazily (Conn::arm_timer), so a later deadline per chunk costs no timer work.
   arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
@@ -565,10 +560,10 @@ void Exchange::on_up_end(bool reusable) {
   if (finished_) return;
   pending_head_ += down_body_.last();
   flush_head();
-  if (up_) {
-    UpConn* u = up_;
-    up_ = nullptr;
-    if (reusable && request_end_sent_) {
+  if (attempt_.stream) {
+    UpConn* u = attempt_.stream;
+    attempt_.stream = nullptr;
+    if (reusable && attempt_.request_end_sent) {
       u->release_to_pool();
     } else {
       u->detach_and_close();
@@ -651,7 +646,7 @@ void Exchange::abort(const char* reason) {
   if (finished_) return;
   finished_ = true;
   stop_timer();
-  if (up_ && !response_started_) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
+  if (attempt_.stream && !response_started_) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
   drop_upstream();
   if (!error_reason_) error_reason_ = reason;
   record(499);  // the client went away before the answer was complete

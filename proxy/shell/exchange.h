@@ -12,6 +12,7 @@
 #include "core/replay_body.h"
 #include "core/retry.h"
 #include "core/upstream_endpoints.h"
+#include "shell/attempt.h"
 #include "shell/http1_encoder.h"
 #include "shell/http_codec.h"
 #include "shell/runtime.h"
@@ -114,17 +115,12 @@ class Exchange {
   bool awaiting_body_ = false;
   bool forwarded_any_ = false;  // request bytes went to some upstream
   bool request_complete_ = false;
-  bool request_end_sent_ = false;
   bool req_has_body_ = false;
   bool head_request_ = false;
 
-  UpConn* up_ = nullptr;
-  EndpointState* last_ep_ = nullptr;
+  Attempt attempt_;  // the current (or last) attempt
   uint64_t tried_ = 0;                            // balancer members this request used
-  uint32_t member_ = UpstreamEndpoints::kNone;    // the attempt's member, until its verdict is in
   uint32_t last_member_ = UpstreamEndpoints::kNone;
-  TimePoint attempt_started_{};
-  int pick_addr_ = -1;  // the picked member's index in its EndpointState's addrs (-1: any)
   bool waiting_backoff_ = false;
   bool response_started_ = false;
   bool finished_ = false;
