@@ -69,10 +69,12 @@ class Conn : public HandleWrap<Conn> {
   Worker* worker() const { return worker_; }
 
  protected:
+  // First: it shares a word with HandleWrap's two bytes (every idle
+  // connection holds these).
+  bool connecting_ = false;
   Worker* worker_;
   uv_tcp_t tcp_;
   uv_timer_t timer_;
-  bool connecting_ = false;  // packed next to HandleWrap's state: every idle connection holds these
 
  private:
   static void on_timer(uv_timer_t* t);

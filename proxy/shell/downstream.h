@@ -42,12 +42,14 @@ class DownConn final : public Conn, private HttpParser::Handler {
   // From the worker.
   void drain();
   WorkerListener* listener() const { return listener_; }
-  // The worker's intrusive list of its connections.
+  // The worker's intrusive list of its connections (`tracked` lives with
+  // the connection's other flags, so idle connections pay no padding).
   struct Link {
     DownConn* prev = nullptr;
     DownConn* next = nullptr;
-    bool tracked = false;
   };
+  bool tracked() const { return tracked_; }
+  void set_tracked(bool t) { tracked_ = t; }
   Link& worker_link() { return link_; }
 
  private:
@@ -76,6 +78,7 @@ class DownConn final : public Conn, private HttpParser::Handler {
   std::unique_ptr<Exchange> ex_;
   std::string peer_ip_;
   Link link_;
+  bool tracked_ = false;
   bool reading_ = false;
   bool want_read_ = true;       // backpressure may turn this off
   bool close_after_ = false;    // Connection: close, HTTP/1.0, drain, errors

@@ -4,18 +4,17 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <charconv>
-
 #include "core/http_status.h"
 #include "core/retry_after.h"
 #include "shell/downstream.h"
+#include "shell/endpoint_log.h"
 #include "shell/endpoint_state.h"
 #include "shell/exchange.h"
-#include "shell/upstream.h"
-#include "shell/worker.h"
-#include "shell/endpoint_log.h"
+#include "shell/http1_encoder.h"
 #include "shell/logging.h"
 #include "shell/proxy_responses.h"
+#include "shell/upstream.h"
+#include "shell/worker.h"
 
 namespace onelayer {
 
@@ -80,7 +79,7 @@ Exchange::Exchange(DownConn* d, GenerationPtr gen, int listener_index, const Rou
 
 Exchange::~Exchange() {
   cancel_member();
-  if (up_) up_->detach_and_close();
+  if (attempt_.stream) attempt_.stream->detach_and_close();
 }
 
 void Exchange::start() {
@@ -90,8 +89,10 @@ void Exchange::start() {
   if (ownership_.outer_owned) storm_note_hidden_retry(w_->runtime(), *route_, ownership_, req_.headers);
   Millis timeout = route_->timeout;
   if (auto in = incoming_timeout_ms(req_.headers, cfg_->headers)) timeout = std::min(timeout, Millis(*in));
-  req_chunked_ = req_.chunked;
-  req_has_body_ = req_chunked_ || req_.content_length > 0;
+  up_body_.set_framing(req_.chunked              ? BodyFraming::chunked
+                       : req_.has_content_length ? BodyFraming::length
+                                                 : BodyFraming::none);
+  req_has_body_ = req_.chunked || req_.content_length > 0;
   head_request_ = req_.method == "HEAD";
   request_complete_ = false;
   const std::string& key = route_->retry.idempotency_key;
@@ -142,7 +143,7 @@ void Exchange::on_attempt_timeout(uv_timer_t* t) {
   Exchange* ex = exchange_of(t);
   if (!ex || ex->finished_) return;
   AttemptResult r;
-  if (ex->up_ && !ex->up_->connected()) {
+  if (ex->attempt_.stream && !ex->attempt_.stream->connected()) {
     r.outcome = AttemptOutcome::connect_failure;
     r.request_may_have_reached = false;
   } else {
@@ -204,7 +205,7 @@ void Exchange::start_attempt() {
       AttemptResult r;
       r.status = f.abort_status;
       storm_on_attempt_result(*ups_, *ucfg_, *rm_, *route_, rs_->attempts_started(), r);
-      if (decide_retry(r).retry) return;
+      if (decide_retry(r, now).retry) return;
       respond_error(f.abort_status, "fault_injected");
       return;
     }
@@ -223,8 +224,7 @@ void Exchange::start_attempt() {
   const Millis t = a.timeout;
   rm_->on_attempt();
 
-  EndpointState* ep = pick_endpoint(now);
-  last_ep_ = ep;
+  EndpointState* ep = pick_endpoint(now);  // begins attempt_
   if (!endpoints_.empty()) endpoints_ += ',';
   endpoints_ += ep->label;
 
@@ -234,19 +234,18 @@ void Exchange::start_attempt() {
     return;
   }
   body_.rewind();
-  request_end_sent_ = false;
   arm_timer(t, on_attempt_timeout);
 
   // An idle connection to the picked address, else a new one.
-  if (UpConn* pooled = ep->take_idle(pick_addr_)) {
-    up_ = pooled;
+  if (UpConn* pooled = ep->take_idle(attempt_.address)) {
+    attempt_.stream = pooled;
     pooled->attach(this, head_request_);
     on_connected();
     return;
   }
-  up_ = new UpConn(w_, ep, pick_addr_);
-  up_->attach(this, head_request_);
-  up_->connect(std::min(ucfg_->connect_timeout, t));
+  attempt_.stream = new UpConn(w_, ep, attempt_.address);
+  attempt_.stream->attach(this, head_request_);
+  attempt_.stream->connect(std::min(ucfg_->connect_timeout, t));
 }
 
 // The balancer's choice for this attempt (a retry prefers a member not
@@ -256,14 +255,13 @@ EndpointState* Exchange::pick_endpoint(TimePoint now) {
   UpstreamEndpoints::Pick p = eps_->pick(now, w_->random(), tried_, last_member_);
   uint32_t e = p.member == UpstreamEndpoints::kNone ? 0 : p.endpoint;
   EndpointState* ep = w_->endpoint(ucfg_->endpoints[e], *ucfg_);
-  member_ = p.member;
   last_member_ = p.member;
-  attempt_started_ = now;
   if (p.member < 64) tried_ |= uint64_t{1} << p.member;
-  pick_addr_ = -1;
+  int addr = -1;
   for (size_t i = 0; i < ep->addr_text.size() && !p.address.empty(); ++i) {
-    if (ep->addr_text[i] == p.address) pick_addr_ = static_cast<int>(i);
+    if (ep->addr_text[i] == p.address) addr = static_cast<int>(i);
   }
+  attempt_.begin(ep, p.member, addr, now);
   if (!ep->literal && !ep->addr_text.empty() && (ep->synced_to != eps_ || ep->synced_version != ep->addrs_version)) {
     eps_->set_addresses(e, ep->addr_text);
     ep->synced_to = eps_;
@@ -272,16 +270,15 @@ EndpointState* Exchange::pick_endpoint(TimePoint now) {
   return ep;
 }
 
-void Exchange::end_attempt(UpstreamEndpoints::Result r) {
+TimePoint Exchange::end_attempt(UpstreamEndpoints::Result r) {
   using Result = UpstreamEndpoints::Result;
   TimePoint now = Clock::now();
   // Without a member (a failure after the response head was judged) the
   // breaker counts the failure as before.
   bool upstream_failing = r != Result::success && r != Result::cancelled;
-  if (member_ != UpstreamEndpoints::kNone) {
-    uint32_t m = member_;
-    member_ = UpstreamEndpoints::kNone;
-    UpstreamEndpoints::Report rep = eps_->report(m, r, now, now - attempt_started_);
+  if (attempt_.verdict_owed()) {
+    uint32_t m = attempt_.take_member();
+    UpstreamEndpoints::Report rep = eps_->report(m, r, now, now - attempt_.started);
     log_endpoint_event(ucfg_->name, eps_->label(m), rep.event);
     upstream_failing = rep.upstream_failing;
   }
@@ -294,31 +291,15 @@ void Exchange::end_attempt(UpstreamEndpoints::Result r) {
   } else {
     ups_->breaker.on_cancel(now);
   }
+  return now;
 }
 
 void Exchange::cancel_member() {
-  if (member_ == UpstreamEndpoints::kNone) return;
-  eps_->report(member_, UpstreamEndpoints::Result::cancelled, Clock::now(), {});
-  member_ = UpstreamEndpoints::kNone;
+  if (!attempt_.verdict_owed()) return;
+  eps_->report(attempt_.take_member(), UpstreamEndpoints::Result::cancelled, Clock::now(), {});
 }
 
 void Exchange::on_connected() { send_head_and_body(); }
-
-// Writes "<hex len>\r\n" (a chunk-size line) into buf, without a format
-// string (this runs per body chunk); returns its length.
-static unsigned chunk_size_line(char (&buf)[24], size_t len) {
-  char* end = std::to_chars(buf, buf + 20, len, 16).ptr;
-  end[0] = '\r';
-  end[1] = '\n';
-  return static_cast<unsigned>(end + 2 - buf);
-}
-
-static void append_chunk(std::string& out, const char* data, size_t len) {
-  char line[24];
-  out.append(line, chunk_size_line(line, len));
-  out.append(data, len);
-  out += "\r\n";
-}
 
 void Exchange::send_head_and_body() {
   TimePoint now = Clock::now();
@@ -340,28 +321,18 @@ void Exchange::send_head_and_body() {
   out += " HTTP/1.1\r\n";
   if (!append_rewritten_request_headers(req_.headers, rw, out)) {
     out += "Host: ";
-    if (!ucfg_->endpoints.empty()) out += last_ep_->label;
+    if (!ucfg_->endpoints.empty()) out += attempt_.endpoint->label;
     out += "\r\n";
   }
-  if (req_chunked_) {
-    out += "Transfer-Encoding: chunked\r\n";
-  } else if (req_.has_content_length) {
-    out += "Content-Length: ";
-    append_decimal(out, req_.content_length);
-    out += "\r\n";
-  }
+  up_body_.append_head_lines(out, req_.content_length);
   out += "\r\n";
   const std::string_view owed = body_.pending();
-  if (!owed.empty()) {
-    if (req_chunked_) {
-      append_chunk(out, owed.data(), owed.size());
-    } else {
-      out += owed;
-    }
+  if (!owed.empty()) up_body_.append(out, owed);
+  if (request_complete_) {
+    out += up_body_.last();
+    attempt_.request_end_sent = true;
   }
-  if (request_complete_ && req_chunked_) out += "0\r\n\r\n";
-  if (request_complete_) request_end_sent_ = true;
-  int rc = w_->write(up_, out);
+  int rc = w_->write(attempt_.stream, out);
   forwarded_any_ = true;
   body_.sent_pending();
   if (rc < 0) {
@@ -372,25 +343,17 @@ void Exchange::send_head_and_body() {
 }
 
 void Exchange::send_body_bytes(const char* data, size_t len) {
-  if (req_chunked_) {
-    char hdr[24];
-    uv_buf_t parts[3] = {uv_buf_init(hdr, chunk_size_line(hdr, len)),
-                         uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len)),
-                         uv_buf_init(const_cast<char*>("\r\n"), 2)};
-    w_->write(up_, parts, 3);
-  } else {
-    uv_buf_t b = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len));
-    w_->write(up_, &b, 1);
-  }
+  uv_buf_t parts[3];
+  w_->write(attempt_.stream, parts, up_body_.frame(std::string_view(data, len), parts));
 }
 
 void Exchange::send_request_end() {
-  request_end_sent_ = true;
-  if (req_chunked_) w_->write(up_, "0\r\n\r\n");
+  attempt_.request_end_sent = true;
+  if (up_body_.chunked()) w_->write(attempt_.stream, up_body_.last());
 }
 
 bool Exchange::upstream_ready() const {
-  return up_ && up_->connected() && !waiting_backoff_ && !up_->closing();
+  return attempt_.stream && attempt_.stream->connected() && !waiting_backoff_ && !attempt_.stream->closing();
 }
 
 void Exchange::on_request_body(const char* data, size_t len) {
@@ -421,7 +384,7 @@ void Exchange::on_request_body(const char* data, size_t len) {
   } else {
     body_.hold(bytes);
   }
-  size_t queued = body_.queued() + (up_ ? up_->write_queue() : 0);
+  size_t queued = body_.queued() + (attempt_.stream ? attempt_.stream->write_queue() : 0);
   if (!body_.replayable() && queued > kHighWater) down_->hold_reading();
 }
 
@@ -432,23 +395,23 @@ void Exchange::on_request_end() {
     start_when_body_buffered();
     return;
   }
-  if (upstream_ready() && !request_end_sent_) send_request_end();
+  if (upstream_ready() && !attempt_.request_end_sent) send_request_end();
 }
 
 void Exchange::on_up_drained() {
-  if (!up_) return;
-  if (down_->reading_held() && up_->write_queue() < kLowWater) down_->release_reading();
+  if (!attempt_.stream) return;
+  if (down_->reading_held() && attempt_.stream->write_queue() < kLowWater) down_->release_reading();
 }
 
 void Exchange::on_down_drained() {
-  if (up_ && response_started_ && down_->write_queue() < kLowWater) up_->resume_reading();
+  if (attempt_.stream && response_started_ && down_->write_queue() < kLowWater) attempt_.stream->resume_reading();
 }
 
 void Exchange::drop_upstream(bool reset) {
   cancel_member();
-  if (up_) {
-    up_->detach_and_close(reset);
-    up_ = nullptr;
+  if (attempt_.stream) {
+    attempt_.stream->detach_and_close(reset);
+    attempt_.stream = nullptr;
   }
 }
 
@@ -471,8 +434,8 @@ void Exchange::refuse_request(int status, const char* reason, const char* detail
   spdlog::warn("listener {}: {} {} from {}: {}; the head and part of the body (of {} bytes read) were "
                "already forwarded to {}: upstream connection reset",
                lcfg_->name, status, reason, down_->peer_ip(), detail, body_.received(),
-               last_ep_ ? last_ep_->label : "?");
-  if (up_) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
+               attempt_.endpoint ? attempt_.endpoint->label : "?");
+  if (attempt_.stream) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
   drop_upstream(true);
   respond_error(status, reason, "x-onelayer-forwarded: partial\r\n");
 }
@@ -483,9 +446,9 @@ void Exchange::decline(Decline why, bool mark_exhausted) {
   mark_exhausted_ = mark_exhausted;
 }
 
-RetryState::Decision Exchange::decide_retry(const AttemptResult& r) {
+RetryState::Decision Exchange::decide_retry(const AttemptResult& r, TimePoint now) {
   RetryState::Decision d =
-      rs_->on_attempt_result(r, Clock::now(), response_started_, w_->random(), &ups_->budget, &ups_->breaker);
+      rs_->on_attempt_result(r, now, response_started_, w_->random(), &ups_->budget, &ups_->breaker);
   if (d.retry) {
     rm_->on_retry(d.trigger.outcome, d.trigger.status);
     if (!triggers_.empty()) triggers_ += ',';
@@ -503,9 +466,11 @@ RetryState::Decision Exchange::decide_retry(const AttemptResult& r) {
   return d;
 }
 
-bool Exchange::end_failed_attempt(int status, const char* reason, UpstreamEndpoints::Result verdict) {
+bool Exchange::end_failed_attempt(int status, const char* reason, UpstreamEndpoints::Result verdict,
+                                  TimePoint* ended) {
   stop_timer();
-  end_attempt(verdict);
+  const TimePoint now = end_attempt(verdict);
+  if (ended != nullptr) *ended = now;
   drop_upstream();
   if (response_started_) {
     // Bytes went downstream already: the only honest signal is a close.
@@ -519,9 +484,10 @@ bool Exchange::end_failed_attempt(int status, const char* reason, UpstreamEndpoi
 
 void Exchange::handle_failure(const AttemptResult& r, int status, const char* reason,
                               UpstreamEndpoints::Result verdict) {
-  if (!end_failed_attempt(status, reason, verdict)) return;
+  TimePoint now;
+  if (!end_failed_attempt(status, reason, verdict, &now)) return;
   storm_on_attempt_result(*ups_, *ucfg_, *rm_, *route_, rs_->attempts_started(), r);
-  RetryState::Decision d = decide_retry(r);
+  RetryState::Decision d = decide_retry(r, now);
   if (d.retry) return;
   // No time left for another attempt: the caller hears of the deadline.
   if (d.declined == Decline::deadline) {
@@ -533,20 +499,20 @@ void Exchange::handle_failure(const AttemptResult& r, int status, const char* re
 
 void Exchange::on_connect_failed(int err, bool dns) {
   if (finished_) return;
-  spdlog::debug("connect to {} failed: {}{}", last_ep_ ? last_ep_->label : "?", uv_strerror(err),
+  spdlog::debug("connect to {} failed: {}{}", attempt_.endpoint ? attempt_.endpoint->label : "?", uv_strerror(err),
                 dns ? " (dns)" : "");
   AttemptResult r;
   r.outcome = AttemptOutcome::connect_failure;
   r.request_may_have_reached = false;
   // A connect that waited the whole connect_timeout: a black hole, ejected at once.
-  bool black_hole = err == UV_ETIMEDOUT && !dns && up_ && up_->connect_timeout() >= ucfg_->connect_timeout;
+  bool black_hole = err == UV_ETIMEDOUT && !dns && attempt_.stream && attempt_.stream->connect_timeout() >= ucfg_->connect_timeout;
   handle_failure(r, 502, "connect_failure",
                  black_hole ? UpstreamEndpoints::Result::connect_timeout : UpstreamEndpoints::Result::failure);
 }
 
 void Exchange::on_up_error(int err) {
   if (finished_) return;
-  spdlog::debug("upstream {} error: {}", last_ep_ ? last_ep_->label : "?", uv_strerror(err));
+  spdlog::debug("upstream {} error: {}", attempt_.endpoint ? attempt_.endpoint->label : "?", uv_strerror(err));
   AttemptResult r;
   r.outcome = AttemptOutcome::reset;
   handle_failure(r, 502, "upstream_reset");
@@ -570,17 +536,16 @@ int Exchange::on_up_head(MessageHead& head) {
   }
   using Result = UpstreamEndpoints::Result;
   bool server_error = head.status >= 500 && head.status != 501;
-  end_attempt(!server_error                                   ? Result::success
-              : route_->retry.retry_on.has_status(head.status) ? Result::failure
-                                                               : Result::server_error);
+  const Result verdict = !server_error                                   ? Result::success
+                         : route_->retry.retry_on.has_status(head.status) ? Result::failure
+                                                                          : Result::server_error;
+  const TimePoint now = end_attempt(verdict);
   storm_on_attempt_result(*ups_, *ucfg_, *rm_, *route_, rs_->attempts_started(), r);
-  if (decide_retry(r).retry) return -1;
+  if (decide_retry(r, now).retry) return -1;
 
   status_ = head.status;
   bool http11_down = req_.http_major == 1 && req_.http_minor >= 1;
   resp_no_body_ = head_request_ || head.status == 204 || head.status == 304;
-  resp_chunked_down_ = false;
-  resp_close_delimited_down_ = false;
 
   // The head waits in pending_head_ until the first body bytes (or the end of
   // this read): head and body then leave in one write.
@@ -591,14 +556,14 @@ int Exchange::on_up_head(MessageHead& head) {
   out.reserve(head_bytes + 128);  // one allocation for the whole head
   std::optional<std::string> coded = response_transfer_codings(head.headers);
   if (!coded) {
-    spdlog::info("upstream {}: response Transfer-Encoding applies chunked twice or not last", last_ep_->label);
+    spdlog::info("upstream {}: response Transfer-Encoding applies chunked twice or not last", attempt_.endpoint->label);
     return -1;
   }
   const std::string& codings = *coded;
   if (!codings.empty() && !resp_no_body_ && !http11_down) {
     // An HTTP/1.0 client cannot be told of a transfer coding: refuse rather
     // than hand it coded bytes marked as plain.
-    spdlog::info("upstream {}: response Transfer-Encoding {} cannot reach an HTTP/1.0 client", last_ep_->label,
+    spdlog::info("upstream {}: response Transfer-Encoding {} cannot reach an HTTP/1.0 client", attempt_.endpoint->label,
                  codings);
     return -1;
   }
@@ -610,31 +575,20 @@ int Exchange::on_up_head(MessageHead& head) {
   out += is_clean_reason_phrase(head.reason) ? std::string_view(head.reason) : std::string_view(status_text(head.status));
   out += "\r\n";
   if (size_t invalid = append_rewritten_response_headers(head.headers, "1.1 onelayer", out)) {
-    spdlog::info("upstream {}: {} response header(s) with invalid name or value dropped", last_ep_->label,
+    spdlog::info("upstream {}: {} response header(s) with invalid name or value dropped", attempt_.endpoint->label,
                  invalid);
   }
-  if (head.has_content_length && (!resp_no_body_ || head_request_ || head.status == 304)) {
-    out += "Content-Length: ";
-    append_decimal(out, head.content_length);
-    out += "\r\n";
-  } else if (!resp_no_body_) {
-    if (http11_down) {
-      // Re-framed as chunked; codings the upstream applied stay in front.
-      resp_chunked_down_ = true;
-      out += "Transfer-Encoding: ";
-      if (!codings.empty()) {
-        out += codings;
-        out += ", ";
-      }
-      out += "chunked\r\n";
-    } else {
-      resp_close_delimited_down_ = true;
-    }
-  }
+  // Without a length the body is re-framed as chunked (the upstream's
+  // codings in front), or, for an HTTP/1.0 client, ends with the connection.
+  // A response to HEAD and a 304 keep the length they announce.
+  down_body_.set_framing(response_framing(head.has_content_length, resp_no_body_, http11_down));
+  down_body_.append_head_lines(out, head.content_length, codings,
+                               head.has_content_length && (head_request_ || head.status == 304));
   if (mark_exhausted_) {
     fmt::format_to(std::back_inserter(out), "{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
   }
-  bool close = down_->closes_after_response() || w_->draining() || resp_close_delimited_down_;
+  const bool close_delimited = down_body_.framing() == BodyFraming::close_delimited;
+  bool close = down_->closes_after_response() || w_->draining() || close_delimited;
   if (close) down_->close_after_response();
   out += close ? "Connection: close\r\n\r\n" : "\r\n";
   bytes_out_ += out.size();
@@ -649,12 +603,7 @@ int Exchange::on_up_body(const char* data, size_t len) {
   uv_buf_t parts[4];
   unsigned n = 0;
   if (!pending_head_.empty()) parts[n++] = uv_buf_init(pending_head_.data(), static_cast<unsigned>(pending_head_.size()));
-  char hdr[24];
-  if (resp_chunked_down_) {
-    parts[n++] = uv_buf_init(hdr, chunk_size_line(hdr, len));
-  }
-  parts[n++] = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len));
-  if (resp_chunked_down_) parts[n++] = uv_buf_init(const_cast<char*>("\r\n"), 2);
+  n += down_body_.frame(std::string_view(data, len), parts + n);
   int rc = w_->write(down_, parts, n);
   pending_head_.clear();
   if (rc < 0) {
@@ -662,7 +611,7 @@ int Exchange::on_up_body(const char* data, size_t len) {
     down_->abort_connection();
     return -1;
   }
-  if (down_->write_queue() > kHighWater && up_) up_->pause_reading();
+  if (down_->write_queue() > kHighWater && attempt_.stream) attempt_.stream->pause_reading();
   // Progress pushes the stall guard back. The connection timer re-arms
   // lazily (Conn::arm_timer), so a later deadline per chunk costs no timer work.
   arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
@@ -671,18 +620,18 @@ int Exchange::on_up_body(const char* data, size_t len) {
 
 void Exchange::on_up_end(bool reusable) {
   if (finished_) return;
-  if (resp_chunked_down_) pending_head_ += "0\r\n\r\n";
+  pending_head_ += down_body_.last();
   flush_head();
-  if (up_) {
-    UpConn* u = up_;
-    up_ = nullptr;
-    if (reusable && request_end_sent_) {
+  if (attempt_.stream) {
+    UpConn* u = attempt_.stream;
+    attempt_.stream = nullptr;
+    if (reusable && attempt_.request_end_sent) {
       u->release_to_pool();
     } else {
       u->detach_and_close();
     }
   }
-  finish(resp_close_delimited_down_);
+  finish(down_body_.framing() == BodyFraming::close_delimited);
 }
 
 void Exchange::flush_head() {
@@ -759,7 +708,7 @@ void Exchange::abort(const char* reason) {
   if (finished_) return;
   finished_ = true;
   stop_timer();
-  if (up_ && !response_started_) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
+  if (attempt_.stream && !response_started_) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
   drop_upstream();
   if (!error_reason_) error_reason_ = reason;
   record(499);  // the client went away before the answer was complete

@@ -12,6 +12,8 @@
 #include "core/replay_body.h"
 #include "core/retry.h"
 #include "core/upstream_endpoints.h"
+#include "shell/attempt.h"
+#include "shell/http1_encoder.h"
 #include "shell/http_codec.h"
 #include "shell/runtime.h"
 
@@ -70,13 +72,15 @@ class Exchange {
   static void on_stream_stalled(uv_timer_t* t);
   // Ends a failed attempt: timer off, breaker told, upstream let go. False
   // when response bytes already went downstream (the exchange is aborted).
+  // `ended`: when (the clock read once for the verdict and the decision).
   bool end_failed_attempt(int status, const char* reason,
-                          UpstreamEndpoints::Result verdict = UpstreamEndpoints::Result::failure);
+                          UpstreamEndpoints::Result verdict = UpstreamEndpoints::Result::failure,
+                          TimePoint* ended = nullptr);
   void handle_failure(const AttemptResult& r, int status, const char* reason,
                       UpstreamEndpoints::Result verdict = UpstreamEndpoints::Result::failure);
   // Asks the core about a finished attempt and carries out a retry (backoff
   // timer) or records the decline; the caller answers the client otherwise.
-  RetryState::Decision decide_retry(const AttemptResult& r);
+  RetryState::Decision decide_retry(const AttemptResult& r, TimePoint now);
   void decline(Decline why, bool mark_exhausted);
   void respond_error(int status, const char* reason, std::string_view extra_headers = {});
   void start_when_body_buffered();
@@ -87,7 +91,8 @@ class Exchange {
   void drop_upstream(bool reset = false);
   EndpointState* pick_endpoint(TimePoint now);
   // The attempt's verdict to the balancer, outlier detector and breaker.
-  void end_attempt(UpstreamEndpoints::Result r);
+  // Returns the time it read, for the retry decision that follows.
+  TimePoint end_attempt(UpstreamEndpoints::Result r);
   void cancel_member();  // the attempt ends without a verdict
   bool upstream_ready() const;
 
@@ -113,23 +118,15 @@ class Exchange {
   bool awaiting_body_ = false;
   bool forwarded_any_ = false;  // request bytes went to some upstream
   bool request_complete_ = false;
-  bool request_end_sent_ = false;
-  bool req_chunked_ = false;
   bool req_has_body_ = false;
   bool head_request_ = false;
 
-  UpConn* up_ = nullptr;
-  EndpointState* last_ep_ = nullptr;
+  Attempt attempt_;  // the current (or last) attempt
   uint64_t tried_ = 0;                            // balancer members this request used
-  uint32_t member_ = UpstreamEndpoints::kNone;    // the attempt's member, until its verdict is in
   uint32_t last_member_ = UpstreamEndpoints::kNone;
-  TimePoint attempt_started_{};
-  int pick_addr_ = -1;  // the picked member's index in its EndpointState's addrs (-1: any)
   bool waiting_backoff_ = false;
   bool response_started_ = false;
   bool finished_ = false;
-  bool resp_chunked_down_ = false;  // re-framing upstream body as chunked downstream
-  bool resp_close_delimited_down_ = false;
   bool resp_no_body_ = false;
   bool mark_exhausted_ = false;
   bool fault_delayed_ = false;  // this attempt's injected delay is over
@@ -142,6 +139,8 @@ class Exchange {
   std::string endpoints_;  // endpoints tried
   uint64_t bytes_out_ = 0;
   std::string pending_head_;  // response head (and terminal chunk) not yet written
+  Http1BodyEncoder up_body_;    // the request body's framing upstream
+  Http1BodyEncoder down_body_;  // the response body's framing to the client
 };
 
 }  // namespace onelayer

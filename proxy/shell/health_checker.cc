@@ -6,6 +6,7 @@
 #include <string>
 
 #include "shell/endpoint_log.h"
+#include "shell/handle_wrap.h"
 #include "shell/socket_address.h"
 
 namespace onelayer {
@@ -13,7 +14,8 @@ namespace onelayer {
 static constexpr uint64_t kTickMs = 50;
 
 // One check in flight: a TCP connection, a timeout, the first line read.
-struct HealthChecker::Check {
+// Freed once both handles have closed (HandleWrap).
+struct HealthChecker::Check : HandleWrap<HealthChecker::Check> {
   HealthChecker* owner;
   std::shared_ptr<UpstreamEndpoints> eps;
   std::string upstream;
@@ -27,8 +29,14 @@ struct HealthChecker::Check {
   std::string request;
   std::string response;
   char buf[512];
-  int open_handles = 2;
-  bool done = false;
+  bool done = false;  // the verdict is in
+
+  void adopt_handles() {
+    adopt(&tcp);
+    adopt(&timer);
+  }
+  void close() { close_handles(nullptr, &tcp, &timer); }
+  void on_closed() { owner->checks_.erase(this); }
 };
 
 HealthChecker::HealthChecker(uv_loop_t* loop, Runtime& rt) : loop_(loop), rt_(rt) {
@@ -48,7 +56,7 @@ void HealthChecker::close() {
   uv_timer_stop(&timer_);
   uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
   std::vector<Check*> inflight;
-  for (auto& [c, owned] : checks_) inflight.push_back(c);
+  for (Check* c : checks_) inflight.push_back(c);
   for (Check* c : inflight) finished(c, false);
 }
 
@@ -75,8 +83,7 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
   uint16_t port = u.endpoints[m.endpoint].port;
   std::string ip(m.address);
   if (!ip_literal_address(ip, port, &ss)) return;
-  auto owned = std::make_unique<Check>();
-  Check* c = owned.get();
+  auto* c = new Check();  // value-initialized, as make_unique did
   c->owner = this;
   c->eps = eps;
   c->upstream = u.name;
@@ -88,11 +95,12 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
                "\r\nUser-Agent: onelayer-health-check\r\nConnection: close\r\n\r\n";
   uv_tcp_init(loop_, &c->tcp);
   uv_timer_init(loop_, &c->timer);
-  c->tcp.data = c->timer.data = c->connect_req.data = c->write_req.data = c;
-  checks_.emplace(c, std::move(owned));
+  c->adopt_handles();
+  c->connect_req.data = c->write_req.data = c;
+  checks_.insert(c);
   t.in_flight = true;
   uv_timer_start(&c->timer, [](uv_timer_t* h) {
-    auto* c = static_cast<Check*>(h->data);
+    auto* c = Check::owner_of(h);
     c->owner->finished(c, false);
   }, static_cast<uint64_t>(u.health_check.timeout.count()), 0);
   int rc = uv_tcp_connect(&c->connect_req, &c->tcp, reinterpret_cast<const sockaddr*>(&ss), [](uv_connect_t* req,
@@ -107,11 +115,11 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
     uv_write(&c->write_req, reinterpret_cast<uv_stream_t*>(&c->tcp), &b, 1, [](uv_write_t*, int) {});
     uv_read_start(reinterpret_cast<uv_stream_t*>(&c->tcp),
                   [](uv_handle_t* h, size_t, uv_buf_t* out) {
-                    auto* c = static_cast<Check*>(h->data);
+                    auto* c = Check::owner_of(h);
                     *out = uv_buf_init(c->buf, sizeof c->buf);
                   },
                   [](uv_stream_t* s, ssize_t n, const uv_buf_t* b) {
-                    auto* c = static_cast<Check*>(s->data);
+                    auto* c = Check::owner_of(s);
                     if (c->done) return;
                     if (n < 0) {
                       c->owner->finished(c, false);
@@ -144,12 +152,7 @@ void HealthChecker::finished(Check* c, bool passed) {
     if (!passed) spdlog::debug("upstream {}: health check of {} failed", c->upstream, c->eps->label(c->member));
   }
   uv_timer_stop(&c->timer);
-  auto on_closed = [](uv_handle_t* h) {
-    auto* c = static_cast<Check*>(h->data);
-    if (--c->open_handles == 0) c->owner->checks_.erase(c);
-  };
-  uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), on_closed);
-  uv_close(reinterpret_cast<uv_handle_t*>(&c->timer), on_closed);
+  c->close();
 }
 
 }  // namespace onelayer

@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include <map>
+#include <set>
 #include <memory>
 #include <utility>
 
@@ -42,7 +43,7 @@ class HealthChecker {
   uv_timer_t timer_;
   bool closed_ = false;
   std::map<Key, Target> targets_;
-  std::map<Check*, std::unique_ptr<Check>> checks_;
+  std::set<Check*> checks_;  // each frees itself once its handles have closed
 };
 
 }  // namespace onelayer

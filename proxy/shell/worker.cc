@@ -141,7 +141,7 @@ void Worker::track(DownConn* d) {
   link.next = conns_;
   if (conns_) conns_->worker_link().prev = d;
   conns_ = d;
-  link.tracked = true;
+  d->set_tracked(true);
   ++conn_count_;
   d->listener()->connection_opened();
   rt_.metrics.downstream_connections_active.fetch_add(1, std::memory_order_relaxed);
@@ -154,10 +154,11 @@ void Worker::retire(std::unique_ptr<Exchange> ex) {
 
 void Worker::down_closed(DownConn* d) {
   DownConn::Link& link = d->worker_link();
-  if (link.tracked) {
+  if (d->tracked()) {
     if (link.prev) link.prev->worker_link().next = link.next; else conns_ = link.next;
     if (link.next) link.next->worker_link().prev = link.prev;
     link = DownConn::Link{};
+    d->set_tracked(false);
     --conn_count_;
     d->listener()->connection_closed();  // may free a closed listener
     rt_.metrics.downstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
