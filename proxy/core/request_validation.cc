@@ -63,7 +63,15 @@ bool read_target(const RequestHeadFacts& head, const Headers& headers, RequestVe
 
 RequestVerdict check_request_head(const RequestHeadFacts& head, Headers& headers,
                                   UnderscoreHeaders underscores) {
-  if (head.method == "CONNECT") return bad_request("CONNECT is not supported");
+  if (head.method == "CONNECT") {
+    RequestVerdict v = bad_request("CONNECT is not supported: onelayer originates TLS itself");
+    v.hint =
+        "onelayer does not open CONNECT tunnels: it originates TLS to upstreams itself. "
+        "Send the request to onelayer in plain HTTP (GET http://host/path, or GET /path with Host) "
+        "and give the route's upstream a tls block, e.g. upstreams[].tls: {} "
+        "(verified against the system store; ca_file, sni and client certificates are optional).";
+    return v;
+  }
   if (head.http_major != 1) return bad_request("only HTTP/1.x is served");
   for (unsigned char c : head.target) {
     if (c <= 0x20 || c >= 0x7f) return bad_request("invalid byte in the request target");  // RFC 9112 3.2

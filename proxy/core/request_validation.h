@@ -38,6 +38,7 @@ struct RequestVerdict {
   int status = 0;            // 0: go on; else the status to answer with
   const char* reason = "";   // x-onelayer-error, when status != 0
   const char* detail = "";   // for the log line, when status != 0
+  const char* hint = "";     // for the client (the response body), when status != 0
   std::string host;          // routing host: Host, or the absolute-form authority
   std::string path;          // routing path ("*" for OPTIONS *)
   std::string upstream_target;  // what the upstream gets as request target
@@ -45,7 +46,8 @@ struct RequestVerdict {
   bool refused() const { return status != 0; }
 };
 
-// Before routing. Refuses, all with 400 bad_request: CONNECT, a version other
+// Before routing. Refuses, all with 400 bad_request: CONNECT (its hint says
+// that onelayer originates TLS itself and how to configure it), a version other
 // than 1.x, a target byte that is whitespace, a control or not ASCII, any
 // Transfer-Encoding but `chunked` alone, a Content-Length above
 // kMaxContentLength, obs-fold and the header problems of

@@ -100,7 +100,13 @@ class DownConn final : public Conn, public HttpParser::Handler {
   void on_read(ssize_t nread, const uv_buf_t* buf);
   void process_input(const char* data, size_t len);
   void exchange_done(bool close_after);
-  void reject(int status, const char* reason, bool close_after, const char* log_detail);
+  void reject(int status, const char* reason, bool close_after, const char* log_detail,
+              const char* hint = nullptr);
+  // What a response that keeps the connection open must say: an HTTP/1.0
+  // client is told "Connection: keep-alive", an HTTP/1.1 one nothing.
+  std::string_view keep_alive_header() const {
+    return http10_ && !close_after_ ? "Connection: keep-alive\r\n" : "";
+  }
   void abort_connection(const char* reason = "client_closed");
   void close_when_flushed();
   void arm_idle_timer();
@@ -121,7 +127,8 @@ class DownConn final : public Conn, public HttpParser::Handler {
   bool tracked_ = false;
   bool reading_ = false;
   bool want_read_ = true;       // backpressure may turn this off
-  bool close_after_ = false;    // Connection: close, HTTP/1.0, drain, errors
+  bool close_after_ = false;    // Connection: close, HTTP/1.0 without keep-alive, drain, errors
+  bool http10_ = false;         // the current request is HTTP/1.0
   bool close_pending_ = false;  // close once the write queue drains
   bool eof_ = false;
   bool in_exchange_ = false;
@@ -188,6 +195,8 @@ class Exchange {
   void end_attempt(UpstreamEndpoints::Result r);
   void cancel_member();  // the attempt ends without a verdict
   bool upstream_ready() const;
+  // The Via member this listener writes ("" when `via: false`).
+  std::string_view via_member() const { return cfg_->via_on(*lcfg_) ? "1.1 onelayer" : ""; }
 
   DownConn* down_;
   Worker* w_;

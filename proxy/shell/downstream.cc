@@ -178,8 +178,10 @@ void DownConn::process_input(const char* data, size_t len) {
 
 int DownConn::on_head(MessageHead& head) {
   disarm_timer();
-  bool http11 = head.http_major == 1 && head.http_minor >= 1;
-  if (!head.keep_alive || !http11) close_after_ = true;
+  // HTTP/1.0 stays open when it asks for keep-alive (llhttp's keep_alive
+  // says so); its responses then need Content-Length framing.
+  http10_ = !(head.http_major == 1 && head.http_minor >= 1);
+  if (!head.keep_alive) close_after_ = true;
   if (worker_->draining()) close_after_ = true;
 
   const GenerationPtr& gen = worker_->generation();
@@ -193,7 +195,7 @@ int DownConn::on_head(MessageHead& head) {
                          head.chunked, head.has_content_length, head.content_length};
   RequestVerdict v = check_request_head(facts, head.headers, l.headers_with_underscores);
   if (v.refused()) {
-    reject(v.status, v.reason, true, v.detail);
+    reject(v.status, v.reason, true, v.detail, v.hint);
     return -1;
   }
   if (v.underscore_fields_dropped > 0) {
@@ -301,11 +303,13 @@ void DownConn::close_when_flushed() {
   }
 }
 
-void DownConn::reject(int status, const char* reason, bool close_after, const char* log_detail) {
+void DownConn::reject(int status, const char* reason, bool close_after, const char* log_detail,
+                      const char* hint) {
   if (closing_) return;
   if (close_after) close_after_ = true;
   std::string out;
-  append_proxy_response(out, status, reason, close_after_, {}, parser_.head().method == "HEAD");
+  append_proxy_response(out, status, reason, close_after_, keep_alive_header(), parser_.head().method == "HEAD",
+                        hint ? hint : "");
   worker_->write(this, out);
   spdlog::info("listener {}: {} {} from {}: {}", listener_->name, status, reason, peer_ip_,
                log_detail ? log_detail : "");

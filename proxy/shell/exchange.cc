@@ -279,6 +279,7 @@ void Exchange::send_head_and_body() {
   rw.time_left_ms = route_->inner_hops == InnerHops::pass ? -1 : rs_->attempt_timeout(now).count();
   rw.client_ip = down_->peer_ip_;
   rw.outer_owned = ownership_.outer_owned;
+  rw.via = via_member();
 
   std::string& out = w_->scratch();
   out.clear();
@@ -567,7 +568,7 @@ int Exchange::on_up_head(MessageHead& head) {
   // terminal, a NUL) or an empty one is replaced by the standard one.
   out += is_clean_reason_phrase(head.reason) ? std::string_view(head.reason) : std::string_view(status_text(head.status));
   out += "\r\n";
-  if (size_t invalid = append_rewritten_response_headers(head.headers, "1.1 onelayer", out)) {
+  if (size_t invalid = append_rewritten_response_headers(head.headers, via_member(), out)) {
     spdlog::info("upstream {}: {} response header(s) with invalid name or value dropped", last_ep_->label,
                  invalid);
   }
@@ -594,6 +595,7 @@ int Exchange::on_up_head(MessageHead& head) {
   }
   bool close = down_->close_after_ || w_->draining() || resp_close_delimited_down_;
   if (close) down_->close_after_ = true;
+  if (!close) out += down_->keep_alive_header();
   out += close ? "Connection: close\r\n\r\n" : "\r\n";
   bytes_out_ += out.size();
   response_started_ = true;
@@ -664,6 +666,8 @@ void Exchange::respond_error(int status, const char* reason, std::string_view ex
   std::string extra(extra_headers);
   if (mark_exhausted_) extra += fmt::format("{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
   bool close = down_->close_after_ || w_->draining() || !request_complete_;
+  if (close) down_->close_after_ = true;
+  else extra += down_->keep_alive_header();
   std::string out;
   append_proxy_response(out, status, reason, close, extra, head_request_);
   bytes_out_ += out.size();

@@ -91,7 +91,7 @@ TEST_CASE("request: each refusal before routing is 400 bad_request with its own 
   huge.has_content_length = true;
   huge.content_length = kMaxContentLength + 1;
   Case cases[] = {
-      {connect, host_a(), "CONNECT is not supported"},
+      {connect, host_a(), "CONNECT is not supported: onelayer originates TLS itself"},
       {h2, host_a(), "only HTTP/1.x is served"},
       {get("/a\tb"), host_a(), "invalid byte in the request target"},
       {get("/\x7f"), host_a(), "invalid byte in the request target"},
@@ -205,4 +205,15 @@ TEST_CASE("response: a reason phrase is clean only when it is visible ASCII, SP 
   CHECK_FALSE(is_clean_reason_phrase("OK\x7f"));
   CHECK_FALSE(is_clean_reason_phrase("\x1b[31mred"));
   CHECK_FALSE(is_clean_reason_phrase("caf\xc3\xa9"));
+}
+
+TEST_CASE("request: CONNECT is refused with a hint that names the tls block to configure instead") {
+  Headers h{{"Host", "a:443"}};
+  RequestHeadFacts f = get("a:443");
+  f.method = "CONNECT";
+  RequestVerdict v = check_request_head(f, h, UnderscoreHeaders::drop);
+  CHECK(v.status == 400);
+  std::string hint = v.hint;
+  CHECK(hint.find("originates TLS") != std::string::npos);
+  CHECK(hint.find("upstreams[].tls") != std::string::npos);
 }
