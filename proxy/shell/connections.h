@@ -16,6 +16,7 @@
 #include "core/retry.h"
 #include "core/upstream_endpoints.h"
 #include "shell/http_codec.h"
+#include "shell/tls_context.h"
 #include "shell/worker.h"
 
 namespace onelayer {
@@ -68,8 +69,15 @@ class UpConn final : public Conn, public HttpParser::Handler {
   void on_read(ssize_t nread, const uv_buf_t* buf);
   void pause_reading();
   void resume_reading();
+  // TLS HOOK (upstream): the handshake after the TCP connect, within what
+  // is left of connect_timeout; its end (Conn::tls_pump); errors after it.
+  void start_tls();
+  void on_tls_handshake(bool ok);
+  void on_tls_error();
 
   EndpointState* ep_;
+  std::shared_ptr<TlsClientContext> tls_ctx_;  // set when the upstream has `tls`
+  uint64_t connect_started_ = 0;               // uv_now() when the connect began
   Exchange* ex_ = nullptr;
   HttpParser parser_;
   uv_connect_t connect_req_;
@@ -98,6 +106,9 @@ class DownConn final : public Conn, public HttpParser::Handler {
   void on_write_done(int status) override;
 
   void on_read(ssize_t nread, const uv_buf_t* buf);
+  // TLS HOOK (downstream): a TLS listener's handshake end and errors.
+  void on_tls_handshake(bool ok);
+  void on_tls_error();
   void process_input(const char* data, size_t len);
   void exchange_done(bool close_after);
   void reject(int status, const char* reason, bool close_after, const char* log_detail,
@@ -161,6 +172,11 @@ class Exchange {
   void on_up_end(bool reusable);
   void on_up_error(int err);  // reset/EOF/parse error
   void on_up_bad_response();
+  // TLS: a handshake that failed (a certificate that does not verify is
+  // final, 502 upstream_tls; anything else is a connect failure), and a TLS
+  // error after it (treated as a reset; 502 upstream_tls when final).
+  void on_tls_failed(const std::string& why, bool verify);
+  void on_up_tls_error(const std::string& why);
 
   bool response_started() const { return response_started_; }
   void flush_head();  // writes a response head still waiting for body bytes

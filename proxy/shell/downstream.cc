@@ -63,6 +63,11 @@ void DownConn::start() {
     peer_ip_ = ip;
   }
   uv_tcp_nodelay(&tcp_, 1);
+  {  // TLS HOOK: a TLS listener's connections start with a handshake (header_timeout covers it)
+    const GenerationPtr& g = worker_->generation();
+    int li = g->listener_index(listener_->name);
+    if (li >= 0 && g->tls.listeners[static_cast<size_t>(li)]) tls_ = g->tls.listeners[static_cast<size_t>(li)]->open();
+  }
   parser_.set_limits(lim.max_header_bytes, 128);
   arm_header_timer();
   resume_reading();
@@ -140,6 +145,18 @@ void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
     return;
   }
   abort_connection();
+}
+
+// TLS HOOK: a client whose handshake fails is closed (nothing of HTTP was said).
+void DownConn::on_tls_handshake(bool ok) {
+  if (ok) return;
+  spdlog::info("listener {}: TLS handshake with {} failed: {}", listener_->name, peer_ip_, tls_->error_text());
+  close_handles();
+}
+
+void DownConn::on_tls_error() {
+  spdlog::info("listener {}: TLS error from {}: {}", listener_->name, peer_ip_, tls_->error_text());
+  abort_connection("tls_error");
 }
 
 void DownConn::process_input(const char* data, size_t len) {
@@ -296,6 +313,10 @@ void DownConn::exchange_done(bool close_after) {
 void DownConn::close_when_flushed() {
   if (closing_) return;
   pause_reading();
+  if (tls_ && tls_->handshake_done()) {  // TLS HOOK: close_notify, so the client sees a clean end
+    tls_->shutdown();
+    worker_->flush_tls(this);
+  }
   if (write_queue() == 0) {
     close_handles();
   } else {

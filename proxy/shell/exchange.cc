@@ -177,9 +177,14 @@ void Exchange::start_attempt() {
 
   // A DNS name's idle connections may lead to other addresses (members):
   // take one to the picked address, else open a new one.
+  const std::shared_ptr<TlsClientContext>& tls = gen_->tls.upstreams[route_->upstream_index];
   for (size_t k = ep->idle.size(); k-- > 0;) {
     UpConn* u = ep->idle[k];
     if (pick_addr_ >= 0 && u->addr_used_ != pick_addr_) continue;
+    if (u->tls_ctx_ != tls) {  // TLS HOOK: made under other TLS settings (a reload): never reused
+      u->detach_and_close();
+      continue;
+    }
     ep->idle.erase(ep->idle.begin() + static_cast<std::ptrdiff_t>(k));
     if (u->closing()) continue;
     u->idle_ = false;
@@ -191,6 +196,7 @@ void Exchange::start_attempt() {
     return;
   }
   UpConn* u = new UpConn(w_, ep);
+  u->tls_ctx_ = tls;  // TLS HOOK: the upstream's TLS context (nullptr: cleartext)
   up_ = u;
   u->attach(this);
   u->expect_no_body_ = head_request_;
@@ -280,6 +286,7 @@ void Exchange::send_head_and_body() {
   rw.client_ip = down_->peer_ip_;
   rw.outer_owned = ownership_.outer_owned;
   rw.via = via_member();
+  if (down_->tls_) rw.proto = "https";  // TLS HOOK: the client spoke TLS to this listener
 
   std::string& out = w_->scratch();
   out.clear();
@@ -510,6 +517,30 @@ void Exchange::on_up_error(int err) {
   AttemptResult r;
   r.outcome = AttemptOutcome::reset;
   handle_failure(r, 502, "upstream_reset");
+}
+
+void Exchange::on_tls_failed(const std::string& why, bool verify) {
+  if (finished_) return;
+  const char* ep = last_ep_ ? last_ep_->label.c_str() : "?";
+  if (verify) {
+    // The upstream is not who it should be: no retry can change that.
+    spdlog::warn("upstream {} ({}): TLS: {}", ucfg_->name, ep, why);
+    if (end_failed_attempt(502, "upstream_tls")) respond_error(502, "upstream_tls");
+    return;
+  }
+  spdlog::info("upstream {} ({}): TLS handshake failed: {}", ucfg_->name, ep, why);
+  AttemptResult r;
+  r.outcome = AttemptOutcome::connect_failure;
+  r.request_may_have_reached = false;
+  handle_failure(r, 502, "connect_failure");
+}
+
+void Exchange::on_up_tls_error(const std::string& why) {
+  if (finished_) return;
+  spdlog::warn("upstream {} ({}): TLS: {}", ucfg_->name, last_ep_ ? last_ep_->label : "?", why);
+  AttemptResult r;
+  r.outcome = AttemptOutcome::reset;
+  handle_failure(r, 502, "upstream_tls");
 }
 
 void Exchange::on_up_bad_response() {

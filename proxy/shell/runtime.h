@@ -16,6 +16,7 @@
 #include "core/metrics.h"
 #include "core/retry_budget.h"
 #include "core/upstream_endpoints.h"
+#include "shell/tls_context.h"
 
 namespace onelayer {
 
@@ -35,6 +36,7 @@ struct Generation {
   // reloads while the upstream's endpoints and balance stay the same.
   std::vector<std::shared_ptr<UpstreamEndpoints>> endpoints;
   std::vector<std::vector<RouteMetrics*>> route_metrics;    // [listener][route]
+  TlsContexts tls;  // by Config index: upstreams' and listeners' TLS (nullptr: none)
 
   int listener_index(std::string_view name) const;
 };
@@ -52,7 +54,7 @@ class Runtime {
 
   // Builds and publishes a generation for `cfg`; budgets and breakers of
   // upstreams with an unchanged name carry over.
-  GenerationPtr install(ConfigPtr cfg);
+  GenerationPtr install(ConfigPtr cfg, TlsContexts tls = {});
 
   // Workers call this per request; it only takes the lock when the
   // generation changed since the caller's cached copy.

@@ -123,6 +123,46 @@ void UpConn::resume_reading() {
   if (uv_read_start(stream(), Conn::no_read_buffer, Conn::on_readable<UpConn>) == 0) reading_ = true;
 }
 
+// TLS HOOK: the TCP connection is up; the handshake gets what is left of
+// connect_timeout, and `connected_` waits for its end.
+void UpConn::start_tls() {
+  tls_ = tls_ctx_->open(ep_->hp.host, ep_->label);
+  uint64_t spent = uv_now(worker_->loop()) - connect_started_;
+  uint64_t budget = static_cast<uint64_t>(connect_timeout_.count());
+  arm_timer(spent < budget ? budget - spent : 1, [](uv_timer_t* t) {
+    auto* u = static_cast<UpConn*>(t->data);
+    spdlog::info("upstream {}: TLS handshake not done within connect_timeout", u->ep_->label);
+    if (u->ex_) u->ex_->on_connect_failed(UV_ETIMEDOUT, false);
+  });
+  if (uv_read_start(stream(), Conn::no_read_buffer, Conn::on_readable<UpConn>) == 0) reading_ = true;
+  Conn::tls_pump(this);  // writes the ClientHello
+}
+
+void UpConn::on_tls_handshake(bool ok) {
+  if (!ok) {
+    if (ex_) ex_->on_tls_failed(tls_->error_text(), tls_->verify_failed());
+    return;
+  }
+  disarm_timer();
+  std::string alpn = tls_->alpn();
+  if (!alpn.empty() && alpn != "http/1.1") {
+    if (ex_) ex_->on_tls_failed("the upstream chose ALPN protocol " + alpn + ", which onelayer does not speak", false);
+    return;
+  }
+  spdlog::debug("upstream {}: TLS {} ({}), ALPN {}", ep_->label, SSL_get_version(tls_->ssl()),
+                tls_->session_reused() ? "resumed" : "full handshake", alpn.empty() ? "none" : alpn);
+  connected_ = true;
+  if (ex_) ex_->on_connected();
+}
+
+void UpConn::on_tls_error() {
+  if (idle_ || !ex_) {
+    detach_and_close();
+    return;
+  }
+  ex_->on_up_tls_error(tls_->error_text());
+}
+
 void UpConn::start_connect() {
   if (ep_->addrs.empty()) {
     fail_dns(UV_EAI_NONAME);
@@ -136,6 +176,7 @@ void UpConn::start_connect() {
                                                                         : ep_->next_addr % n;
   const sockaddr_storage& ss = ep_->addrs[at];
   addr_used_ = static_cast<int>(at);
+  connect_started_ = uv_now(worker_->loop());
   int rc = uv_tcp_connect(&connect_req_, &tcp_, reinterpret_cast<const sockaddr*>(&ss), [](uv_connect_t* req, int status) {
     auto* u = static_cast<UpConn*>(req->data);
     if (status == UV_ECANCELED || u->closing()) return;
@@ -145,8 +186,12 @@ void UpConn::start_connect() {
       if (u->ex_) u->ex_->on_connect_failed(status, false);
       return;
     }
-    u->connected_ = true;
     uv_tcp_nodelay(&u->tcp_, 1);
+    if (u->tls_ctx_) {
+      u->start_tls();  // TLS HOOK: connected once the handshake is done
+      return;
+    }
+    u->connected_ = true;
     u->resume_reading();
     if (u->ex_) u->ex_->on_connected();
   });
@@ -166,6 +211,13 @@ void UpConn::start_connect() {
 
 void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
   if (nread == 0) return;
+  if (nread < 0 && tls_ && !tls_->handshake_done()) {  // TLS HOOK: closed mid-handshake
+    if (ex_)
+      ex_->on_tls_failed(std::string("the upstream closed the connection during the TLS handshake (") +
+                             uv_strerror(static_cast<int>(nread)) + ")",
+                         false);
+    return;
+  }
   if (idle_ || !ex_) {
     // Data or EOF on a pooled connection: the upstream closed it (or sent
     // garbage); it must never be handed to a request.

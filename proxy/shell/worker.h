@@ -15,6 +15,7 @@
 
 #include "core/clock.h"
 #include "shell/runtime.h"
+#include "shell/tls_channel.h"
 
 namespace onelayer {
 
@@ -70,8 +71,22 @@ class Conn {
       if (nread == 0) return;  // nothing there after all
       buf = &own;
     }
+    // TLS HOOK (read): ciphertext goes to the channel, plaintext to on_read.
+    if (c->tls_ && nread > 0) {
+      c->tls_->feed(buf->base, static_cast<size_t>(nread));
+      tls_pump(c);
+      return;
+    }
     c->on_read(nread, buf);
   }
+  // Drives a TLS connection after input: the handshake (C::on_tls_handshake
+  // hears how it ended), then plaintext to C::on_read while the connection
+  // reads; a close_notify reads as EOF, a TLS error goes to C::on_tls_error.
+  // All the plaintext of what was fed is handed on, even when on_read
+  // paused reading meanwhile: at most one socket read's worth (64 KiB), and
+  // nothing would wake the connection for bytes already off the socket.
+  template <class C>
+  static void tls_pump(C* c);
   // What the socket holds, read into the worker's buffer: bytes, 0 for
   // nothing yet, UV_EOF or a libuv error, as libuv's read callback reports.
   ssize_t recv_now(uv_buf_t* buf);
@@ -88,6 +103,7 @@ class Conn {
   uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp_); }
 
   Worker* worker_;
+  std::unique_ptr<TlsChannel> tls_;  // TLS HOOK: set while the connection speaks TLS
   uv_tcp_t tcp_;
   uv_timer_t timer_;
   int closed_handles_ = 0;
@@ -132,6 +148,9 @@ class Worker {
     uv_buf_t b = uv_buf_init(const_cast<char*>(s.data()), static_cast<unsigned>(s.size()));
     return write(c, &b, 1);
   }
+  // Sends the ciphertext a connection's TLS channel has ready. 0 or a
+  // negative libuv error.
+  int flush_tls(Conn* c);
 
   void down_closed(DownConn* d);
   // Frees a finished exchange after the current callback chain (a check
@@ -145,6 +164,8 @@ class Worker {
   std::function<void()> on_stopped;  // called on the worker thread when its loop ends
 
  private:
+  int write_raw(Conn* c, const uv_buf_t* parts, unsigned n);
+  int write_tls(Conn* c, const uv_buf_t* parts, unsigned n);
   void run();
   void open_listener(const ListenSocket& s);
   void close_listener(WorkerListener* l);
@@ -166,6 +187,7 @@ class Worker {
   static constexpr size_t kGatherSize = 2048;
   std::unique_ptr<char[]> gather_buf_{new char[kGatherSize]};
   std::string scratch_;
+  std::string tls_out_;  // ciphertext on its way to write_raw
   DefaultRandom random_;
 
   std::mutex mu_;
@@ -183,5 +205,35 @@ class Worker {
   friend class DownConn;
   friend class UpConn;
 };
+
+template <class C>
+void Conn::tls_pump(C* c) {
+  TlsChannel& t = *c->tls_;
+  if (!t.handshake_done()) {
+    TlsChannel::Status st = t.handshake();
+    if (c->worker_->flush_tls(c) < 0 && st == TlsChannel::Status::want_more) st = TlsChannel::Status::error;
+    if (st == TlsChannel::Status::want_more) return;
+    c->on_tls_handshake(st == TlsChannel::Status::ok);
+    if (st != TlsChannel::Status::ok || c->closing() || !c->tls_) return;
+  }
+  char* plain = c->worker_->read_buffer();
+  while (!c->closing() && c->tls_) {
+    TlsChannel::Status st;
+    size_t n = t.read(plain, Worker::kReadBufferSize, &st);
+    if (n > 0) {
+      uv_buf_t b = uv_buf_init(plain, static_cast<unsigned>(n));
+      c->on_read(static_cast<ssize_t>(n), &b);
+      continue;
+    }
+    c->worker_->flush_tls(c);  // a read may have produced output (a key update's answer)
+    if (st == TlsChannel::Status::closed) {
+      uv_buf_t b = uv_buf_init(nullptr, 0);
+      c->on_read(UV_EOF, &b);
+    } else if (st == TlsChannel::Status::error) {
+      c->on_tls_error();
+    }
+    return;
+  }
+}
 
 }  // namespace onelayer
