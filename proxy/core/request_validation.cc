@@ -125,4 +125,54 @@ RequestVerdict check_routed_request(const RequestHeadFacts& head, const Headers&
   return RequestVerdict{};
 }
 
+UpgradeVerdict check_upgrade(const RequestHeadFacts& head, const Headers& headers,
+                             const std::vector<std::string>& allowed) {
+  UpgradeVerdict v;
+  bool listed = false;
+  for (const Header& h : headers) {
+    if (iequals(h.name, "connection"))
+      for_each_list_element(h.value, [&](std::string_view o) { listed |= iequals(o, "upgrade"); });
+  }
+  const Header* up = find_header(headers, "upgrade");
+  if (!listed || !up) return v;
+  v.requested = true;
+  std::string asked;
+  for (const Header& h : headers) {
+    if (!iequals(h.name, "upgrade")) continue;
+    for_each_list_element(h.value, [&](std::string_view p) {
+      std::string_view name = p.substr(0, p.find('/'));
+      if (!asked.empty()) asked += ", ";
+      asked += p;
+      for (const std::string& a : allowed) {
+        if (!iequals(name, a)) continue;
+        if (!v.protocols.empty()) v.protocols += ", ";
+        v.protocols += p;
+        break;
+      }
+    });
+  }
+  auto refuse_with = [&](const char* reason, const char* detail) {
+    v.status = 400;
+    v.reason = reason;
+    v.detail = detail;
+  };
+  if (v.protocols.empty()) {
+    refuse_with("upgrade_not_allowed", "Upgrade to a protocol the listener does not forward");
+    std::string forwarded;
+    for (const std::string& a : allowed) forwarded += (forwarded.empty() ? "" : ", ") + a;
+    v.hint = "onelayer does not forward Upgrade: " + asked + " on this listener. It forwards " +
+             (forwarded.empty() ? std::string("no upgrades") : "Upgrade: " + forwarded) +
+             " (listeners[].upgrades in the config).";
+    return v;
+  }
+  if (!(head.http_major == 1 && head.http_minor >= 1)) {
+    refuse_with("bad_request", "Upgrade over HTTP/1.0");
+    v.hint = "Upgrade needs HTTP/1.1.";
+  } else if (head.chunked || head.content_length > 0) {
+    refuse_with("bad_request", "Upgrade request with a body");
+    v.hint = "An Upgrade request with a body is not forwarded.";
+  }
+  return v;
+}
+
 }  // namespace onelayer

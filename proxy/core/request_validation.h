@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/config.h"
 #include "core/http_headers.h"
@@ -69,5 +70,25 @@ RequestVerdict check_request_head(const RequestHeadFacts& head, Headers& headers
 // "100 Continue" before sending its body.
 RequestVerdict check_routed_request(const RequestHeadFacts& head, const Headers& headers,
                                     uint64_t max_body_bytes, bool* expect_continue);
+
+// A request that asks to switch protocols (RFC 9110 7.8): an `Upgrade`
+// field and `upgrade` among its Connection options. `protocols` holds the
+// requested protocols the listener forwards (`listeners[].upgrades`, lower
+// case; "websocket/13" counts as websocket), comma-joined as they go
+// upstream. Refused: an upgrade to nothing the listener forwards (400
+// upgrade_not_allowed, the hint lists what it forwards), and one over
+// HTTP/1.0 or with a body (400 bad_request). An `Upgrade` field without the
+// Connection option is no request to switch: it is dropped as hop-by-hop.
+struct UpgradeVerdict {
+  bool requested = false;
+  std::string protocols;
+  int status = 0;
+  const char* reason = "";
+  const char* detail = "";
+  std::string hint;
+  bool refused() const { return status != 0; }
+};
+UpgradeVerdict check_upgrade(const RequestHeadFacts& head, const Headers& headers,
+                             const std::vector<std::string>& allowed);
 
 }  // namespace onelayer

@@ -59,6 +59,8 @@ class UpConn final : public Conn, public HttpParser::Handler {
   // like a clean end to it).
   void detach_and_close(bool reset = false);
   void release_to_pool();
+  // TUNNEL HOOK: lets go of the exchange; closes once queued bytes are out.
+  void close_when_flushed();
   void fail_dns(int err);
 
   int on_head(MessageHead& head) override;
@@ -84,6 +86,8 @@ class UpConn final : public Conn, public HttpParser::Handler {
   bool connected_ = false;
   bool idle_ = false;
   bool head_seen_ = false;
+  bool tunnel_ = false;  // TUNNEL HOOK: after a 101, bytes go to the exchange's tunnel
+  bool close_when_flushed_ = false;
   bool keep_alive_ = true;
   bool expect_no_body_ = false;  // HEAD request
   bool informational_ = false;   // a 1xx response is being skipped
@@ -143,6 +147,7 @@ class DownConn final : public Conn, public HttpParser::Handler {
   bool close_pending_ = false;  // close once the write queue drains
   bool eof_ = false;
   bool in_exchange_ = false;
+  bool tunnel_ = false;  // TUNNEL HOOK: after a 101, bytes go to the exchange's tunnel
 };
 
 // One downstream request and all its upstream attempts.
@@ -179,6 +184,17 @@ class Exchange {
   void on_up_tls_error(const std::string& why);
 
   bool response_started() const { return response_started_; }
+
+  // Upgrade tunnels (tunnel.cc). set_upgrade: the request asks to switch to
+  // these protocols (check_upgrade). on_up_switching: the upstream's 101
+  // head; start_tunnel: the bytes after it. From then on both connections'
+  // bytes come here until either side closes or idles.
+  void set_upgrade(std::string protocols) { upgrade_ = std::move(protocols); }
+  bool wants_upgrade() const { return !upgrade_.empty(); }
+  int on_up_switching(MessageHead& head);
+  void start_tunnel(const char* data, size_t len);
+  void on_tunnel_down(ssize_t nread, const uv_buf_t* buf);
+  void on_tunnel_up(ssize_t nread, const uv_buf_t* buf);
   void flush_head();  // writes a response head still waiting for body bytes
   bool request_complete() const { return request_complete_; }
 
@@ -267,6 +283,12 @@ class Exchange {
   std::string endpoints_;  // endpoints tried
   uint64_t bytes_out_ = 0;
   std::string pending_head_;  // response head (and terminal chunk) not yet written
+  std::string upgrade_;       // requested Upgrade protocols ("" : no upgrade)
+  bool tunnel_ = false;       // a 101 went downstream: bytes flow both ways
+
+  void end_tunnel(const char* error);
+  void pass_tunnel_bytes(Conn* to, const char* data, size_t len, bool from_down);
+  static void on_tunnel_idle(uv_timer_t* t);
 };
 
 }  // namespace onelayer

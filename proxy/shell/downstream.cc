@@ -120,6 +120,11 @@ void DownConn::buffer_pipelined(const char* data, size_t len) {
 }
 
 void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
+  if (tunnel_ && ex_) {  // TUNNEL HOOK: after a 101 the bytes are the tunnel's
+    if (nread > 0) account_in(static_cast<size_t>(nread));
+    if (nread != 0) ex_->on_tunnel_down(nread, buf);
+    return;
+  }
   if (nread > 0 && parser_.error() == HttpParser::Error::paused) {
     account_in(static_cast<size_t>(nread));
     buffer_pipelined(buf->base, static_cast<size_t>(nread));
@@ -236,10 +241,19 @@ int DownConn::on_head(MessageHead& head) {
     // for replay, and the upstream then never has to speak 1xx.
     worker_->write(this, "HTTP/1.1 100 Continue\r\n\r\n");
   }
+  UpgradeVerdict upgrade = check_upgrade(facts, head.headers, l.upgrades);  // TUNNEL HOOK
+  if (upgrade.refused()) {
+    reject(upgrade.status, upgrade.reason, true, upgrade.detail, upgrade.hint.c_str());
+    return -1;
+  }
   size_t ri = static_cast<size_t>(route - l.routes.data());
   RouteMetrics* rm = gen->route_metrics[static_cast<size_t>(li)][ri];
   in_exchange_ = true;
   ex_ = std::make_unique<Exchange>(this, gen, li, route, rm, head, std::move(v.upstream_target));
+  if (upgrade.requested) {  // TUNNEL HOOK: this connection ends with the exchange, tunnel or not
+    ex_->set_upgrade(std::move(upgrade.protocols));
+    close_after_ = true;
+  }
   ex_->start();
   return 0;
 }

@@ -299,6 +299,11 @@ void Exchange::send_head_and_body() {
     if (!ucfg_->endpoints.empty()) out += last_ep_->label;
     out += "\r\n";
   }
+  if (!upgrade_.empty()) {  // TUNNEL HOOK: Upgrade and Connection are hop-by-hop: say them anew
+    out += "Connection: Upgrade\r\nUpgrade: ";
+    out += upgrade_;
+    out += "\r\n";
+  }
   if (req_chunked_) {
     out += "Transfer-Encoding: chunked\r\n";
   } else if (req_.has_content_length) {
@@ -756,7 +761,7 @@ void Exchange::abort(const char* reason) {
   if (up_ && !response_started_) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
   drop_upstream();
   if (!error_reason_) error_reason_ = reason;
-  record(499);  // the client went away before the answer was complete
+  record(tunnel_ ? 101 : 499);  // the client went away before the answer was complete (or ended a tunnel)
 }
 
 }  // namespace onelayer

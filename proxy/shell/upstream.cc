@@ -218,6 +218,14 @@ void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
                          false);
     return;
   }
+  if (tunnel_) {  // TUNNEL HOOK
+    if (ex_) {
+      ex_->on_tunnel_up(nread, buf);
+    } else {
+      detach_and_close();
+    }
+    return;
+  }
   if (idle_ || !ex_) {
     // Data or EOF on a pooled connection: the upstream closed it (or sent
     // garbage); it must never be handed to a request.
@@ -241,6 +249,11 @@ void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
   size_t len = static_cast<size_t>(nread);
   size_t used = parser_.feed(buf->base, len);
   if (!ex_ || closing_) return;  // the exchange let go of this connection meanwhile
+  if (message_done_ && tunnel_) {  // TUNNEL HOOK: what follows the 101 head is tunnel bytes
+    message_done_ = false;
+    ex_->start_tunnel(buf->base + used, len - used);
+    return;
+  }
   if (message_done_) {
     message_done_ = false;
     bool extra = used < len;
@@ -258,8 +271,14 @@ int UpConn::on_head(MessageHead& head) {
   // llhttp lets 0, 099 and 600-999 through; RFC 9110 15 ends at 599.
   if (head.status < 100 || head.status > 599) return -1;
   if (head.has_content_length && head.content_length > kMaxContentLength) return -1;
+  if (head.status == 101 && ex_ && ex_->wants_upgrade()) {  // TUNNEL HOOK: the switch was asked for
+    head_seen_ = true;
+    if (ex_->on_up_switching(head) < 0) return -1;
+    tunnel_ = true;
+    return 1;  // no body; the bytes after the head are the tunnel's
+  }
   if (head.status >= 100 && head.status < 200) {
-    if (head.status == 101) return -1;  // Upgrade was stripped: a 101 is a broken upstream
+    if (head.status == 101) return -1;  // no Upgrade was asked for: a 101 is a broken upstream
     informational_ = true;
     return 0;
   }
@@ -289,6 +308,10 @@ int UpConn::on_message_end() {
 }
 
 void UpConn::on_write_done(int status) {
+  if (close_when_flushed_ && (status < 0 || write_queue() == 0)) {  // TUNNEL HOOK
+    detach_and_close();
+    return;
+  }
   if (status < 0) {
     if (status != UV_ECANCELED && ex_) ex_->on_up_error(status);
     return;
@@ -311,6 +334,17 @@ void UpConn::release_to_pool() {
   arm_timer(static_cast<uint64_t>(ep_->idle_timeout.count()), [](uv_timer_t* t) {
     static_cast<UpConn*>(t->data)->detach_and_close();
   });
+}
+
+void UpConn::close_when_flushed() {
+  ex_ = nullptr;
+  pause_reading();
+  if (closing_ || write_queue() == 0) {
+    detach_and_close();
+    return;
+  }
+  close_when_flushed_ = true;
+  arm_timer(10'000, [](uv_timer_t* t) { static_cast<UpConn*>(t->data)->detach_and_close(); });
 }
 
 void UpConn::detach_and_close(bool reset) {

@@ -217,3 +217,37 @@ TEST_CASE("request: CONNECT is refused with a hint that names the tls block to c
   CHECK(hint.find("originates TLS") != std::string::npos);
   CHECK(hint.find("upstreams[].tls") != std::string::npos);
 }
+
+TEST_CASE("upgrade: websocket with Connection: upgrade is a request to switch; the allowed tokens go on") {
+  std::vector<std::string> allowed{"websocket"};
+  Headers h{{"Host", "a"}, {"Connection", "keep-alive, Upgrade"}, {"Upgrade", "WebSocket"}};
+  UpgradeVerdict v = check_upgrade(get("/ws"), h, allowed);
+  CHECK(v.requested);
+  CHECK_FALSE(v.refused());
+  CHECK(v.protocols == "WebSocket");
+  Headers mixed{{"Host", "a"}, {"Connection", "upgrade"}, {"Upgrade", "h2c, websocket/13"}};
+  v = check_upgrade(get("/ws"), mixed, allowed);
+  CHECK(v.protocols == "websocket/13");
+}
+
+TEST_CASE("upgrade: without the Connection option it is no upgrade; others are refused with what is forwarded") {
+  std::vector<std::string> allowed{"websocket"};
+  Headers bare{{"Host", "a"}, {"Upgrade", "websocket"}};
+  CHECK_FALSE(check_upgrade(get("/"), bare, allowed).requested);
+  Headers h2c{{"Host", "a"}, {"Connection", "Upgrade, HTTP2-Settings"}, {"Upgrade", "h2c"}};
+  UpgradeVerdict v = check_upgrade(get("/"), h2c, allowed);
+  CHECK(v.requested);
+  CHECK(v.status == 400);
+  CHECK(std::string(v.reason) == "upgrade_not_allowed");
+  CHECK(v.hint.find("Upgrade: h2c") != std::string::npos);
+  CHECK(v.hint.find("forwards Upgrade: websocket") != std::string::npos);
+  Headers ws{{"Host", "a"}, {"Connection", "upgrade"}, {"Upgrade", "websocket"}};
+  v = check_upgrade(get("/"), ws, {});
+  CHECK(std::string(v.reason) == "upgrade_not_allowed");
+  CHECK(v.hint.find("forwards no upgrades") != std::string::npos);
+  CHECK(check_upgrade(get("/", 0), ws, allowed).status == 400);
+  RequestHeadFacts body = get("/");
+  body.has_content_length = true;
+  body.content_length = 3;
+  CHECK(std::string(check_upgrade(body, ws, allowed).detail) == "Upgrade request with a body");
+}
