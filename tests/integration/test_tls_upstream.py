@@ -169,6 +169,22 @@ class TlsUpstreamTest(IntegrationTest):
         self.assertLess(took, 2.0)
         self.assertGreaterEqual(took, 0.25)
 
+    def test_reload_with_a_bad_certificate_file_is_refused_and_the_old_tls_serves(self):
+        import ops_helpers as ops
+        n = self.nginx()
+        good = {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")}
+        proxy = self.proxy_to(n, good)
+        self.assertEqual(self.get(proxy).status, 200)
+        ops.rewrite_config(proxy, h.simple_config(n.port, upstream={"tls": {"ca_file": "/nonexistent.pem"}}))
+        r = ops.admin(proxy, "POST", "/reload")
+        self.assertEqual(r.status, 500, r)
+        self.assertIn(b"upstreams[0].tls.ca_file: cannot load", r.body)
+        self.assertEqual(self.get(proxy).status, 200)
+        # A reload to a wrong CA takes effect: pooled connections from before are not reused.
+        ops.rewrite_config(proxy, h.simple_config(n.port, upstream={"tls": dict(good, ca_file=self.pki.path("other-ca.pem"))}))
+        self.assertEqual(ops.admin(proxy, "POST", "/reload").status, 200)
+        self.assertProxyError(self.get(proxy), 502, "upstream_tls")
+
     def test_a_missing_ca_file_is_a_config_error_at_check(self):
         cfg = h.simple_config(1, upstream={"tls": {"ca_file": "/nonexistent/ca.pem"}})
         path = os.path.join(self.pki.dir, "bad.yaml")
@@ -188,3 +204,75 @@ class TlsUpstreamTest(IntegrationTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TlsListenerTest(IntegrationTest):
+    @classmethod
+    def setUpClass(cls):
+        cls.pki = tls.Pki()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.pki.cleanup()
+
+    def tls_proxy(self, origin):
+        return self.start_proxy(h.simple_config(origin.port, listener={"tls": {
+            "cert_file": self.pki.path("proxy.pem"), "key_file": self.pki.path("proxy.key")}}))
+
+    def client(self, proxy):
+        import socket, ssl
+        ctx = ssl.create_default_context(cafile=self.pki.path("ca.pem"))
+        ctx.set_alpn_protocols(["h2", "http/1.1"])
+        raw = socket.create_connection(("127.0.0.1", proxy.port()), timeout=10)
+        s = ctx.wrap_socket(raw, server_hostname="proxy.test")
+        self.addCleanup(s.close)
+        return s
+
+    def test_tls_listener_serves_keep_alive_requests_marked_https(self):
+        origin = self.start_origin(handler=lambda a: h.respond(200, body=a.target.encode()))
+        proxy = self.tls_proxy(origin)
+        s = self.client(proxy)
+        self.assertEqual(s.selected_alpn_protocol(), "http/1.1")
+        reader = h._Reader(s.recv)
+        for i in range(3):
+            s.sendall(h.build_request("GET", "/s%d" % i))
+            r = h.read_response(reader)
+            self.assertEqual((r.status, r.body), (200, b"/s%d" % i))
+        arrivals = origin.wait_for(3)
+        self.assertEqual([a.header_list("x-forwarded-proto") for a in arrivals], [["https"]] * 3)
+        self.assertEqual(len({a.conn_id for a in arrivals}), 1)
+
+    def test_close_delimited_answer_to_a_tls_client_ends_with_close_notify(self):
+        origin = self.start_origin(script=[h.respond(200, body=b"y" * 5000, chunked=True, chunk_size=1000)])
+        proxy = self.tls_proxy(origin)
+        s = self.client(proxy)
+        s.sendall(b"GET /old HTTP/1.0\r\nHost: x\r\n\r\n")
+        data = b""
+        while True:
+            chunk = s.recv(65536)  # ssl raises SSLEOFError on an EOF without close_notify
+            if not chunk:
+                break
+            data += chunk
+        self.assertTrue(data.startswith(b"HTTP/1.1 200"), data[:100])
+        self.assertTrue(data.endswith(b"y" * 5000))
+
+    def test_cleartext_client_on_a_tls_listener_is_closed_and_logged(self):
+        import socket
+        origin = self.start_origin()
+        proxy = self.tls_proxy(origin)
+        with socket.create_connection(("127.0.0.1", proxy.port()), timeout=5) as s:
+            s.sendall(h.build_request("GET", "/plain"))
+            got = s.recv(4096)
+        self.assertFalse(got.startswith(b"HTTP/"), got)
+        self.assertTrue(h.wait_until(lambda: "TLS handshake with 127.0.0.1 failed" in proxy.stderr()))
+        self.assertNoArrivals(origin)
+
+    def test_listener_certificate_problems_fail_the_check(self):
+        cfg = h.simple_config(1, listener={"tls": {"cert_file": self.pki.path("ca.key"),
+                                                   "key_file": self.pki.path("proxy.key")}})
+        path = os.path.join(self.pki.dir, "bad-listener.yaml")
+        with open(path, "w") as f:
+            f.write(cfg)
+        out = subprocess.run([h.onelayer_bin(), "--check", "--config", path], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 1, out)
+        self.assertIn("listeners[0].tls.cert_file: cannot load", out.stderr)

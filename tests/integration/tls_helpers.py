@@ -166,6 +166,8 @@ http {
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc.stderr:
+            self.proc.stderr.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
