@@ -104,7 +104,6 @@ std::shared_ptr<TlsClientContext> TlsClientContext::create(const UpstreamTls& tl
   }
   SSL_CTX* ctx = c->ctx_;
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
   if (tls.verify) {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
     if (!tls.ca_file.empty()) {
@@ -200,7 +199,6 @@ std::shared_ptr<TlsServerContext> TlsServerContext::create(const ListenerTls& tl
     return nullptr;
   }
   SSL_CTX_set_min_proto_version(c->ctx_, TLS1_2_VERSION);
-  SSL_CTX_set_mode(c->ctx_, SSL_MODE_RELEASE_BUFFERS);
   if (!load_pair(c->ctx_, tls.cert_file, tls.key_file, error, error_key)) return nullptr;
   SSL_CTX_set_alpn_select_cb(c->ctx_, select_alpn, nullptr);
   return c;
