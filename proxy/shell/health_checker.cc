@@ -3,9 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <deque>
 #include <string>
 
 #include "shell/endpoint_log.h"
+#include "shell/tls_channel.h"
+#include "shell/tls_context.h"
 
 namespace onelayer {
 
@@ -25,6 +28,11 @@ struct HealthChecker::Check {
   uv_write_t write_req;
   std::string request;
   std::string response;
+  // A TLS upstream is checked over TLS, verified like its requests: the
+  // ciphertext on its way out waits here until libuv has written it.
+  std::unique_ptr<TlsChannel> tls;
+  std::deque<std::string> out;
+  bool request_sent = false;
   char buf[512];
   int open_handles = 2;
   bool done = false;
@@ -63,13 +71,51 @@ void HealthChecker::tick() {
       Target& t = targets_[Key{eps.get(), m.member}];
       if (t.in_flight || now < t.next) continue;
       t.next = now + u.health_check.interval;
-      launch(u, eps, m, t);
+      launch(u, eps, m, t, gen->tls.upstreams[i]);
     }
   }
 }
 
+// Writes bytes on a check's connection; they stay in c->out until written.
+static void check_write(HealthChecker::Check* c, std::string bytes) {
+  if (bytes.empty()) return;
+  c->out.push_back(std::move(bytes));
+  auto* req = new uv_write_t;
+  req->data = c;
+  uv_buf_t b = uv_buf_init(c->out.back().data(), static_cast<unsigned>(c->out.back().size()));
+  if (uv_write(req, reinterpret_cast<uv_stream_t*>(&c->tcp), &b, 1, [](uv_write_t* r, int) { delete r; }) != 0)
+    delete req;
+}
+
+static std::string take_tls_output(TlsChannel& t) {
+  std::string s(t.pending_output(), '\0');
+  s.resize(t.take_output(s.data(), s.size()));
+  return s;
+}
+
+// The check's request once it may go: at once in cleartext, after the
+// handshake over TLS. False when the TLS handshake failed.
+static bool check_advance(HealthChecker::Check* c) {
+  if (!c->tls) {
+    if (!c->request_sent) check_write(c, c->request);
+    c->request_sent = true;
+    return true;
+  }
+  TlsChannel::Status st = c->tls->handshake();
+  if (st == TlsChannel::Status::ok && !c->request_sent) {
+    c->request_sent = c->tls->write(c->request.data(), c->request.size());
+  }
+  check_write(c, take_tls_output(*c->tls));
+  if (st == TlsChannel::Status::error) {
+    spdlog::debug("upstream {}: health check TLS: {}", c->upstream, c->tls->error_text());
+    return false;
+  }
+  return true;
+}
+
 void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndpoints>& eps,
-                           const UpstreamEndpoints::MemberView& m, Target& t) {
+                           const UpstreamEndpoints::MemberView& m, Target& t,
+                           const std::shared_ptr<TlsClientContext>& tls) {
   sockaddr_storage ss{};
   uint16_t port = u.endpoints[m.endpoint].port;
   std::string ip(m.address);
@@ -88,6 +134,7 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
   c->healthy = u.health_check.healthy;
   c->request = "GET " + u.health_check.path + " HTTP/1.1\r\nHost: " + u.endpoints[m.endpoint].to_string() +
                "\r\nUser-Agent: onelayer-health-check\r\nConnection: close\r\n\r\n";
+  if (tls) c->tls = tls->open(u.endpoints[m.endpoint].host, u.endpoints[m.endpoint].to_string());
   uv_tcp_init(loop_, &c->tcp);
   uv_timer_init(loop_, &c->timer);
   c->tcp.data = c->timer.data = c->connect_req.data = c->write_req.data = c;
@@ -105,8 +152,10 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
       c->owner->finished(c, false);
       return;
     }
-    uv_buf_t b = uv_buf_init(c->request.data(), static_cast<unsigned>(c->request.size()));
-    uv_write(&c->write_req, reinterpret_cast<uv_stream_t*>(&c->tcp), &b, 1, [](uv_write_t*, int) {});
+    if (!check_advance(c)) {
+      c->owner->finished(c, false);
+      return;
+    }
     uv_read_start(reinterpret_cast<uv_stream_t*>(&c->tcp),
                   [](uv_handle_t* h, size_t, uv_buf_t* out) {
                     auto* c = static_cast<Check*>(h->data);
@@ -119,7 +168,18 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
                       c->owner->finished(c, false);
                       return;
                     }
-                    c->response.append(b->base, static_cast<size_t>(n));
+                    if (c->tls) {
+                      c->tls->feed(b->base, static_cast<size_t>(n));
+                      if (!c->tls->handshake_done()) {
+                        if (!check_advance(c)) c->owner->finished(c, false);
+                        if (c->done || !c->tls->handshake_done()) return;
+                      }
+                      char plain[512];
+                      TlsChannel::Status st;
+                      while (size_t got = c->tls->read(plain, sizeof plain, &st)) c->response.append(plain, got);
+                    } else {
+                      c->response.append(b->base, static_cast<size_t>(n));
+                    }
                     size_t eol = c->response.find("\r\n");
                     if (eol == std::string::npos && c->response.size() < 256) return;
                     // "HTTP/1.1 200 ...": the status is the three digits after the first space.

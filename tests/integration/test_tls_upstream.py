@@ -121,6 +121,34 @@ class TlsUpstreamTest(IntegrationTest):
         self.assertEqual(len(set(conns)), 3, "each request had its own connection: %r" % lines)
         self.assertEqual([tls.field(l, "reused") for l in lines], [".", "r", "r"], lines)
 
+    def test_health_checks_of_a_tls_upstream_speak_tls_and_keep_it_in(self):
+        n = self.nginx(locations='location = /healthz { return 200 "healthy\\n"; }')
+        proxy = self.proxy_to(n, {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")},
+                              upstream={"health_check": {"interval": "100ms", "timeout": "90ms", "unhealthy": 1}})
+        checks = n.wait_lines(3)
+        self.assertTrue(all(l.startswith("GET /healthz ") and tls.field(l, "sni") == "origin.test" for l in checks),
+                        checks)
+        metrics = proxy.admin_get("/metrics").body.decode()
+        self.assertIn('onelayer_endpoint_ejected{upstream="origin",endpoint="127.0.0.1:%d"} 0' % n.port, metrics)
+        self.assertEqual(self.get(proxy).status, 200)
+
+    def test_health_checks_fail_against_a_certificate_that_does_not_verify(self):
+        # Two endpoints, both with a certificate the configured CA did not sign:
+        # one is ejected by its checks (the last one never is).
+        a, b = self.nginx(), self.nginx()
+        cfg = h.simple_config(a.port, endpoints=["127.0.0.1:%d" % a.port, "127.0.0.1:%d" % b.port], upstream={
+            "tls": {"sni": "origin.test", "ca_file": self.pki.path("other-ca.pem")},
+            "health_check": {"interval": "100ms", "timeout": "90ms", "unhealthy": 1},
+            "outlier_detection": {"max_ejected_percent": 100}})
+        proxy = self.start_proxy(cfg)
+
+        def ejected():
+            text = proxy.admin_get("/metrics").body.decode()
+            return [p for p in (a.port, b.port)
+                    if 'onelayer_endpoint_ejected{upstream="origin",endpoint="127.0.0.1:%d"} 1' % p in text]
+        self.assertEqual(len(h.wait_until(ejected, 5)), 1)
+        self.assertEqual(a.access_lines() + b.access_lines(), [], "no check got past the handshake")
+
     def test_keep_alive_reuses_one_tls_connection(self):
         n = self.nginx()
         proxy = self.proxy_to(n, {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")})

@@ -243,6 +243,28 @@ class TunnelTest(IntegrationTest):
             r = c.request("GET", "/ws", headers=[("Connection", "Upgrade"), ("Upgrade", "websocket")])
         self.assertProxyError(r, 502, "bad_upstream_response")
 
+    def test_upgrade_is_retried_before_a_response_and_never_after_the_101(self):
+        switch = (b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+                  b"after-101")
+        origin = self.start_origin(script=[h.close_without_response(), h.raw(switch, close=True)])
+        proxy = self.proxy_for(origin, retry={"max_attempts": 3, "retry_on": ["reset"]})
+        s = socket.create_connection(("127.0.0.1", proxy.port()), timeout=5)
+        self.addCleanup(s.close)
+        s.sendall(b"GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        self.assertTrue(got.startswith(b"HTTP/1.1 101 "), got)
+        self.assertTrue(got.endswith(b"\r\n\r\nafter-101"), got)
+        time.sleep(0.3)
+        self.assertEqual(origin.count(), 2, "one retry before the response, none after the 101 and the close")
+        line = h.wait_until(lambda: [l for l in proxy.access_log() if "/ws" in l])
+        self.assertIn("status=101", line[0])
+        self.assertIn("attempts=2", line[0])
+
     def test_websocket_over_a_tls_upstream(self):
         import tls_helpers as tls
         pki = tls.Pki()
