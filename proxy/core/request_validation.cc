@@ -135,12 +135,15 @@ UpgradeVerdict check_upgrade(const RequestHeadFacts& head, const Headers& header
   }
   const Header* up = find_header(headers, "upgrade");
   if (!listed || !up) return v;
-  v.requested = true;
   std::string asked;
   for (const Header& h : headers) {
     if (!iequals(h.name, "upgrade")) continue;
     for_each_list_element(h.value, [&](std::string_view p) {
       std::string_view name = p.substr(0, p.find('/'));
+      // h2c is an offer a client falls back from (RFC 9113 3.1): ignored,
+      // as a server may ignore any Upgrade (RFC 9110 7.8).
+      if (iequals(name, "h2c")) return;
+      v.requested = true;
       if (!asked.empty()) asked += ", ";
       asked += p;
       for (const std::string& a : allowed) {
@@ -151,6 +154,7 @@ UpgradeVerdict check_upgrade(const RequestHeadFacts& head, const Headers& header
       }
     });
   }
+  if (!v.requested) return v;
   auto refuse_with = [&](const char* reason, const char* detail) {
     v.status = 400;
     v.reason = reason;

@@ -78,7 +78,8 @@ RequestVerdict check_routed_request(const RequestHeadFacts& head, const Headers&
 // upstream. Refused: an upgrade to nothing the listener forwards (400
 // upgrade_not_allowed, the hint lists what it forwards), and one over
 // HTTP/1.0 or with a body (400 bad_request). An `Upgrade` field without the
-// Connection option is no request to switch: it is dropped as hop-by-hop.
+// Connection option is no request to switch, nor is one that offers only
+// h2c (clients fall back from it): Upgrade is then dropped as hop-by-hop.
 struct UpgradeVerdict {
   bool requested = false;
   std::string protocols;

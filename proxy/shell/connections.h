@@ -52,6 +52,9 @@ struct EndpointState {
 class UpConn final : public Conn, public HttpParser::Handler {
  public:
   UpConn(Worker* w, EndpointState* ep);
+  // The TLS channel goes before its context (a member of this class, so
+  // otherwise freed first).
+  ~UpConn() override { tls_.reset(); }
   void connect(Millis timeout);
   void start_connect();  // once an address is known
   void attach(Exchange* ex) { ex_ = ex; }

@@ -30,6 +30,7 @@ struct HealthChecker::Check {
   std::string response;
   // A TLS upstream is checked over TLS, verified like its requests: the
   // ciphertext on its way out waits here until libuv has written it.
+  std::shared_ptr<TlsClientContext> tls_ctx;  // outlives `tls` (a reload may drop the generation's)
   std::unique_ptr<TlsChannel> tls;
   std::deque<std::string> out;
   bool request_sent = false;
@@ -134,7 +135,10 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
   c->healthy = u.health_check.healthy;
   c->request = "GET " + u.health_check.path + " HTTP/1.1\r\nHost: " + u.endpoints[m.endpoint].to_string() +
                "\r\nUser-Agent: onelayer-health-check\r\nConnection: close\r\n\r\n";
-  if (tls) c->tls = tls->open(u.endpoints[m.endpoint].host, u.endpoints[m.endpoint].to_string());
+  if (tls) {
+    c->tls_ctx = tls;
+    c->tls = tls->open(u.endpoints[m.endpoint].host, u.endpoints[m.endpoint].to_string());
+  }
   uv_tcp_init(loop_, &c->tcp);
   uv_timer_init(loop_, &c->timer);
   c->tcp.data = c->timer.data = c->connect_req.data = c->write_req.data = c;

@@ -218,11 +218,22 @@ class TunnelTest(IntegrationTest):
         self.assertNoArrivals(origin)
         proxy2 = self.proxy_for(origin)
         with h.Conn(proxy2.port()) as c:
-            r = c.request("GET", "/h2c", headers=[("Connection", "Upgrade, HTTP2-Settings"), ("Upgrade", "h2c"),
-                                                  ("HTTP2-Settings", "AAMAAABkAAQCAAAAAAIAAAAA")])
+            r = c.request("GET", "/irc", headers=[("Connection", "Upgrade"), ("Upgrade", "IRC/6.9")])
         self.assertProxyError(r, 400, "upgrade_not_allowed")
+        self.assertIn(b"does not forward Upgrade: IRC/6.9", r.body)
         self.assertIn(b"forwards Upgrade: websocket", r.body)
         self.assertNoArrivals(origin)
+
+    def test_an_h2c_offer_is_ignored_and_the_request_forwarded_as_http11(self):
+        origin = self.start_origin()
+        proxy = self.proxy_for(origin)
+        with h.Conn(proxy.port()) as c:
+            r = c.request("GET", "/h2c", headers=[("Connection", "Upgrade, HTTP2-Settings"), ("Upgrade", "h2c"),
+                                                  ("HTTP2-Settings", "AAMAAABkAAQCAAAAAAIAAAAA")])
+            self.assertEqual(r.status, 200)
+            self.assertEqual(c.request("GET", "/again").status, 200, "the connection stays HTTP/1.1")
+        a = origin.wait_for(2)[0]
+        self.assertEqual((a.header_all("upgrade"), a.header_all("http2-settings")), ([], []))
 
     def test_an_origin_that_declines_the_upgrade_is_answered_as_is_and_the_connection_closes(self):
         origin = self.start_origin(script=[h.respond(426, headers=[("Upgrade", "websocket")], body=b"no")])

@@ -235,11 +235,13 @@ TEST_CASE("upgrade: without the Connection option it is no upgrade; others are r
   Headers bare{{"Host", "a"}, {"Upgrade", "websocket"}};
   CHECK_FALSE(check_upgrade(get("/"), bare, allowed).requested);
   Headers h2c{{"Host", "a"}, {"Connection", "Upgrade, HTTP2-Settings"}, {"Upgrade", "h2c"}};
-  UpgradeVerdict v = check_upgrade(get("/"), h2c, allowed);
+  CHECK_FALSE(check_upgrade(get("/"), h2c, allowed).requested);  // an offer clients fall back from
+  Headers irc{{"Host", "a"}, {"Connection", "Upgrade"}, {"Upgrade", "h2c, IRC/6.9"}};
+  UpgradeVerdict v = check_upgrade(get("/"), irc, allowed);
   CHECK(v.requested);
   CHECK(v.status == 400);
   CHECK(std::string(v.reason) == "upgrade_not_allowed");
-  CHECK(v.hint.find("Upgrade: h2c") != std::string::npos);
+  CHECK(v.hint.find("Upgrade: IRC/6.9") != std::string::npos);
   CHECK(v.hint.find("forwards Upgrade: websocket") != std::string::npos);
   Headers ws{{"Host", "a"}, {"Connection", "upgrade"}, {"Upgrade", "websocket"}};
   v = check_upgrade(get("/"), ws, {});
