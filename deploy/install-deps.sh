@@ -4,10 +4,12 @@
 # Used by the README commands, .ci/run and the Dockerfile's build stage.
 set -euo pipefail
 
-BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libnghttp2-dev doctest-dev node-llhttp"
+BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libnghttp2-dev doctest-dev node-llhttp libssl-dev"
 # podman, buildah, debootstrap: the container test builds the Dockerfile.
 # haproxy, nginx-light: the inner-peer chain tests (test_inner_peers) run real ones.
-TEST_PKGS="python3 curl clang libclang-rt-14-dev prometheus podman buildah debootstrap haproxy nginx-light"
+# openssl, nginx-light, python3-websockets: the TLS and tunnel tests (certificates
+# made at test time, NGINX as the TLS origin, a WebSocket client and origin).
+TEST_PKGS="python3 curl openssl nginx-light python3-websockets clang libclang-rt-14-dev prometheus podman buildah debootstrap haproxy"
 # kubectl (test_deploy's kustomize cross-check): Debian's kubernetes-client,
 # unless a kubectl from elsewhere is installed already (the two conflict).
 command -v kubectl >/dev/null || TEST_PKGS="$TEST_PKGS kubernetes-client"

@@ -6,6 +6,7 @@
 #include "core/config_loader.h"
 #include "shell/logging.h"
 #include "shell/server.h"
+#include "shell/tls_context.h"
 
 static void usage(FILE* out) {
   std::fprintf(out,
@@ -64,7 +65,9 @@ int main(int argc, char** argv) {
   onelayer::setup_logging(level, format == "json" ? onelayer::LogFormat::json : onelayer::LogFormat::text);
   if (check) {
     onelayer::LoadResult lr = onelayer::load_config_file(opts.config_path);
-    if (!lr.ok()) {
+    onelayer::TlsContexts tls;  // --check loads every certificate too
+    if (lr.ok()) lr.errors = onelayer::build_tls_contexts(*lr.config, tls);
+    if (!lr.errors.empty()) {
       std::fputs(onelayer::format_errors(lr.errors).c_str(), stderr);
       return 1;
     }

@@ -104,6 +104,14 @@ struct Route {
   bool operator==(const Route&) const = default;
 };
 
+// Downstream TLS on a listener (`listeners[].tls`): the certificate chain
+// and key it presents.
+struct ListenerTls {
+  std::string cert_file;
+  std::string key_file;
+  bool operator==(const ListenerTls&) const = default;
+};
+
 struct Listener {
   std::string name;
   HostPort listen;
@@ -113,6 +121,10 @@ struct Listener {
   // Requests in flight on this listener (all workers) beyond which new ones
   // are shed with 503 overloaded and a Retry-After; 0: unlimited.
   uint32_t max_concurrent_requests = 0;
+  std::optional<bool> via;  // unset: the top-level `via`
+  // Upgrade tokens forwarded (lower case); others are refused.
+  std::vector<std::string> upgrades{"websocket"};
+  std::optional<ListenerTls> tls;
   bool operator==(const Listener&) const = default;
 };
 
@@ -167,6 +179,21 @@ struct HealthCheckConfig {
   bool operator==(const HealthCheckConfig&) const = default;
 };
 
+// What an upstream connection speaks. Only http1 is spoken today; `auto`
+// (TLS only) offers ALPN and speaks what the build can, http/1.1.
+enum class UpstreamProtocol { http1, h2c, h2, auto_ };
+
+// TLS to an upstream (`upstreams[].tls`). Empty strings: not given.
+struct UpstreamTls {
+  std::string sni;      // "": the endpoint's host name (not sent for an IP literal)
+  bool verify = true;
+  std::string ca_file;  // "": the system store
+  std::string cert_file;  // client certificate chain (mTLS), with key_file
+  std::string key_file;
+  std::vector<std::string> alpn;  // empty: follows `protocol`
+  bool operator==(const UpstreamTls&) const = default;
+};
+
 struct Upstream {
   std::string name;
   std::vector<HostPort> endpoints;
@@ -177,6 +204,8 @@ struct Upstream {
   Balance balance = Balance::p2c;
   OutlierDetectionConfig outlier_detection;
   HealthCheckConfig health_check;
+  UpstreamProtocol protocol = UpstreamProtocol::http1;
+  std::optional<UpstreamTls> tls;
   bool operator==(const Upstream&) const = default;
 };
 
@@ -197,6 +226,7 @@ struct Config {
   uint32_t workers = 1;
   Millis drain_timeout{10'000};
   bool propagate_baggage = true;
+  bool via = true;  // write `Via: 1.1 onelayer` both ways (listeners may override)
   HeaderNames headers;
   std::vector<Listener> listeners;
   std::vector<Upstream> upstreams;
@@ -205,6 +235,8 @@ struct Config {
   std::string source_text;  // file contents, served by GET /config
 
   const Upstream* find_upstream(std::string_view name) const;  // nullptr if none
+  // Whether the listener writes Via: its own `via`, else the top-level one.
+  bool via_on(const Listener& l) const { return l.via.value_or(via); }
 
   // Equal in everything but source_path/source_text: what a reload compares
   // to decide whether anything changed, and what the YAML round trip keeps.

@@ -240,6 +240,11 @@ class Loader {
   void read_upstream(const At& at, Upstream& u, NameIndex& names);
   void read_outlier_detection(const At& at, OutlierDetectionConfig& od);
   void read_health_check(const At& at, HealthCheckConfig& hc);
+  void read_upgrades(const At& at, std::vector<std::string>& out);
+  void read_listener_tls(const At& at, ListenerTls& tls);
+  void read_upstream_tls(const At& at, UpstreamTls& tls);
+  bool read_file_name(const At& at, std::string& out);
+  void check_protocol(const At& at, const Upstream& u);
   void check_header_names(const At& at, const HeaderNames& h);
   void check_addresses();
   void resolve_upstreams();
@@ -530,6 +535,7 @@ void Loader::read_root(const At& at) {
       {"workers", [&](const At& a) { read_uint_as(a, 1, 64, config_.workers); }},
       {"drain_timeout", [&](const At& a) { read_duration(a, true, config_.drain_timeout); }},
       {"propagate_baggage", [&](const At& a) { read_bool(a, config_.propagate_baggage); }},
+      {"via", [&](const At& a) { read_bool(a, config_.via); }},
       {"headers", [&](const At& a) { read_headers(a, config_.headers); }},
       {"listeners",
        [&](const At& a) {
@@ -618,6 +624,17 @@ void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& n
                      {{"drop", UnderscoreHeaders::drop}, {"reject", UnderscoreHeaders::reject},
                       {"allow", UnderscoreHeaders::allow}},
                      l.headers_with_underscores);
+       }},
+      {"via",
+       [&](const At& a) {
+         bool v = true;
+         if (read_bool(a, v)) l.via = v;
+       }},
+      {"upgrades", [&](const At& a) { read_upgrades(a, l.upgrades); }},
+      {"tls",
+       [&](const At& a) {
+         l.tls.emplace();
+         read_listener_tls(a, *l.tls);
        }},
       {"routes",
        [&](const At& a) {
@@ -855,6 +872,7 @@ void Loader::read_backoff(const At& at, Backoff& b) {
 }
 
 void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
+  std::optional<At> protocol_at;
   read_map(at, {
       {"name", [&](const At& a) { read_unique_name(a, u.name, names, "upstream"); }, true},
       {"endpoints",
@@ -917,7 +935,116 @@ void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
        }},
       {"outlier_detection", [&](const At& a) { read_outlier_detection(a, u.outlier_detection); }},
       {"health_check", [&](const At& a) { read_health_check(a, u.health_check); }},
+      {"protocol",
+       [&](const At& a) {
+         protocol_at = a;
+         read_choice(a,
+                     {{"http1", UpstreamProtocol::http1}, {"h2c", UpstreamProtocol::h2c},
+                      {"h2", UpstreamProtocol::h2}, {"auto", UpstreamProtocol::auto_}},
+                     u.protocol);
+       }},
+      {"tls",
+       [&](const At& a) {
+         u.tls.emplace();
+         read_upstream_tls(a, *u.tls);
+       }},
   });
+  if (protocol_at) check_protocol(*protocol_at, u);
+}
+
+void Loader::check_protocol(const At& at, const Upstream& u) {
+  switch (u.protocol) {
+    case UpstreamProtocol::http1: return;
+    case UpstreamProtocol::auto_:
+      if (!u.tls) error(at, "\"auto\" chooses by TLS ALPN and needs a tls block (cleartext: http1)");
+      return;
+    case UpstreamProtocol::h2c:
+    case UpstreamProtocol::h2:
+      error(at, "HTTP/2 to upstreams is not available in this version; use http1, or auto with tls "
+                "(which offers and speaks http/1.1 until then)");
+      return;
+  }
+}
+
+void Loader::read_upgrades(const At& at, std::vector<std::string>& out) {
+  out.clear();  // a given list replaces the default one
+  read_list(
+      at,
+      [&](const At& item) {
+        std::string token;
+        if (!read_token(item, token, "an upgrade protocol name")) return;
+        token = to_lower(token);
+        if (token == "h2c") {
+          error(item, "h2c is not an upgrade onelayer forwards (HTTP/2 to upstreams is not available)");
+          return;
+        }
+        if (std::find(out.begin(), out.end(), token) == out.end()) out.push_back(token);
+      },
+      true);
+}
+
+bool Loader::read_file_name(const At& at, std::string& out) {
+  std::optional<std::string> s = read_string(at);
+  if (!s) return false;
+  if (s->empty() || s->find('\0') != std::string::npos) {
+    error(at, "must be a file name");
+    return false;
+  }
+  out = *s;
+  return true;
+}
+
+void Loader::read_listener_tls(const At& at, ListenerTls& tls) {
+  read_map(at, {
+      {"cert_file", [&](const At& a) { read_file_name(a, tls.cert_file); }, true},
+      {"key_file", [&](const At& a) { read_file_name(a, tls.key_file); }, true},
+  });
+}
+
+void Loader::read_upstream_tls(const At& at, UpstreamTls& tls) {
+  std::optional<At> cert_at, key_at;
+  read_map(at, {
+      {"sni",
+       [&](const At& a) {
+         std::optional<std::string> s = read_string(a);
+         if (!s) return;
+         if (!is_hostname(*s)) {
+           error(a, "must be a host name (letters, digits, '-', '.')");
+           return;
+         }
+         tls.sni = to_lower(*s);
+       }},
+      {"verify", [&](const At& a) { read_bool(a, tls.verify); }},
+      {"ca_file", [&](const At& a) { read_file_name(a, tls.ca_file); }},
+      {"cert_file",
+       [&](const At& a) {
+         if (read_file_name(a, tls.cert_file)) cert_at = a;
+       }},
+      {"key_file",
+       [&](const At& a) {
+         if (read_file_name(a, tls.key_file)) key_at = a;
+       }},
+      {"alpn",
+       [&](const At& a) {
+         read_list(
+             a,
+             [&](const At& item) {
+               std::optional<std::string> p = read_string(item);
+               if (!p) return;
+               if (*p == "h2") {
+                 error(item, "h2 cannot be spoken yet (HTTP/2 to upstreams is not available); "
+                             "onelayer speaks http/1.1");
+               } else if (*p != "http/1.1") {
+                 error(item, "must be http/1.1 (the protocol onelayer speaks to upstreams)");
+               } else if (tls.alpn.empty()) {
+                 tls.alpn.push_back(*p);
+               }
+             },
+             false);
+       }},
+  });
+  if (cert_at && !key_at) error(*cert_at, "needs key_file too (the client certificate's private key)");
+  if (key_at && !cert_at) error(*key_at, "needs cert_file too (the client certificate chain)");
 }
 
 void Loader::read_outlier_detection(const At& at, OutlierDetectionConfig& od) {
@@ -1068,6 +1195,16 @@ const char* underscore_headers_name(UnderscoreHeaders u) {
   return "drop";
 }
 
+const char* protocol_name(UpstreamProtocol p) {
+  switch (p) {
+    case UpstreamProtocol::http1: return "http1";
+    case UpstreamProtocol::h2c: return "h2c";
+    case UpstreamProtocol::h2: return "h2";
+    case UpstreamProtocol::auto_: return "auto";
+  }
+  return "http1";
+}
+
 void emit_kv(YAML::Emitter& e, const char* key, const std::string& value) {
   e << YAML::Key << key << YAML::Value << value;
 }
@@ -1142,6 +1279,14 @@ void emit_listener(YAML::Emitter& e, const Listener& l) {
   e << YAML::EndMap;
   e << YAML::Key << "max_concurrent_requests" << YAML::Value << l.max_concurrent_requests;
   emit_kv(e, "headers_with_underscores", underscore_headers_name(l.headers_with_underscores));
+  if (l.via) e << YAML::Key << "via" << YAML::Value << *l.via;
+  e << YAML::Key << "upgrades" << YAML::Value << YAML::Flow << l.upgrades;
+  if (l.tls) {
+    e << YAML::Key << "tls" << YAML::Value << YAML::BeginMap;
+    emit_kv(e, "cert_file", l.tls->cert_file);
+    emit_kv(e, "key_file", l.tls->key_file);
+    e << YAML::EndMap;
+  }
   e << YAML::Key << "routes" << YAML::Value << YAML::BeginSeq;
   for (const Route& r : l.routes) emit_route(e, r);
   e << YAML::EndSeq;
@@ -1189,6 +1334,18 @@ void emit_upstream(YAML::Emitter& e, const Upstream& u) {
   e << YAML::Key << "unhealthy" << YAML::Value << hc.unhealthy;
   e << YAML::Key << "healthy" << YAML::Value << hc.healthy;
   e << YAML::EndMap;
+  emit_kv(e, "protocol", protocol_name(u.protocol));
+  if (u.tls) {
+    const UpstreamTls& t = *u.tls;
+    e << YAML::Key << "tls" << YAML::Value << YAML::BeginMap;
+    if (!t.sni.empty()) emit_kv(e, "sni", t.sni);
+    e << YAML::Key << "verify" << YAML::Value << t.verify;
+    if (!t.ca_file.empty()) emit_kv(e, "ca_file", t.ca_file);
+    if (!t.cert_file.empty()) emit_kv(e, "cert_file", t.cert_file);
+    if (!t.key_file.empty()) emit_kv(e, "key_file", t.key_file);
+    if (!t.alpn.empty()) e << YAML::Key << "alpn" << YAML::Value << YAML::Flow << t.alpn;
+    e << YAML::EndMap;
+  }
   e << YAML::EndMap;
 }
 
@@ -1252,6 +1409,7 @@ std::string config_to_yaml(const Config& c) {
   e << YAML::Key << "workers" << YAML::Value << c.workers;
   emit_kv(e, "drain_timeout", format_duration(c.drain_timeout));
   e << YAML::Key << "propagate_baggage" << YAML::Value << c.propagate_baggage;
+  e << YAML::Key << "via" << YAML::Value << c.via;
   e << YAML::Key << "headers" << YAML::Value << YAML::BeginMap;
   emit_kv(e, "retry_owner", c.headers.retry_owner);
   emit_kv(e, "retry_attempt", c.headers.retry_attempt);

@@ -63,7 +63,15 @@ bool read_target(const RequestHeadFacts& head, const Headers& headers, RequestVe
 
 RequestVerdict check_request_head(const RequestHeadFacts& head, Headers& headers,
                                   UnderscoreHeaders underscores) {
-  if (head.method == "CONNECT") return bad_request("CONNECT is not supported");
+  if (head.method == "CONNECT") {
+    RequestVerdict v = bad_request("CONNECT is not supported: onelayer originates TLS itself");
+    v.hint =
+        "onelayer does not open CONNECT tunnels: it originates TLS to upstreams itself. "
+        "Send the request to onelayer in plain HTTP (GET http://host/path, or GET /path with Host) "
+        "and give the route's upstream a tls block, e.g. upstreams[].tls: {} "
+        "(verified against the system store; ca_file, sni and client certificates are optional).";
+    return v;
+  }
   if (head.http_major != 1) return bad_request("only HTTP/1.x is served");
   for (unsigned char c : head.target) {
     if (c <= 0x20 || c >= 0x7f) return bad_request("invalid byte in the request target");  // RFC 9112 3.2
@@ -115,6 +123,60 @@ RequestVerdict check_routed_request(const RequestHeadFacts& head, const Headers&
     *expect_continue = true;
   }
   return RequestVerdict{};
+}
+
+UpgradeVerdict check_upgrade(const RequestHeadFacts& head, const Headers& headers,
+                             const std::vector<std::string>& allowed) {
+  UpgradeVerdict v;
+  bool listed = false;
+  for (const Header& h : headers) {
+    if (iequals(h.name, "connection"))
+      for_each_list_element(h.value, [&](std::string_view o) { listed |= iequals(o, "upgrade"); });
+  }
+  const Header* up = find_header(headers, "upgrade");
+  if (!listed || !up) return v;
+  std::string asked;
+  for (const Header& h : headers) {
+    if (!iequals(h.name, "upgrade")) continue;
+    for_each_list_element(h.value, [&](std::string_view p) {
+      std::string_view name = p.substr(0, p.find('/'));
+      // h2c is an offer a client falls back from (RFC 9113 3.1): ignored,
+      // as a server may ignore any Upgrade (RFC 9110 7.8).
+      if (iequals(name, "h2c")) return;
+      v.requested = true;
+      if (!asked.empty()) asked += ", ";
+      asked += p;
+      for (const std::string& a : allowed) {
+        if (!iequals(name, a)) continue;
+        if (!v.protocols.empty()) v.protocols += ", ";
+        v.protocols += p;
+        break;
+      }
+    });
+  }
+  if (!v.requested) return v;
+  auto refuse_with = [&](const char* reason, const char* detail) {
+    v.status = 400;
+    v.reason = reason;
+    v.detail = detail;
+  };
+  if (v.protocols.empty()) {
+    refuse_with("upgrade_not_allowed", "Upgrade to a protocol the listener does not forward");
+    std::string forwarded;
+    for (const std::string& a : allowed) forwarded += (forwarded.empty() ? "" : ", ") + a;
+    v.hint = "onelayer does not forward Upgrade: " + asked + " on this listener. It forwards " +
+             (forwarded.empty() ? std::string("no upgrades") : "Upgrade: " + forwarded) +
+             " (listeners[].upgrades in the config).";
+    return v;
+  }
+  if (!(head.http_major == 1 && head.http_minor >= 1)) {
+    refuse_with("bad_request", "Upgrade over HTTP/1.0");
+    v.hint = "Upgrade needs HTTP/1.1.";
+  } else if (head.chunked || head.content_length > 0) {
+    refuse_with("bad_request", "Upgrade request with a body");
+    v.hint = "An Upgrade request with a body is not forwarded.";
+  }
+  return v;
 }
 
 }  // namespace onelayer

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/config.h"
 #include "core/http_headers.h"
@@ -38,6 +39,7 @@ struct RequestVerdict {
   int status = 0;            // 0: go on; else the status to answer with
   const char* reason = "";   // x-onelayer-error, when status != 0
   const char* detail = "";   // for the log line, when status != 0
+  const char* hint = "";     // for the client (the response body), when status != 0
   std::string host;          // routing host: Host, or the absolute-form authority
   std::string path;          // routing path ("*" for OPTIONS *)
   std::string upstream_target;  // what the upstream gets as request target
@@ -45,7 +47,8 @@ struct RequestVerdict {
   bool refused() const { return status != 0; }
 };
 
-// Before routing. Refuses, all with 400 bad_request: CONNECT, a version other
+// Before routing. Refuses, all with 400 bad_request: CONNECT (its hint says
+// that onelayer originates TLS itself and how to configure it), a version other
 // than 1.x, a target byte that is whitespace, a control or not ASCII, any
 // Transfer-Encoding but `chunked` alone, a Content-Length above
 // kMaxContentLength, obs-fold and the header problems of
@@ -67,5 +70,26 @@ RequestVerdict check_request_head(const RequestHeadFacts& head, Headers& headers
 // "100 Continue" before sending its body.
 RequestVerdict check_routed_request(const RequestHeadFacts& head, const Headers& headers,
                                     uint64_t max_body_bytes, bool* expect_continue);
+
+// A request that asks to switch protocols (RFC 9110 7.8): an `Upgrade`
+// field and `upgrade` among its Connection options. `protocols` holds the
+// requested protocols the listener forwards (`listeners[].upgrades`, lower
+// case; "websocket/13" counts as websocket), comma-joined as they go
+// upstream. Refused: an upgrade to nothing the listener forwards (400
+// upgrade_not_allowed, the hint lists what it forwards), and one over
+// HTTP/1.0 or with a body (400 bad_request). An `Upgrade` field without the
+// Connection option is no request to switch, nor is one that offers only
+// h2c (clients fall back from it): Upgrade is then dropped as hop-by-hop.
+struct UpgradeVerdict {
+  bool requested = false;
+  std::string protocols;
+  int status = 0;
+  const char* reason = "";
+  const char* detail = "";
+  std::string hint;
+  bool refused() const { return status != 0; }
+};
+UpgradeVerdict check_upgrade(const RequestHeadFacts& head, const Headers& headers,
+                             const std::vector<std::string>& allowed);
 
 }  // namespace onelayer

@@ -19,6 +19,9 @@ std::string_view strip_brackets(std::string_view h) {
 }
 
 bool path_matches(std::string_view prefix, std::string_view target) {
+  // `OPTIONS *` asks about the server as a whole: only a catch-all route
+  // (every path) takes it.
+  if (target == "*") return prefix == "/";
   target = target.substr(0, target.find_first_of("?#"));
   return target.substr(0, prefix.size()) == prefix;
 }

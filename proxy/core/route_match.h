@@ -16,6 +16,7 @@ namespace onelayer {
 // without a host. path: the request target; the query and fragment are
 // ignored and the prefix comparison is byte-wise and case-sensitive
 // ("/items" matches "/items", "/items/1" and "/itemsX", like Envoy's prefix).
+// A path of "*" (`OPTIONS *`) matches only routes whose prefix is "/".
 // method: exact, upper case.
 const Route* match_route(const Listener& listener, std::string_view host, std::string_view path,
                          std::string_view method);

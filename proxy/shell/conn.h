@@ -7,8 +7,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "shell/handle_wrap.h"
+#include "shell/tls_channel.h"
 
 namespace onelayer {
 
@@ -48,8 +50,23 @@ class Conn : public HandleWrap<Conn> {
       if (nread == 0) return;  // nothing there after all
       buf = &own;
     }
+    // TLS: ciphertext goes to the channel, plaintext to on_read.
+    if (c->tls() && nread > 0) {
+      c->tls()->feed(buf->base, static_cast<size_t>(nread));
+      tls_pump(c);
+      return;
+    }
     c->on_read(nread, buf);
   }
+  // Drives a TLS connection after input: the handshake (C::on_tls_handshake
+  // hears how it ended), then plaintext to C::on_read while the connection
+  // reads; a close_notify reads as EOF, a TLS error goes to C::on_tls_error.
+  // All the plaintext of what was fed is handed on, even when on_read
+  // paused reading meanwhile: at most one socket read's worth (64 KiB), and
+  // nothing would wake the connection for bytes already off the socket.
+  // Defined in worker.h (it needs the worker's buffer and write path).
+  template <class C>
+  static void tls_pump(C* c);
   // What the socket holds, read into the worker's buffer: bytes, 0 for
   // nothing yet, UV_EOF or a libuv error, as libuv's read callback reports.
   ssize_t recv_now(uv_buf_t* buf);
@@ -67,12 +84,15 @@ class Conn : public HandleWrap<Conn> {
   uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp_); }
 
   Worker* worker() const { return worker_; }
+  // The connection's TLS channel while it speaks TLS, else nullptr.
+  TlsChannel* tls() const { return tls_.get(); }
 
  protected:
   // First: it shares a word with HandleWrap's two bytes (every idle
   // connection holds these).
   bool connecting_ = false;
   Worker* worker_;
+  std::unique_ptr<TlsChannel> tls_;  // set while the connection speaks TLS
   uv_tcp_t tcp_;
   uv_timer_t timer_;
 

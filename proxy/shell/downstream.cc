@@ -61,6 +61,11 @@ void DownConn::start() {
     peer_ip_ = ip;
   }
   uv_tcp_nodelay(&tcp_, 1);
+  {  // a TLS listener's connections start with a handshake (header_timeout covers it)
+    const GenerationPtr& g = worker_->generation();
+    int li = g->listener_index(listener_->name());
+    if (li >= 0 && g->tls.listeners[static_cast<size_t>(li)]) tls_ = g->tls.listeners[static_cast<size_t>(li)]->open();
+  }
   parser_.set_limits(lim.max_header_bytes, 128);
   arm_header_timer();
   resume_reading();
@@ -113,6 +118,11 @@ void DownConn::buffer_pipelined(const char* data, size_t len) {
 }
 
 void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
+  if (tunnel_ && ex_) {  // after a 101 the bytes are the tunnel's
+    if (nread > 0) account_in(static_cast<size_t>(nread));
+    if (nread != 0) ex_->on_tunnel_down(nread, buf);
+    return;
+  }
   if (nread > 0 && parser_.error() == HttpParser::Error::paused) {
     account_in(static_cast<size_t>(nread));
     buffer_pipelined(buf->base, static_cast<size_t>(nread));
@@ -138,6 +148,18 @@ void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
     return;
   }
   abort_connection();
+}
+
+// A client whose TLS handshake fails is closed (nothing of HTTP was said).
+void DownConn::on_tls_handshake(bool ok) {
+  if (ok) return;
+  spdlog::info("listener {}: TLS handshake with {} failed: {}", listener_->name(), peer_ip_, tls_->error_text());
+  close_handles();
+}
+
+void DownConn::on_tls_error() {
+  spdlog::info("listener {}: TLS error from {}: {}", listener_->name(), peer_ip_, tls_->error_text());
+  abort_connection("tls_error");
 }
 
 void DownConn::process_input(const char* data, size_t len) {
@@ -176,8 +198,10 @@ void DownConn::process_input(const char* data, size_t len) {
 
 int DownConn::on_head(MessageHead& head) {
   disarm_timer();
-  bool http11 = head.http_major == 1 && head.http_minor >= 1;
-  if (!head.keep_alive || !http11) close_after_ = true;
+  // HTTP/1.0 stays open when it asks for keep-alive (llhttp's keep_alive
+  // says so); its responses then need Content-Length framing.
+  http10_ = !(head.http_major == 1 && head.http_minor >= 1);
+  if (!head.keep_alive) close_after_ = true;
   if (worker_->draining()) close_after_ = true;
 
   const GenerationPtr& gen = worker_->generation();
@@ -191,7 +215,7 @@ int DownConn::on_head(MessageHead& head) {
                          head.chunked, head.has_content_length, head.content_length};
   RequestVerdict v = check_request_head(facts, head.headers, l.headers_with_underscores);
   if (v.refused()) {
-    reject(v.status, v.reason, true, v.detail);
+    reject(v.status, v.reason, true, v.detail, {}, nullptr, v.hint);
     return -1;
   }
   if (v.underscore_fields_dropped > 0) {
@@ -208,6 +232,11 @@ int DownConn::on_head(MessageHead& head) {
   RequestVerdict routed = check_routed_request(facts, head.headers, l.limits.max_body_bytes, &expect_continue);
   if (routed.refused()) {
     reject(routed.status, routed.reason, true, routed.detail);
+    return -1;
+  }
+  UpgradeVerdict upgrade = check_upgrade(facts, head.headers, l.upgrades);
+  if (upgrade.refused()) {
+    reject(upgrade.status, upgrade.reason, true, upgrade.detail, {}, nullptr, upgrade.hint.c_str());
     return -1;
   }
   size_t ri = static_cast<size_t>(route - l.routes.data());
@@ -235,6 +264,10 @@ int DownConn::on_head(MessageHead& head) {
   in_exchange_ = true;
   ex_ = std::make_unique<Exchange>(this, gen, li, route, rm, head, std::move(v.upstream_target));
   ex_->hold_shed_permit(std::move(permit));
+  if (upgrade.requested) {  // this connection ends with the exchange, tunnel or not
+    ex_->set_upgrade(std::move(upgrade.protocols));
+    close_after_ = true;
+  }
   ex_->start();
   return 0;
 }
@@ -308,6 +341,10 @@ void DownConn::exchange_done(bool close_after) {
 void DownConn::close_when_flushed() {
   if (closing()) return;
   pause_reading();
+  if (tls_ && tls_->handshake_done()) {  // close_notify, so the client sees a clean end
+    tls_->shutdown();
+    worker_->flush_tls(this);
+  }
   if (write_queue() == 0) {
     close_handles();
   } else {
@@ -316,11 +353,14 @@ void DownConn::close_when_flushed() {
 }
 
 void DownConn::reject(int status, const char* reason, bool close_after, const char* log_detail,
-                      std::string_view extra, RouteMetrics* counted_in) {
+                      std::string_view extra, RouteMetrics* counted_in, const char* hint) {
   if (closing()) return;
   if (close_after) close_after_ = true;
   std::string out;
-  append_proxy_response(out, status, reason, close_after_, extra, parser_.head().method == "HEAD");
+  std::string headers(extra);
+  headers += keep_alive_header();
+  append_proxy_response(out, status, reason, close_after_, headers, parser_.head().method == "HEAD",
+                        hint ? hint : "");
   worker_->write(this, out);
   spdlog::info("listener {}: {} {} from {}: {}", listener_->name(), status, reason, peer_ip_,
                log_detail ? log_detail : "");

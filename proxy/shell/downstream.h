@@ -38,6 +38,21 @@ class DownConn final : public Conn, private HttpParser::Handler {
   void close_after_response() { close_after_ = true; }
   const std::string& peer_ip() const { return peer_ip_; }
   Exchange* exchange() const { return ex_.get(); }
+  // What a response that keeps the connection open must say: an HTTP/1.0
+  // client is told "Connection: keep-alive", an HTTP/1.1 one nothing.
+  std::string_view keep_alive_header() const {
+    return http10_ && !close_after_ ? "Connection: keep-alive\r\n" : "";
+  }
+  // Upgrade tunnels (after a 101): the connection's bytes go to the
+  // exchange's tunnel; bytes the client sent early are handed over once.
+  void enter_tunnel() { tunnel_ = true; }
+  void take_pending_input(std::string& out) {
+    if (pending_in_) out.swap(*pending_in_);
+  }
+  bool saw_eof() const { return eof_; }
+  // A TLS listener's handshake end and errors (Conn::tls_pump).
+  void on_tls_handshake(bool ok);
+  void on_tls_error();
 
   // From the worker.
   void drain();
@@ -62,8 +77,9 @@ class DownConn final : public Conn, private HttpParser::Handler {
   void process_input(const char* data, size_t len);
   // `extra`: raw header lines for the answer; `counted_in`: the route's
   // metrics when a route matched (else the listener's unrouted ones).
+  // `hint`: a sentence for the answer's body that says what to do instead.
   void reject(int status, const char* reason, bool close_after, const char* log_detail,
-              std::string_view extra = {}, RouteMetrics* counted_in = nullptr);
+              std::string_view extra = {}, RouteMetrics* counted_in = nullptr, const char* hint = nullptr);
   void close_when_flushed();
   void arm_idle_timer();
   void arm_header_timer();
@@ -81,10 +97,12 @@ class DownConn final : public Conn, private HttpParser::Handler {
   bool tracked_ = false;
   bool reading_ = false;
   bool want_read_ = true;       // backpressure may turn this off
-  bool close_after_ = false;    // Connection: close, HTTP/1.0, drain, errors
+  bool close_after_ = false;    // Connection: close, HTTP/1.0 without keep-alive, drain, errors
+  bool http10_ = false;         // the current request is HTTP/1.0
   bool close_pending_ = false;  // close once the write queue drains
   bool eof_ = false;
   bool in_exchange_ = false;
+  bool tunnel_ = false;  // after a 101, bytes go to the exchange's tunnel
 };
 
 }  // namespace onelayer

@@ -236,14 +236,21 @@ void Exchange::start_attempt() {
   body_.rewind();
   arm_timer(t, on_attempt_timeout);
 
-  // An idle connection to the picked address, else a new one.
-  if (UpConn* pooled = ep->take_idle(attempt_.address)) {
+  // An idle connection to the picked address, else a new one. One made
+  // under other TLS settings (before a reload) is never reused.
+  const std::shared_ptr<TlsClientContext>& tls = gen_->tls.upstreams[route_->upstream_index];
+  while (UpConn* pooled = ep->take_idle(attempt_.address)) {
+    if (pooled->tls_context() != tls.get()) {
+      pooled->detach_and_close();
+      continue;
+    }
     attempt_.stream = pooled;
     pooled->attach(this, head_request_);
     on_connected();
     return;
   }
   attempt_.stream = new UpConn(w_, ep, attempt_.address);
+  attempt_.stream->use_tls(tls);  // nullptr: cleartext
   attempt_.stream->attach(this, head_request_);
   attempt_.stream->connect(std::min(ucfg_->connect_timeout, t));
 }
@@ -312,6 +319,8 @@ void Exchange::send_head_and_body() {
   rw.client_ip = down_->peer_ip();
   rw.outer_owned = ownership_.outer_owned;
   rw.attempt_id = attempt_id_;  // the retry-attempt baggage member
+  rw.via = via_member();
+  if (down_->tls()) rw.proto = "https";  // the client spoke TLS to this listener
 
   std::string& out = w_->scratch();
   out.clear();
@@ -322,6 +331,11 @@ void Exchange::send_head_and_body() {
   if (!append_rewritten_request_headers(req_.headers, rw, out)) {
     out += "Host: ";
     if (!ucfg_->endpoints.empty()) out += attempt_.endpoint->label;
+    out += "\r\n";
+  }
+  if (!upgrade_.empty()) {  // Upgrade and Connection are hop-by-hop: said anew
+    out += "Connection: Upgrade\r\nUpgrade: ";
+    out += upgrade_;
     out += "\r\n";
   }
   up_body_.append_head_lines(out, req_.content_length);
@@ -518,6 +532,30 @@ void Exchange::on_up_error(int err) {
   handle_failure(r, 502, "upstream_reset");
 }
 
+void Exchange::on_tls_failed(const std::string& why, bool verify) {
+  if (finished_) return;
+  const char* ep = attempt_.endpoint ? attempt_.endpoint->label.c_str() : "?";
+  if (verify) {
+    // The upstream is not who it should be: no retry can change that.
+    spdlog::warn("upstream {} ({}): TLS: {}", ucfg_->name, ep, why);
+    if (end_failed_attempt(502, "upstream_tls")) respond_error(502, "upstream_tls");
+    return;
+  }
+  spdlog::info("upstream {} ({}): TLS handshake failed: {}", ucfg_->name, ep, why);
+  AttemptResult r;
+  r.outcome = AttemptOutcome::connect_failure;
+  r.request_may_have_reached = false;
+  handle_failure(r, 502, "connect_failure");
+}
+
+void Exchange::on_up_tls_error(const std::string& why) {
+  if (finished_) return;
+  spdlog::warn("upstream {} ({}): TLS: {}", ucfg_->name, attempt_.endpoint ? attempt_.endpoint->label : "?", why);
+  AttemptResult r;
+  r.outcome = AttemptOutcome::reset;
+  handle_failure(r, 502, "upstream_tls");
+}
+
 void Exchange::on_up_bad_response() {
   if (finished_) return;
   // Never retried: the upstream answered, just not in HTTP.
@@ -574,7 +612,7 @@ int Exchange::on_up_head(MessageHead& head) {
   // terminal, a NUL) or an empty one is replaced by the standard one.
   out += is_clean_reason_phrase(head.reason) ? std::string_view(head.reason) : std::string_view(status_text(head.status));
   out += "\r\n";
-  if (size_t invalid = append_rewritten_response_headers(head.headers, "1.1 onelayer", out)) {
+  if (size_t invalid = append_rewritten_response_headers(head.headers, via_member(), out)) {
     spdlog::info("upstream {}: {} response header(s) with invalid name or value dropped", attempt_.endpoint->label,
                  invalid);
   }
@@ -590,6 +628,7 @@ int Exchange::on_up_head(MessageHead& head) {
   const bool close_delimited = down_body_.framing() == BodyFraming::close_delimited;
   bool close = down_->closes_after_response() || w_->draining() || close_delimited;
   if (close) down_->close_after_response();
+  if (!close) out += down_->keep_alive_header();
   out += close ? "Connection: close\r\n\r\n" : "\r\n";
   bytes_out_ += out.size();
   response_started_ = true;
@@ -654,6 +693,11 @@ void Exchange::respond_error(int status, const char* reason, std::string_view ex
   std::string extra(extra_headers);
   if (mark_exhausted_) extra += fmt::format("{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
   bool close = down_->closes_after_response() || w_->draining() || !request_complete_;
+  if (close) {
+    down_->close_after_response();
+  } else {
+    extra += down_->keep_alive_header();
+  }
   std::string out;
   append_proxy_response(out, status, reason, close, extra, head_request_);
   bytes_out_ += out.size();
@@ -679,7 +723,7 @@ void Exchange::record(int status) {
   a.status = status;
   a.attempts = rs_ ? rs_->attempts_started() : 0;
   a.duration_ms = secs * 1000.0;
-  a.bytes_in = body_.received();
+  a.bytes_in = body_.received() + tunnel_bytes_in_;
   a.bytes_out = bytes_out_;
   a.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
   write_access_log(a);
@@ -711,7 +755,7 @@ void Exchange::abort(const char* reason) {
   if (attempt_.stream && !response_started_) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
   drop_upstream();
   if (!error_reason_) error_reason_ = reason;
-  record(499);  // the client went away before the answer was complete
+  record(tunnel_ ? 101 : 499);  // the client went away before the answer was complete (or ended a tunnel)
 }
 
 }  // namespace onelayer

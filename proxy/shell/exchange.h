@@ -19,6 +19,7 @@
 
 namespace onelayer {
 
+class Conn;
 class DownConn;
 class UpConn;
 class Worker;
@@ -52,6 +53,23 @@ class Exchange {
   void on_up_end(bool reusable);
   void on_up_error(int err);  // reset/EOF/parse error
   void on_up_bad_response();
+
+  // TLS: a handshake that failed (a certificate that does not verify is
+  // final, 502 upstream_tls; anything else is a connect failure), and a TLS
+  // error after it (treated as a reset; 502 upstream_tls when final).
+  void on_tls_failed(const std::string& why, bool verify);
+  void on_up_tls_error(const std::string& why);
+
+  // Upgrade tunnels (tunnel.cc). set_upgrade: the request asks to switch to
+  // these protocols (check_upgrade). on_up_switching: the upstream's 101
+  // head; start_tunnel: the bytes after it. From then on both connections'
+  // bytes come here until either side closes or idles.
+  void set_upgrade(std::string protocols) { upgrade_ = std::move(protocols); }
+  bool wants_upgrade() const { return !upgrade_.empty(); }
+  int on_up_switching(MessageHead& head);
+  void start_tunnel(const char* data, size_t len);
+  void on_tunnel_down(ssize_t nread, const uv_buf_t* buf);
+  void on_tunnel_up(ssize_t nread, const uv_buf_t* buf);
 
   bool response_started() const { return response_started_; }
   void flush_head();  // writes a response head still waiting for body bytes
@@ -95,6 +113,11 @@ class Exchange {
   TimePoint end_attempt(UpstreamEndpoints::Result r);
   void cancel_member();  // the attempt ends without a verdict
   bool upstream_ready() const;
+  // The Via member this listener writes ("" when `via: false`).
+  std::string_view via_member() const { return cfg_->via_on(*lcfg_) ? "1.1 onelayer" : ""; }
+  void end_tunnel(const char* error);
+  void pass_tunnel_bytes(Conn* to, const char* data, size_t len, bool from_down);
+  static void on_tunnel_idle(uv_timer_t* t);
 
   DownConn* down_;
   Worker* w_;
@@ -139,6 +162,9 @@ class Exchange {
   std::string endpoints_;  // endpoints tried
   uint64_t bytes_out_ = 0;
   std::string pending_head_;  // response head (and terminal chunk) not yet written
+  std::string upgrade_;        // requested Upgrade protocols ("" : no upgrade)
+  bool tunnel_ = false;        // a 101 went downstream: bytes flow both ways
+  uint64_t tunnel_bytes_in_ = 0;  // tunnel bytes from the client (the access log's bytes_in)
   Http1BodyEncoder up_body_;    // the request body's framing upstream
   Http1BodyEncoder down_body_;  // the response body's framing to the client
 };

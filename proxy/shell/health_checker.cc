@@ -3,11 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <cstring>
+#include <deque>
 #include <string>
 
 #include "shell/endpoint_log.h"
 #include "shell/handle_wrap.h"
 #include "shell/socket_address.h"
+#include "shell/tls_channel.h"
+#include "shell/tls_context.h"
 
 namespace onelayer {
 
@@ -28,6 +31,12 @@ struct HealthChecker::Check : HandleWrap<HealthChecker::Check> {
   uv_write_t write_req;
   std::string request;
   std::string response;
+  // A TLS upstream is checked over TLS, verified like its requests: the
+  // ciphertext on its way out waits here until libuv has written it.
+  std::shared_ptr<TlsClientContext> tls_ctx;  // outlives `tls` (a reload may drop the generation's)
+  std::unique_ptr<TlsChannel> tls;
+  std::deque<std::string> out;
+  bool request_sent = false;
   char buf[512];
   bool done = false;  // the verdict is in
 
@@ -72,13 +81,51 @@ void HealthChecker::tick() {
       Target& t = targets_[Key{eps.get(), m.member}];
       if (t.in_flight || now < t.next) continue;
       t.next = now + u.health_check.interval;
-      launch(u, eps, m, t);
+      launch(u, eps, m, t, gen->tls.upstreams[i]);
     }
   }
 }
 
+// Writes bytes on a check's connection; they stay in c->out until written.
+static void check_write(HealthChecker::Check* c, std::string bytes) {
+  if (bytes.empty()) return;
+  c->out.push_back(std::move(bytes));
+  auto* req = new uv_write_t;
+  req->data = c;
+  uv_buf_t b = uv_buf_init(c->out.back().data(), static_cast<unsigned>(c->out.back().size()));
+  if (uv_write(req, reinterpret_cast<uv_stream_t*>(&c->tcp), &b, 1, [](uv_write_t* r, int) { delete r; }) != 0)
+    delete req;
+}
+
+static std::string take_tls_output(TlsChannel& t) {
+  std::string s(t.pending_output(), '\0');
+  s.resize(t.take_output(s.data(), s.size()));
+  return s;
+}
+
+// The check's request once it may go: at once in cleartext, after the
+// handshake over TLS. False when the TLS handshake failed.
+static bool check_advance(HealthChecker::Check* c) {
+  if (!c->tls) {
+    if (!c->request_sent) check_write(c, c->request);
+    c->request_sent = true;
+    return true;
+  }
+  TlsChannel::Status st = c->tls->handshake();
+  if (st == TlsChannel::Status::ok && !c->request_sent) {
+    c->request_sent = c->tls->write(c->request.data(), c->request.size());
+  }
+  check_write(c, take_tls_output(*c->tls));
+  if (st == TlsChannel::Status::error) {
+    spdlog::debug("upstream {}: health check TLS: {}", c->upstream, c->tls->error_text());
+    return false;
+  }
+  return true;
+}
+
 void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndpoints>& eps,
-                           const UpstreamEndpoints::MemberView& m, Target& t) {
+                           const UpstreamEndpoints::MemberView& m, Target& t,
+                           const std::shared_ptr<TlsClientContext>& tls) {
   sockaddr_storage ss{};
   uint16_t port = u.endpoints[m.endpoint].port;
   std::string ip(m.address);
@@ -93,6 +140,10 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
   c->healthy = u.health_check.healthy;
   c->request = "GET " + u.health_check.path + " HTTP/1.1\r\nHost: " + u.endpoints[m.endpoint].to_string() +
                "\r\nUser-Agent: onelayer-health-check\r\nConnection: close\r\n\r\n";
+  if (tls) {
+    c->tls_ctx = tls;
+    c->tls = tls->open(u.endpoints[m.endpoint].host, u.endpoints[m.endpoint].to_string());
+  }
   uv_tcp_init(loop_, &c->tcp);
   uv_timer_init(loop_, &c->timer);
   c->adopt_handles();
@@ -111,8 +162,10 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
       c->owner->finished(c, false);
       return;
     }
-    uv_buf_t b = uv_buf_init(c->request.data(), static_cast<unsigned>(c->request.size()));
-    uv_write(&c->write_req, reinterpret_cast<uv_stream_t*>(&c->tcp), &b, 1, [](uv_write_t*, int) {});
+    if (!check_advance(c)) {
+      c->owner->finished(c, false);
+      return;
+    }
     uv_read_start(reinterpret_cast<uv_stream_t*>(&c->tcp),
                   [](uv_handle_t* h, size_t, uv_buf_t* out) {
                     auto* c = Check::owner_of(h);
@@ -125,7 +178,18 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
                       c->owner->finished(c, false);
                       return;
                     }
-                    c->response.append(b->base, static_cast<size_t>(n));
+                    if (c->tls) {
+                      c->tls->feed(b->base, static_cast<size_t>(n));
+                      if (!c->tls->handshake_done()) {
+                        if (!check_advance(c)) c->owner->finished(c, false);
+                        if (c->done || !c->tls->handshake_done()) return;
+                      }
+                      char plain[512];
+                      TlsChannel::Status st;
+                      while (size_t got = c->tls->read(plain, sizeof plain, &st)) c->response.append(plain, got);
+                    } else {
+                      c->response.append(b->base, static_cast<size_t>(n));
+                    }
                     size_t eol = c->response.find("\r\n");
                     if (eol == std::string::npos && c->response.size() < 256) return;
                     // "HTTP/1.1 200 ...": the status is the three digits after the first space.

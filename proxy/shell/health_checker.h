@@ -25,8 +25,10 @@ class HealthChecker {
   void start();
   void close();  // stops the timer and cancels checks in flight
 
+ public:
+  struct Check;  // one check in flight (health_checker.cc)
+
  private:
-  struct Check;
   struct Target {
     TimePoint next{};
     bool in_flight = false;
@@ -35,7 +37,7 @@ class HealthChecker {
 
   void tick();
   void launch(const Upstream& u, const std::shared_ptr<UpstreamEndpoints>& eps, const UpstreamEndpoints::MemberView& m,
-              Target& t);
+              Target& t, const std::shared_ptr<TlsClientContext>& tls);
   void finished(Check* c, bool passed);
 
   uv_loop_t* loop_;

@@ -251,6 +251,15 @@ size_t HttpParser::feed(const char* data, size_t len) {
       if (start == end) return len;
       continue;
     }
+    if (rc == HPE_PAUSED_UPGRADE && request) {
+      // llhttp stops after a request that asks to upgrade. One that switches
+      // leaves the parser behind (its bytes go to the tunnel); any other (an
+      // ignored h2c offer, a refused or declined upgrade) goes on in HTTP/1.1.
+      llhttp_resume_after_upgrade(&llhttp_);
+      start = pos ? pos : end;
+      if (start == end) return len;
+      continue;
+    }
     if (rc == HPE_PAUSED) {
       error_ = Error::paused;
       return pos ? static_cast<size_t>(pos - data) : len;

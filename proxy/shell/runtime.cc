@@ -8,9 +8,12 @@ int Generation::listener_index(std::string_view name) const {
   return -1;
 }
 
-GenerationPtr Runtime::install(ConfigPtr cfg) {
+GenerationPtr Runtime::install(ConfigPtr cfg, TlsContexts tls) {
   auto gen = std::make_shared<Generation>();
   gen->config = cfg;
+  tls.upstreams.resize(cfg->upstreams.size());
+  tls.listeners.resize(cfg->listeners.size());
+  gen->tls = std::move(tls);
   TimePoint now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   std::unordered_map<std::string, std::shared_ptr<UpstreamShared>> next;

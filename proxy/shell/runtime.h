@@ -19,6 +19,7 @@
 #include "core/metrics.h"
 #include "core/retry_budget.h"
 #include "core/upstream_endpoints.h"
+#include "shell/tls_context.h"
 
 namespace onelayer {
 
@@ -41,6 +42,7 @@ struct Generation {
   // By listener index: the shedder of a listener with max_concurrent_requests,
   // else nullptr (kept across reloads for a listener that keeps its name).
   std::vector<std::shared_ptr<LoadShedder>> shedders;
+  TlsContexts tls;  // by Config index: upstreams' and listeners' TLS (nullptr: none)
 
   int listener_index(std::string_view name) const;
 };
@@ -62,7 +64,7 @@ class Runtime {
 
   // Builds and publishes a generation for `cfg`; budgets and breakers of
   // upstreams with an unchanged name carry over.
-  GenerationPtr install(ConfigPtr cfg);
+  GenerationPtr install(ConfigPtr cfg, TlsContexts tls = {});
 
   // Workers call this per request; it only takes the lock when the
   // generation changed since the caller's cached copy.

@@ -151,7 +151,9 @@ std::pair<int, std::string> Server::fault_drill(std::string_view method, std::st
 std::pair<bool, std::string> Server::reload() {
   if (draining_) return {false, "draining"};
   LoadResult lr = load_config_file(opts_.config_path);
-  if (!lr.ok()) {
+  TlsContexts tls;
+  if (lr.ok()) lr.errors = build_tls_contexts(*lr.config, tls);  // certificates load, or the reload fails
+  if (!lr.errors.empty()) {
     rt_.metrics.config_reloads_error.fetch_add(1);
     for (const ConfigError& e : lr.errors) spdlog::error("reload rejected: {}", e.to_string());
     return {false, format_errors(lr.errors)};
@@ -196,7 +198,7 @@ std::pair<bool, std::string> Server::reload() {
     bound_addr_[l->name] = l->listen.to_string();
     bound_port_[l->name] = new_ports[l->name];
   }
-  rt_.install(lr.config);
+  rt_.install(lr.config, std::move(tls));
   for (size_t i = 0; i < workers_.size(); ++i) workers_[i]->post_listeners(add[i], remove);
   rt_.metrics.config_reloads_ok.fetch_add(1);
   write_ports_file();
@@ -233,12 +235,14 @@ void Server::worker_finished() {
 
 int Server::run() {
   LoadResult lr = load_config_file(opts_.config_path);
-  if (!lr.ok()) {
+  TlsContexts tls;
+  if (lr.ok()) lr.errors = build_tls_contexts(*lr.config, tls);
+  if (!lr.errors.empty()) {
     for (const ConfigError& e : lr.errors) spdlog::error("{}", e.to_string());
     return 1;
   }
   ConfigPtr cfg = lr.config;
-  rt_.install(cfg);
+  rt_.install(cfg, std::move(tls));
   std::signal(SIGPIPE, SIG_IGN);
 
   size_t nworkers = cfg->workers;

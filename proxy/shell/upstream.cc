@@ -70,6 +70,46 @@ void UpConn::resume_reading() {
   if (uv_read_start(stream(), Conn::no_read_buffer, Conn::on_readable<UpConn>) == 0) reading_ = true;
 }
 
+// The TCP connection is up; the handshake gets what is left of
+// connect_timeout, and `connected_` waits for its end.
+void UpConn::start_tls() {
+  tls_ = tls_ctx_->open(ep_->hp.host, ep_->label);
+  uint64_t spent = uv_now(worker_->loop()) - connect_started_;
+  uint64_t budget = static_cast<uint64_t>(connect_timeout_.count());
+  arm_timer(spent < budget ? budget - spent : 1, [](uv_timer_t* t) {
+    auto* u = Conn::of<UpConn>(t);
+    spdlog::info("upstream {}: TLS handshake not done within connect_timeout", u->ep_->label);
+    if (u->ex_) u->ex_->on_connect_failed(UV_ETIMEDOUT, false);
+  });
+  if (uv_read_start(stream(), Conn::no_read_buffer, Conn::on_readable<UpConn>) == 0) reading_ = true;
+  Conn::tls_pump(this);  // writes the ClientHello
+}
+
+void UpConn::on_tls_handshake(bool ok) {
+  if (!ok) {
+    if (ex_) ex_->on_tls_failed(tls_->error_text(), tls_->verify_failed());
+    return;
+  }
+  disarm_timer();
+  std::string alpn = tls_->alpn();
+  if (!alpn.empty() && alpn != "http/1.1") {
+    if (ex_) ex_->on_tls_failed("the upstream chose ALPN protocol " + alpn + ", which onelayer does not speak", false);
+    return;
+  }
+  spdlog::debug("upstream {}: TLS {} ({}), ALPN {}", ep_->label, SSL_get_version(tls_->ssl()),
+                tls_->session_reused() ? "resumed" : "full handshake", alpn.empty() ? "none" : alpn);
+  connected_ = true;
+  if (ex_) ex_->on_connected();
+}
+
+void UpConn::on_tls_error() {
+  if (idle_ || !ex_) {
+    detach_and_close();
+    return;
+  }
+  ex_->on_up_tls_error(tls_->error_text());
+}
+
 void UpConn::start_connect() {
   if (ep_->addrs.empty()) {
     fail_dns(UV_EAI_NONAME);
@@ -83,6 +123,7 @@ void UpConn::start_connect() {
                                                                         : ep_->next_addr % n;
   const sockaddr_storage& ss = ep_->addrs[at];
   addr_used_ = static_cast<int>(at);
+  connect_started_ = uv_now(worker_->loop());
   int rc = uv_tcp_connect(&connect_req_, &tcp_, reinterpret_cast<const sockaddr*>(&ss), [](uv_connect_t* req, int status) {
     auto* u = static_cast<UpConn*>(req->data);
     u->connecting_ = false;
@@ -93,8 +134,12 @@ void UpConn::start_connect() {
       if (u->ex_) u->ex_->on_connect_failed(status, false);
       return;
     }
-    u->connected_ = true;
     uv_tcp_nodelay(&u->tcp_, 1);
+    if (u->tls_ctx_) {
+      u->start_tls();  // connected once the handshake is done
+      return;
+    }
+    u->connected_ = true;
     u->resume_reading();
     if (u->ex_) u->ex_->on_connected();
   });
@@ -115,6 +160,21 @@ void UpConn::start_connect() {
 
 void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
   if (nread == 0) return;
+  if (nread < 0 && tls_ && !tls_->handshake_done()) {  // closed mid-handshake
+    if (ex_)
+      ex_->on_tls_failed(std::string("the upstream closed the connection during the TLS handshake (") +
+                             uv_strerror(static_cast<int>(nread)) + ")",
+                         false);
+    return;
+  }
+  if (tunnel_) {  // a tunnel after a 101
+    if (ex_) {
+      ex_->on_tunnel_up(nread, buf);
+    } else {
+      detach_and_close();
+    }
+    return;
+  }
   if (idle_ || !ex_) {
     // Data or EOF on a pooled connection: the upstream closed it (or sent
     // garbage); it must never be handed to a request.
@@ -138,6 +198,11 @@ void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
   size_t len = static_cast<size_t>(nread);
   size_t used = parser_.feed(buf->base, len);
   if (!ex_ || closing()) return;  // the exchange let go of this connection meanwhile
+  if (message_done_ && tunnel_) {  // after a 101 head, what follows is tunnel bytes
+    message_done_ = false;
+    ex_->start_tunnel(buf->base + used, len - used);
+    return;
+  }
   if (message_done_) {
     message_done_ = false;
     bool extra = used < len;
@@ -155,8 +220,14 @@ int UpConn::on_head(MessageHead& head) {
   // llhttp lets 0, 099 and 600-999 through; RFC 9110 15 ends at 599.
   if (head.status < 100 || head.status > 599) return -1;
   if (head.has_content_length && head.content_length > kMaxContentLength) return -1;
+  if (head.status == 101 && ex_ && ex_->wants_upgrade()) {  // the switch was asked for
+    head_seen_ = true;
+    if (ex_->on_up_switching(head) < 0) return -1;
+    tunnel_ = true;
+    return 1;  // no body; the bytes after the head are the tunnel's
+  }
   if (head.status >= 100 && head.status < 200) {
-    if (head.status == 101) return -1;  // Upgrade was stripped: a 101 is a broken upstream
+    if (head.status == 101) return -1;  // no Upgrade was asked for: a 101 is a broken upstream
     informational_ = true;
     return 0;
   }
@@ -186,6 +257,10 @@ int UpConn::on_message_end() {
 }
 
 void UpConn::on_write_done(int status) {
+  if (close_when_flushed_ && (status < 0 || write_queue() == 0)) {  // a tunnel after a 101
+    detach_and_close();
+    return;
+  }
   if (status < 0) {
     if (status != UV_ECANCELED && ex_) ex_->on_up_error(status);
     return;
@@ -208,6 +283,17 @@ void UpConn::release_to_pool() {
   arm_timer(static_cast<uint64_t>(ep_->idle_timeout.count()), [](uv_timer_t* t) {
     Conn::of<UpConn>(t)->detach_and_close();
   });
+}
+
+void UpConn::close_when_flushed() {
+  ex_ = nullptr;
+  pause_reading();
+  if (closing() || write_queue() == 0) {
+    detach_and_close();
+    return;
+  }
+  close_when_flushed_ = true;
+  arm_timer(10'000, [](uv_timer_t* t) { Conn::of<UpConn>(t)->detach_and_close(); });
 }
 
 void UpConn::detach_and_close(bool reset) {

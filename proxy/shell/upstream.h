@@ -3,9 +3,13 @@
 // endpoint's keep-alive pool (or closed).
 #pragma once
 
+#include <memory>
+#include <string>
+
 #include "core/clock.h"
 #include "shell/conn.h"
 #include "shell/http_codec.h"
+#include "shell/tls_context.h"
 
 namespace onelayer {
 
@@ -17,6 +21,9 @@ class UpConn final : public Conn, private HttpParser::Handler {
   // `addr_index`: the address of the endpoint to connect to (the balancer's
   // pick), -1 for the endpoint's sticky one.
   UpConn(Worker* w, EndpointState* ep, int addr_index);
+  // The TLS channel goes before its context (a member of this class, so
+  // otherwise freed first).
+  ~UpConn() override { tls_.reset(); }
 
   void connect(Millis timeout);
   void start_connect();  // once an address is known
@@ -30,6 +37,17 @@ class UpConn final : public Conn, private HttpParser::Handler {
   void release_to_pool();
   // Out of the pool for an attempt (EndpointState::take_idle).
   void leave_pool();
+  // A tunnel's end: lets go of the exchange; closes once queued bytes are out.
+  void close_when_flushed();
+  // TLS (the upstream has a `tls` block): the context a new connection
+  // handshakes with; a pooled one made with another context is not reused.
+  void use_tls(std::shared_ptr<TlsClientContext> ctx) { tls_ctx_ = std::move(ctx); }
+  const TlsClientContext* tls_context() const { return tls_ctx_.get(); }
+  // The handshake after the TCP connect, within what is left of
+  // connect_timeout; its end (Conn::tls_pump); errors after it.
+  void start_tls();
+  void on_tls_handshake(bool ok);
+  void on_tls_error();
 
   void on_read(ssize_t nread, const uv_buf_t* buf);
   void on_write_done(int status) override;
@@ -46,12 +64,16 @@ class UpConn final : public Conn, private HttpParser::Handler {
   int on_message_end() override;
 
   EndpointState* ep_;
+  std::shared_ptr<TlsClientContext> tls_ctx_;  // set when the upstream has `tls`
+  uint64_t connect_started_ = 0;               // uv_now() when the connect began
   Exchange* ex_ = nullptr;
   HttpParser parser_;
   uv_connect_t connect_req_;
   bool connected_ = false;
   bool idle_ = false;
   bool head_seen_ = false;
+  bool tunnel_ = false;  // after a 101, bytes go to the exchange's tunnel
+  bool close_when_flushed_ = false;
   bool keep_alive_ = true;
   bool expect_no_body_ = false;  // HEAD request
   bool informational_ = false;   // a 1xx response is being skipped

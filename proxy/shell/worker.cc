@@ -231,6 +231,44 @@ static ssize_t send_now(uv_stream_t* s, const uv_buf_t* parts, unsigned n, size_
 }
 
 int Worker::write(Conn* c, const uv_buf_t* parts, unsigned n) {
+  if (c->tls()) return write_tls(c, parts, n);  // encrypt, then send
+  return write_raw(c, parts, n);
+}
+
+// Small pieces are encrypted together (one TLS record, one send); the
+// ciphertext then leaves by the plain path.
+int Worker::write_tls(Conn* c, const uv_buf_t* parts, unsigned n) {
+  if (c->closing()) return UV_ECANCELED;
+  size_t total = 0;
+  for (unsigned i = 0; i < n; ++i) total += parts[i].len;
+  if (n > 1 && total <= kGatherSize) {
+    size_t at = 0;
+    for (unsigned i = 0; i < n; ++i) {
+      std::memcpy(gather_buf_.get() + at, parts[i].base, parts[i].len);
+      at += parts[i].len;
+    }
+    if (!c->tls()->write(gather_buf_.get(), total)) return UV_EPROTO;
+  } else {
+    for (unsigned i = 0; i < n; ++i)
+      if (!c->tls()->write(parts[i].base, parts[i].len)) return UV_EPROTO;
+  }
+  return flush_tls(c);
+}
+
+int Worker::flush_tls(Conn* c) {
+  TlsChannel* t = c->tls();
+  if (!t) return 0;
+  size_t pending = t->pending_output();
+  if (pending == 0) return 0;
+  if (c->closing()) return UV_ECANCELED;
+  std::string& out = tls_out_;
+  out.resize(pending);
+  size_t got = t->take_output(out.data(), out.size());
+  uv_buf_t b = uv_buf_init(out.data(), static_cast<unsigned>(got));
+  return write_raw(c, &b, 1);
+}
+
+int Worker::write_raw(Conn* c, const uv_buf_t* parts, unsigned n) {
   if (c->closing()) return UV_ECANCELED;
   uv_stream_t* s = c->stream();
   size_t total = 0;

@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "shell/conn.h"
 #include "shell/runtime.h"
+#include "shell/tls_channel.h"
 #include "shell/worker_listener.h"
 
 namespace onelayer {
@@ -67,6 +69,9 @@ class Worker {
     uv_buf_t b = uv_buf_init(const_cast<char*>(s.data()), static_cast<unsigned>(s.size()));
     return write(c, &b, 1);
   }
+  // Sends the ciphertext a connection's TLS channel has ready. 0 or a
+  // negative libuv error.
+  int flush_tls(Conn* c);
 
   void down_closed(DownConn* d);
   // Frees a finished exchange after the current callback chain (a check
@@ -80,6 +85,8 @@ class Worker {
   std::function<void()> on_stopped;  // called on the worker thread when its loop ends
 
  private:
+  int write_raw(Conn* c, const uv_buf_t* parts, unsigned n);
+  int write_tls(Conn* c, const uv_buf_t* parts, unsigned n);
   void run();
   void open_listener(const ListenSocket& s);
   void close_listener(WorkerListener* l);
@@ -101,6 +108,7 @@ class Worker {
   static constexpr size_t kGatherSize = 2048;
   std::unique_ptr<char[]> gather_buf_{new char[kGatherSize]};
   std::string scratch_;
+  std::string tls_out_;  // ciphertext on its way to write_raw
   DefaultRandom random_;
 
   std::mutex mu_;
@@ -115,5 +123,36 @@ class Worker {
   bool draining_ = false;
   bool stopped_ = false;
 };
+
+template <class C>
+void Conn::tls_pump(C* c) {
+  TlsChannel& t = *c->tls();
+  Worker* w = c->worker();
+  if (!t.handshake_done()) {
+    TlsChannel::Status st = t.handshake();
+    if (w->flush_tls(c) < 0 && st == TlsChannel::Status::want_more) st = TlsChannel::Status::error;
+    if (st == TlsChannel::Status::want_more) return;
+    c->on_tls_handshake(st == TlsChannel::Status::ok);
+    if (st != TlsChannel::Status::ok || c->closing() || !c->tls()) return;
+  }
+  char* plain = w->read_buffer();
+  while (!c->closing() && c->tls()) {
+    TlsChannel::Status st;
+    size_t n = t.read(plain, Worker::kReadBufferSize, &st);
+    if (n > 0) {
+      uv_buf_t b = uv_buf_init(plain, static_cast<unsigned>(n));
+      c->on_read(static_cast<ssize_t>(n), &b);
+      continue;
+    }
+    w->flush_tls(c);  // a read may have produced output (a key update's answer)
+    if (st == TlsChannel::Status::closed) {
+      uv_buf_t b = uv_buf_init(nullptr, 0);
+      c->on_read(UV_EOF, &b);
+    } else if (st == TlsChannel::Status::error) {
+      c->on_tls_error();
+    }
+    return;
+  }
+}
 
 }  // namespace onelayer

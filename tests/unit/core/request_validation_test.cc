@@ -91,7 +91,7 @@ TEST_CASE("request: each refusal before routing is 400 bad_request with its own 
   huge.has_content_length = true;
   huge.content_length = kMaxContentLength + 1;
   Case cases[] = {
-      {connect, host_a(), "CONNECT is not supported"},
+      {connect, host_a(), "CONNECT is not supported: onelayer originates TLS itself"},
       {h2, host_a(), "only HTTP/1.x is served"},
       {get("/a\tb"), host_a(), "invalid byte in the request target"},
       {get("/\x7f"), host_a(), "invalid byte in the request target"},
@@ -205,4 +205,51 @@ TEST_CASE("response: a reason phrase is clean only when it is visible ASCII, SP 
   CHECK_FALSE(is_clean_reason_phrase("OK\x7f"));
   CHECK_FALSE(is_clean_reason_phrase("\x1b[31mred"));
   CHECK_FALSE(is_clean_reason_phrase("caf\xc3\xa9"));
+}
+
+TEST_CASE("request: CONNECT is refused with a hint that names the tls block to configure instead") {
+  Headers h{{"Host", "a:443"}};
+  RequestHeadFacts f = get("a:443");
+  f.method = "CONNECT";
+  RequestVerdict v = check_request_head(f, h, UnderscoreHeaders::drop);
+  CHECK(v.status == 400);
+  std::string hint = v.hint;
+  CHECK(hint.find("originates TLS") != std::string::npos);
+  CHECK(hint.find("upstreams[].tls") != std::string::npos);
+}
+
+TEST_CASE("upgrade: websocket with Connection: upgrade is a request to switch; the allowed tokens go on") {
+  std::vector<std::string> allowed{"websocket"};
+  Headers h{{"Host", "a"}, {"Connection", "keep-alive, Upgrade"}, {"Upgrade", "WebSocket"}};
+  UpgradeVerdict v = check_upgrade(get("/ws"), h, allowed);
+  CHECK(v.requested);
+  CHECK_FALSE(v.refused());
+  CHECK(v.protocols == "WebSocket");
+  Headers mixed{{"Host", "a"}, {"Connection", "upgrade"}, {"Upgrade", "h2c, websocket/13"}};
+  v = check_upgrade(get("/ws"), mixed, allowed);
+  CHECK(v.protocols == "websocket/13");
+}
+
+TEST_CASE("upgrade: without the Connection option it is no upgrade; others are refused with what is forwarded") {
+  std::vector<std::string> allowed{"websocket"};
+  Headers bare{{"Host", "a"}, {"Upgrade", "websocket"}};
+  CHECK_FALSE(check_upgrade(get("/"), bare, allowed).requested);
+  Headers h2c{{"Host", "a"}, {"Connection", "Upgrade, HTTP2-Settings"}, {"Upgrade", "h2c"}};
+  CHECK_FALSE(check_upgrade(get("/"), h2c, allowed).requested);  // an offer clients fall back from
+  Headers irc{{"Host", "a"}, {"Connection", "Upgrade"}, {"Upgrade", "h2c, IRC/6.9"}};
+  UpgradeVerdict v = check_upgrade(get("/"), irc, allowed);
+  CHECK(v.requested);
+  CHECK(v.status == 400);
+  CHECK(std::string(v.reason) == "upgrade_not_allowed");
+  CHECK(v.hint.find("Upgrade: IRC/6.9") != std::string::npos);
+  CHECK(v.hint.find("forwards Upgrade: websocket") != std::string::npos);
+  Headers ws{{"Host", "a"}, {"Connection", "upgrade"}, {"Upgrade", "websocket"}};
+  v = check_upgrade(get("/"), ws, {});
+  CHECK(std::string(v.reason) == "upgrade_not_allowed");
+  CHECK(v.hint.find("forwards no upgrades") != std::string::npos);
+  CHECK(check_upgrade(get("/", 0), ws, allowed).status == 400);
+  RequestHeadFacts body = get("/");
+  body.has_content_length = true;
+  body.content_length = 3;
+  CHECK(std::string(check_upgrade(body, ws, allowed).detail) == "Upgrade request with a body");
 }

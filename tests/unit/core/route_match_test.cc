@@ -114,3 +114,14 @@ TEST_CASE("host_without_port: strips port, brackets and one trailing dot, keeps 
   CHECK(host_without_port("[::1]") == "::1");
   CHECK(host_without_port("") == "");
 }
+
+TEST_CASE("match_route: OPTIONS * goes to the first catch-all route, never to a narrower prefix") {
+  Listener l;
+  l.routes = {make_route("items", "", "/items"), make_route("opts-host", "other", "/"),
+              make_route("all", "", "/")};
+  CHECK(std::string(matched(l, "x", "*", "OPTIONS")) == "all");
+  CHECK(std::string(matched(l, "other", "*", "OPTIONS")) == "opts-host");
+  Listener narrow;
+  narrow.routes = {make_route("items", "", "/items")};
+  CHECK(match_route(narrow, "x", "*", "OPTIONS") == nullptr);
+}

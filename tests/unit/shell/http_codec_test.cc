@@ -272,3 +272,27 @@ TEST_CASE("AnEmptyLineBeforeTheRequestLineIsNotTakenForTheEndOfTheHead") {
   REQUIRE(r.heads.size() == 1);
   CHECK(r.heads[0].obs_fold);
 }
+
+TEST_CASE("HttpParser: a request after one that offered an upgrade is parsed as HTTP/1.1") {
+  const std::string offer =
+      "GET /a HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+      "HTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n";
+  const std::string next = "GET /b HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (bool pause : {false, true}) {
+    Recorder r;
+    r.pause_after_message = pause;
+    HttpParser p(HTTP_REQUEST, &r);
+    std::string in = offer + next;
+    size_t used = p.feed(in.data(), in.size());
+    if (pause) {
+      REQUIRE(p.error() == HttpParser::Error::paused);
+      p.resume();
+      std::string rest = in.substr(used);
+      p.feed(rest.data(), rest.size());
+      if (p.error() == HttpParser::Error::paused) p.resume();
+    }
+    CHECK(p.error() != HttpParser::Error::parse);
+    REQUIRE(r.heads.size() == 2);
+    CHECK(r.heads[1].target == "/b");
+  }
+}

@@ -1,0 +1,79 @@
+// One connection's TLS, with memory BIOs: the connection feeds it the
+// ciphertext it read from its socket and sends the ciphertext it hands out;
+// plaintext goes in and comes out here. No socket, no loop: the event loop
+// stays the connection's (the shape of Node's TLSWrap and h2o's socket
+// layer), and two channels can be wired to each other in memory in tests.
+#pragma once
+
+#include <openssl/ssl.h>
+
+#include <cstddef>
+#include <string>
+
+namespace onelayer {
+
+class TlsChannel {
+ public:
+  enum class Role { client, server };
+  // What a step of the channel came to.
+  enum class Status {
+    ok,          // done (the handshake is complete, or the data was taken)
+    want_more,   // needs more ciphertext from the peer
+    closed,      // the peer sent close_notify
+    error,       // the connection cannot go on; error_text() says why
+  };
+
+  TlsChannel(SSL_CTX* ctx, Role role);
+  ~TlsChannel();
+  TlsChannel(const TlsChannel&) = delete;
+  TlsChannel& operator=(const TlsChannel&) = delete;
+
+  // Client settings, before the first handshake step. `sni` empty: none
+  // sent. `verify_name`: the name (or IP address) the peer's certificate
+  // must carry; empty with verification on means any name.
+  void set_sni(const std::string& sni);
+  void set_verify_name(const std::string& name);
+  void set_session(SSL_SESSION* s);  // resumption; the channel takes its own reference
+  // Where a new session for resumption is filed (TlsClientContext).
+  void set_session_key(std::string key) { session_key_ = std::move(key); }
+  const std::string& session_key() const { return session_key_; }
+  static TlsChannel* of(const SSL* ssl) { return static_cast<TlsChannel*>(SSL_get_app_data(ssl)); }
+
+  // Ciphertext from the peer.
+  void feed(const char* data, size_t len);
+  // Drives the handshake as far as the fed bytes allow.
+  Status handshake();
+  bool handshake_done() const { return done_; }
+  // Decrypts into buf (at most cap bytes): >0 bytes, or 0 with *st telling
+  // want_more, closed or error.
+  size_t read(char* buf, size_t cap, Status* st);
+  // Plaintext to send; false on error (error_text()).
+  bool write(const char* data, size_t len);
+  // Ciphertext waiting to be sent.
+  size_t pending_output() const;
+  // Moves up to cap bytes of pending ciphertext into buf; returns the count.
+  size_t take_output(char* buf, size_t cap);
+  // Sends close_notify (its ciphertext is then pending).
+  void shutdown();
+
+  // After a failed handshake: was it the peer's certificate that did not
+  // verify (a verdict, not a network failure)?
+  bool verify_failed() const { return verify_failed_; }
+  const std::string& error_text() const { return error_; }
+  std::string alpn() const;        // the protocol the peer chose; "" none
+  bool session_reused() const { return SSL_session_reused(ssl_) == 1; }
+  SSL* ssl() { return ssl_; }
+
+ private:
+  Status fail(int ret, const char* what);
+
+  SSL* ssl_ = nullptr;
+  BIO* in_ = nullptr;   // ciphertext from the peer (the SSL reads it)
+  BIO* out_ = nullptr;  // ciphertext for the peer (the SSL writes it)
+  bool done_ = false;
+  bool verify_failed_ = false;
+  std::string error_;
+  std::string session_key_;
+};
+
+}  // namespace onelayer

@@ -1,0 +1,143 @@
+// The keys of TLS, upgrade tunnels and the Via switch: defaults, values as
+// written, the errors of bad ones, and the YAML round trip.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/config_loader.h"
+
+using namespace onelayer;
+
+namespace {
+
+std::string with(std::string_view listener_extra, std::string_view upstream_extra, std::string_view top = "") {
+  std::string y(top);
+  y += "listeners:\n  - name: out\n    listen: 127.0.0.1:0\n";
+  y += listener_extra;
+  y += "    routes:\n      - name: r\n        upstream: up\n";
+  y += "upstreams:\n  - name: up\n    endpoints: [127.0.0.1:8443]\n";
+  y += upstream_extra;
+  return y;
+}
+
+std::vector<std::string> errors_of(const std::string& yaml) {
+  LoadResult r = load_config_string(yaml, "t.yaml");
+  std::vector<std::string> out;
+  for (const ConfigError& e : r.errors) out.push_back(e.to_string());
+  return out;
+}
+
+ConfigPtr load_ok(const std::string& yaml) {
+  LoadResult r = load_config_string(yaml, "t.yaml");
+  INFO(format_errors(r.errors));
+  REQUIRE(r.ok());
+  return r.config;
+}
+
+void check_round_trip(const ConfigPtr& c) {
+  std::string yaml = config_to_yaml(*c);
+  LoadResult back = load_config_string(yaml, "config.yaml");
+  INFO(yaml);
+  INFO(format_errors(back.errors));
+  REQUIRE(back.ok());
+  CHECK(back.config->same_settings(*c));
+}
+
+}  // namespace
+
+TEST_CASE("config tls: defaults are plain TCP, http1, Via on, websocket upgrades") {
+  ConfigPtr c = load_ok(with("", ""));
+  CHECK(c->via);
+  CHECK(c->via_on(c->listeners[0]));
+  CHECK(c->listeners[0].upgrades == std::vector<std::string>{"websocket"});
+  CHECK_FALSE(c->listeners[0].tls);
+  CHECK(c->upstreams[0].protocol == UpstreamProtocol::http1);
+  CHECK_FALSE(c->upstreams[0].tls);
+}
+
+TEST_CASE("config tls: `tls: {}` turns TLS on with verification and every default") {
+  ConfigPtr c = load_ok(with("", "    tls: {}\n"));
+  REQUIRE(c->upstreams[0].tls);
+  const UpstreamTls& t = *c->upstreams[0].tls;
+  CHECK(t.verify);
+  CHECK(t.sni.empty());
+  CHECK(t.ca_file.empty());
+  CHECK(t.alpn.empty());
+  check_round_trip(c);
+}
+
+TEST_CASE("config tls: every upstream tls key as written, and the round trip keeps them") {
+  ConfigPtr c = load_ok(with("", "    protocol: auto\n    tls: { sni: API.Example.com, verify: false, ca_file: /ca.pem, "
+                                 "cert_file: /c.pem, key_file: /k.pem, alpn: [http/1.1] }\n"));
+  const Upstream& u = c->upstreams[0];
+  CHECK(u.protocol == UpstreamProtocol::auto_);
+  REQUIRE(u.tls);
+  CHECK(u.tls->sni == "api.example.com");
+  CHECK_FALSE(u.tls->verify);
+  CHECK(u.tls->ca_file == "/ca.pem");
+  CHECK(u.tls->cert_file == "/c.pem");
+  CHECK(u.tls->key_file == "/k.pem");
+  CHECK(u.tls->alpn == std::vector<std::string>{"http/1.1"});
+  check_round_trip(c);
+}
+
+TEST_CASE("config tls: HTTP/2 protocols are refused with what to write instead") {
+  for (const char* p : {"h2", "h2c"}) {
+    auto e = errors_of(with("", std::string("    protocol: ") + p + "\n    tls: {}\n"));
+    REQUIRE(e.size() == 1);
+    CHECK(e[0].find("upstreams[0].protocol: HTTP/2 to upstreams is not available") != std::string::npos);
+    CHECK(e[0].find("auto with tls") != std::string::npos);
+  }
+  auto e = errors_of(with("", "    protocol: auto\n"));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("needs a tls block") != std::string::npos);
+  e = errors_of(with("", "    protocol: spdy\n"));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("must be one of http1, h2c, h2, auto") != std::string::npos);
+}
+
+TEST_CASE("config tls: a client certificate needs its key and the other way round; alpn names http/1.1") {
+  auto e = errors_of(with("", "    tls: { cert_file: /c.pem }\n"));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("upstreams[0].tls.cert_file: needs key_file too") != std::string::npos);
+  e = errors_of(with("", "    tls: { key_file: /k.pem }\n"));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("upstreams[0].tls.key_file: needs cert_file too") != std::string::npos);
+  e = errors_of(with("", "    tls: { alpn: [h2] }\n"));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("h2 cannot be spoken yet") != std::string::npos);
+  e = errors_of(with("", "    tls: { alpn: [spdy/3] }\n"));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("must be http/1.1") != std::string::npos);
+  e = errors_of(with("", "    tls: { sni: \"a b\", verify: maybe, ca_file: \"\", extra: 1 }\n"));
+  CHECK(e.size() == 4);
+}
+
+TEST_CASE("config tls: listener tls needs both files; upgrades are tokens, lower-cased, replaceable") {
+  ConfigPtr c = load_ok(with("    tls: { cert_file: /s.pem, key_file: /s.key }\n    upgrades: [WebSocket, my-proto]\n", ""));
+  REQUIRE(c->listeners[0].tls);
+  CHECK(c->listeners[0].tls->cert_file == "/s.pem");
+  CHECK(c->listeners[0].upgrades == std::vector<std::string>{"websocket", "my-proto"});
+  check_round_trip(c);
+  ConfigPtr none = load_ok(with("    upgrades: []\n", ""));
+  CHECK(none->listeners[0].upgrades.empty());
+  check_round_trip(none);
+  auto e = errors_of(with("    tls: { cert_file: /s.pem }\n", ""));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("listeners[0].tls.key_file: is required") != std::string::npos);
+  e = errors_of(with("    upgrades: [\"not a token\", h2c]\n", ""));
+  CHECK(e.size() == 2);
+}
+
+TEST_CASE("config via: top-level off, a listener may turn it back on, and the round trip keeps both") {
+  ConfigPtr c = load_ok(with("    via: true\n", "", "via: false\n"));
+  CHECK_FALSE(c->via);
+  CHECK(c->via_on(c->listeners[0]));
+  check_round_trip(c);
+  ConfigPtr l = load_ok(with("    via: false\n", ""));
+  CHECK(l->via);
+  CHECK_FALSE(l->via_on(l->listeners[0]));
+  check_round_trip(l);
+  CHECK(errors_of(with("", "", "via: sometimes\n")).size() == 1);
+}
