@@ -12,7 +12,9 @@ from harness import IntegrationTest
 import tls_helpers as tls
 
 
-class TlsUpstreamTest(IntegrationTest):
+class PkiTest(IntegrationTest):
+    """A CA and certificates made once per class with the openssl CLI."""
+
     @classmethod
     def setUpClass(cls):
         cls.pki = tls.Pki()
@@ -20,6 +22,9 @@ class TlsUpstreamTest(IntegrationTest):
     @classmethod
     def tearDownClass(cls):
         cls.pki.cleanup()
+
+
+class TlsUpstreamTest(PkiTest):
 
     def nginx(self, **kw):
         n = tls.Nginx(self.pki, **kw)
@@ -230,18 +235,7 @@ class TlsUpstreamTest(IntegrationTest):
         self.assertIn("is not the key of", out.stderr)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
-class TlsListenerTest(IntegrationTest):
-    @classmethod
-    def setUpClass(cls):
-        cls.pki = tls.Pki()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.pki.cleanup()
+class TlsListenerTest(PkiTest):
 
     def tls_proxy(self, origin):
         return self.start_proxy(h.simple_config(origin.port, listener={"tls": {
@@ -304,3 +298,7 @@ class TlsListenerTest(IntegrationTest):
         out = subprocess.run([h.onelayer_bin(), "--check", "--config", path], capture_output=True, text=True)
         self.assertEqual(out.returncode, 1, out)
         self.assertIn("listeners[0].tls.cert_file: cannot load", out.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
