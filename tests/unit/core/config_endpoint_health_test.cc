@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/config_loader.h"
+#include "config_test_util.h"
 
 using namespace onelayer;
 
@@ -63,11 +64,7 @@ TEST_CASE("config endpoint health: every key as written") {
   CHECK(u.health_check.unhealthy == 2);
   CHECK(u.health_check.healthy == 1);
   // The round trip keeps all of it.
-  std::string yaml = config_to_yaml(*r.config);
-  LoadResult back = load_config_string(yaml, "config.yaml");
-  INFO(yaml);
-  REQUIRE(back.ok());
-  CHECK(back.config->same_settings(*r.config));
+  test::check_round_trip(*r.config);
 }
 
 TEST_CASE("config endpoint health: detection can be turned off, an empty check block turns checks on") {

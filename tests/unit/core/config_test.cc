@@ -1,4 +1,5 @@
 #include "core/config_loader.h"
+#include "config_test_util.h"
 
 #include <doctest/doctest.h>
 
@@ -21,24 +22,11 @@ struct doctest::StringMaker<std::vector<std::string>> {
 
 namespace {
 
-// Every error of a load, as the user sees it.
-std::vector<std::string> errors_of(std::string_view yaml) {
-  LoadResult r = load_config_string(yaml, "t.yaml");
-  std::vector<std::string> out;
-  for (const ConfigError& e : r.errors) out.push_back(e.to_string());
-  CHECK(r.ok() == out.empty());
-  return out;
-}
+using test::errors_of;
 
 using Lines = std::vector<std::string>;
 
-ConfigPtr load_ok(std::string_view yaml) {
-  LoadResult r = load_config_string(yaml, "t.yaml");
-  INFO(format_errors(r.errors));
-  REQUIRE(r.ok());
-  REQUIRE(r.errors.empty());
-  return r.config;
-}
+using test::load_ok;
 
 // The smallest valid file; tests append to or edit it.
 constexpr const char* kMinimal = R"(listeners:
@@ -633,12 +621,7 @@ upstreams:
     retry_budget: { ratio: 0.333, min_per_second: 0 }
     circuit_breaker: {}
 )");
-  std::string yaml = config_to_yaml(*c);
-  LoadResult back = load_config_string(yaml, "config.yaml");
-  INFO(yaml);
-  INFO(format_errors(back.errors));
-  REQUIRE(back.ok());
-  CHECK(back.config->same_settings(*c));
+  test::check_round_trip(*c);
 }
 
 TEST_CASE("same_settings: ignores the source, sees any setting") {

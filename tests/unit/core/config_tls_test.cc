@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/config_loader.h"
+#include "config_test_util.h"
 
 using namespace onelayer;
 
@@ -21,28 +22,10 @@ std::string with(std::string_view listener_extra, std::string_view upstream_extr
   return y;
 }
 
-std::vector<std::string> errors_of(const std::string& yaml) {
-  LoadResult r = load_config_string(yaml, "t.yaml");
-  std::vector<std::string> out;
-  for (const ConfigError& e : r.errors) out.push_back(e.to_string());
-  return out;
-}
+using test::errors_of;
+using test::load_ok;
 
-ConfigPtr load_ok(const std::string& yaml) {
-  LoadResult r = load_config_string(yaml, "t.yaml");
-  INFO(format_errors(r.errors));
-  REQUIRE(r.ok());
-  return r.config;
-}
-
-void check_round_trip(const ConfigPtr& c) {
-  std::string yaml = config_to_yaml(*c);
-  LoadResult back = load_config_string(yaml, "config.yaml");
-  INFO(yaml);
-  INFO(format_errors(back.errors));
-  REQUIRE(back.ok());
-  CHECK(back.config->same_settings(*c));
-}
+void check_round_trip(const ConfigPtr& c) { test::check_round_trip(*c); }
 
 }  // namespace
 

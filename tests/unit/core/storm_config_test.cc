@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/config_loader.h"
+#include "config_test_util.h"
 
 using namespace onelayer;
 
@@ -55,11 +56,7 @@ TEST_CASE("storm config: fault block, shedding limit and successes mode are read
   CHECK(r.config->upstreams[0].retry_budget.mode == BudgetMode::successes);
 
   // Round trip through GET /config's YAML.
-  std::string yaml = config_to_yaml(*r.config);
-  LoadResult back = load_config_string(yaml, "config.yaml");
-  INFO(yaml);
-  REQUIRE(back.ok());
-  CHECK(back.config->same_settings(*r.config));
+  test::check_round_trip(*r.config);
 }
 
 TEST_CASE("storm config: a fault's percent defaults to 100") {
