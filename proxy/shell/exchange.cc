@@ -92,7 +92,7 @@ void Exchange::start() {
   up_body_.set_framing(req_.chunked              ? BodyFraming::chunked
                        : req_.has_content_length ? BodyFraming::length
                                                  : BodyFraming::none);
-  req_has_body_ = req_.chunked || req_.content_length > 0;
+  const bool has_body = req_.chunked || req_.content_length > 0;
   head_request_ = req_.method == "HEAD";
   request_complete_ = false;
   const std::string& key = route_->retry.idempotency_key;
@@ -112,7 +112,7 @@ void Exchange::start() {
     respond_error(504, "deadline_exceeded");
     return;
   }
-  if (req_has_body_ && body_.replayable()) {
+  if (has_body && body_.replayable()) {
     // A body that fits buffer_limit is read whole first (it is buffered for
     // replay anyway): a malformed chunk, a bad trailer or max_body_bytes then
     // refuse the request before a byte of it reaches an upstream.

@@ -141,7 +141,6 @@ class Exchange {
   bool awaiting_body_ = false;
   bool forwarded_any_ = false;  // request bytes went to some upstream
   bool request_complete_ = false;
-  bool req_has_body_ = false;
   bool head_request_ = false;
 
   Attempt attempt_;  // the current (or last) attempt
