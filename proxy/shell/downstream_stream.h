@@ -1,0 +1,79 @@
+// What an exchange needs of the client side of its request, whatever the
+// protocol: an HTTP/1.1 connection (DownConn, one request at a time) or one
+// stream of an HTTP/2 connection (H2Downstream). The exchange says what the
+// answer is; the codec behind this interface says how it looks on the wire
+// (HTTP/1 framing and Connection handling, or HEADERS/DATA frames).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/http_headers.h"
+
+namespace onelayer {
+
+class DownConn;
+struct MessageHead;
+
+enum class WireProtocol : uint8_t { http1, h2 };
+// "http1" / "h2": the `protocol` label of metrics and the access log.
+inline const char* wire_protocol_name(WireProtocol p) { return p == WireProtocol::h2 ? "h2" : "http1"; }
+
+class DownstreamStream {
+ public:
+  virtual ~DownstreamStream() = default;
+
+  virtual WireProtocol protocol() const = 0;
+  virtual const std::string& peer_ip() const = 0;
+  virtual bool over_tls() const = 0;
+  // The HTTP/2 stream id (0 on HTTP/1), for the access log.
+  virtual uint32_t stream_id() const { return 0; }
+
+  // What goes with a proxied response head besides the upstream's fields.
+  struct ResponseMeta {
+    bool no_body = false;        // HEAD, 204, 304: no body whatever the head says
+    bool head_request = false;   // the request was HEAD (a length is kept)
+    std::string_view via;        // the Via member to append ("": none)
+    const Headers* extra = nullptr;  // fields onelayer adds (x-retry-exhausted)
+  };
+  // The upstream's response head. The codec drops hop-by-hop and framing
+  // fields, appends Via and `meta.extra`, and chooses the body framing.
+  // It may hold the head back until the first body bytes or flush().
+  // False: this response cannot reach this client (the exchange gives up
+  // on it as a bad upstream response); nothing was written.
+  virtual bool send_response_head(const MessageHead& head, const ResponseMeta& meta) = 0;
+  // Body bytes; false when the client is gone (the stream is aborted).
+  virtual bool send_response_body(std::string_view bytes) = 0;
+  // The upstream's trailers, then the end: where the protocol cannot carry
+  // trailers (HTTP/1 without chunked) they are dropped.
+  virtual void send_response_trailers(const Headers& trailers) = 0;
+  virtual void send_response_end() = 0;
+  // A head held back for body bytes goes out now.
+  virtual void flush() = 0;
+  // onelayer's own answer (errors, refusals): `extra` fields besides the
+  // standard ones; `request_complete`: the request was read whole (if not,
+  // HTTP/1 closes the connection after the answer).
+  virtual void send_proxy_response(int status, const char* reason, const Headers& extra, bool head_request,
+                                   bool request_complete) = 0;
+  // Response bytes written but not yet taken by the client (backpressure).
+  virtual size_t queued_bytes() const = 0;
+
+  // Backpressure on the request body: the upstream cannot take it as fast.
+  virtual void hold_request_body() = 0;
+  virtual void release_request_body() = 0;
+  virtual bool request_body_held() const = 0;
+
+  // The exchange is over (its answer is complete): the owner retires it on
+  // the next loop turn, never from inside this call.
+  virtual void exchange_done() = 0;
+  // The answer was cut short or the client must not wait: HTTP/1 closes the
+  // connection, HTTP/2 resets the stream. The exchange has ended already.
+  virtual void abort_stream(const char* reason) = 0;
+
+  // The HTTP/1 connection behind this stream (upgrade tunnels), else null.
+  virtual DownConn* http1_connection() { return nullptr; }
+};
+
+}  // namespace onelayer

@@ -1,0 +1,106 @@
+// What an exchange needs of one upstream attempt's stream, whatever the
+// protocol: an HTTP/1.1 connection of the endpoint's keep-alive pool
+// (UpConn) or one stream of a multiplexed HTTP/2 connection (H2Upstream).
+// The exchange hands over the request and hears the response through the
+// Receiver; framing, pooling and connection reuse are the codec's.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/clock.h"
+#include "core/http_headers.h"
+
+namespace onelayer {
+
+class TlsClientContext;
+class UpConn;
+class Worker;
+struct EndpointState;
+struct MessageHead;
+struct RequestRewrite;
+struct Upstream;
+
+// One attempt's request as the exchange gives it to the stream.
+struct OutgoingRequest {
+  const MessageHead* head = nullptr;  // method, fields as received, framing facts
+  std::string_view target;            // the request target to send
+  const RequestRewrite* rewrite = nullptr;  // the fields onelayer writes (retry protocol, Via, ...)
+  std::string_view default_host;      // Host / :authority when the request had none
+  std::string_view upgrade;           // Upgrade protocols ("": no upgrade)
+  bool has_body = false;              // a body follows (or is in `body`)
+  std::string_view body;              // body bytes to send with the head
+  bool end = false;                   // `body` is the whole body
+};
+
+class UpstreamStream {
+ public:
+  // The exchange's side: the stream's events. Callbacks may call back into
+  // the stream (send, pause, finish, cancel).
+  class Receiver {
+   public:
+    virtual ~Receiver() = default;
+    virtual void on_connected() = 0;                   // the request can go now
+    virtual void on_connect_failed(int err, bool dns) = 0;
+    // TLS handshake failed (`verify`: the certificate did not verify).
+    virtual void on_tls_failed(const std::string& why, bool verify) = 0;
+    // The final response head (1xx skipped). 0 go on, 1 no body follows,
+    // -1 refuse (the stream is then cancelled as a bad response).
+    virtual int on_up_head(MessageHead& head) = 0;
+    virtual int on_up_body(const char* data, size_t len) = 0;  // 0, or -1 to stop
+    virtual void on_up_trailers(Headers& trailers) = 0;
+    // The response is complete; `reusable`: the connection may serve again.
+    virtual void on_up_end(bool reusable) = 0;
+    virtual void on_up_error(int err) = 0;  // reset, EOF, write error
+    // HTTP/2: the upstream refused the stream (REFUSED_STREAM, or above a
+    // GOAWAY's last-stream-id): the request never reached the application.
+    virtual void on_up_refused() = 0;
+    virtual void on_up_tls_error(const std::string& why) = 0;
+    virtual void on_up_bad_response() = 0;
+    // The stream's queued request bytes went out (backpressure release).
+    virtual void on_up_drained() = 0;
+    // The end of one read: a response head held back goes downstream now.
+    virtual void on_up_read_done() = 0;
+  };
+
+  virtual ~UpstreamStream() = default;
+
+  // The request may be sent (connected; for HTTP/2 a stream may be opened).
+  virtual bool ready() const = 0;
+  virtual bool closing() const = 0;
+  // The connect timeout this stream's connection was given (black-hole test).
+  virtual Millis connect_timeout() const = 0;
+  // Head and the body bytes given with it. <0: a libuv error (write failed).
+  virtual int send_request(const OutgoingRequest& req) = 0;
+  virtual void send_request_body(std::string_view bytes) = 0;
+  virtual void send_request_end() = 0;
+  virtual size_t queued_bytes() const = 0;
+  // Backpressure on the response (the client reads slowly).
+  virtual void pause_response() = 0;
+  virtual void resume_response() = 0;
+  // After on_up_end: the stream is done; `reusable` (the whole request went
+  // and the response ended cleanly): its connection goes back to the pool.
+  // The stream object is gone after this call.
+  virtual void release(bool reusable) = 0;
+  // The attempt is abandoned: HTTP/1 closes the connection (`reset`: with a
+  // TCP RST), HTTP/2 resets the stream (CANCEL). Gone after this call.
+  virtual void cancel(bool reset = false) = 0;
+
+  // The HTTP/1 connection behind this stream (upgrade tunnels), else null.
+  virtual UpConn* http1_connection() { return nullptr; }
+};
+
+// A stream for one attempt to `ep` (its address `addr`, -1: the sticky
+// one), for `upstream`'s protocol: a pooled connection when one is idle
+// (ready() at once; the caller sends), else a new connection whose
+// on_connected (or failure) comes later. `tls`: the context connections
+// handshake with (null: cleartext); pooled ones made with another are not
+// reused. `head_request`: the response has no body.
+UpstreamStream* open_upstream_stream(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
+                                     const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
+                                     bool head_request, Millis connect_timeout);
+
+}  // namespace onelayer
