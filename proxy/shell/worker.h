@@ -8,6 +8,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -16,6 +17,7 @@
 #include "core/clock.h"
 #include "shell/conn.h"
 #include "shell/runtime.h"
+#include "shell/timer_list.h"
 #include "shell/tls_channel.h"
 #include "shell/worker_listener.h"
 
@@ -53,6 +55,8 @@ class Worker {
 
   // Called on the worker thread.
   uv_loop_t* loop() { return &loop_; }
+  // The worker's timers (connections, exchanges): one libuv timer for all.
+  TimerList& timers() { return *timers_; }
   Runtime& runtime() { return rt_; }
   const GenerationPtr& generation() {
     rt_.refresh(gen_);
@@ -99,6 +103,7 @@ class Worker {
   uv_loop_t loop_;
   uv_async_t async_;
   uv_check_t reaper_;
+  std::optional<TimerList> timers_;  // made once loop_ is initialised
   std::vector<std::unique_ptr<Exchange>> retired_;
   std::thread thread_;
   GenerationPtr gen_;
