@@ -5,6 +5,8 @@
 // Receiver; framing, pooling and connection reuse are the codec's.
 #pragma once
 
+#include <uv.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -64,6 +66,12 @@ class UpstreamStream {
     virtual void on_up_drained() = 0;
     // The end of one read: a response head held back goes downstream now.
     virtual void on_up_read_done() = 0;
+    // HTTP/1 upgrade tunnels (a request sent with `upgrade`): the 101 head
+    // (0 go on, -1 refuse: a bad response), the bytes after it, then every
+    // read of the tunnel (nread < 0: its end). Only the exchange tunnels.
+    virtual int on_up_switching(MessageHead&) { return -1; }
+    virtual void start_tunnel(const char*, size_t) {}
+    virtual void on_tunnel_up(ssize_t, const uv_buf_t*) {}
   };
 
   virtual ~UpstreamStream() = default;
