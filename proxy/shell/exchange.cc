@@ -228,8 +228,11 @@ void Exchange::start_attempt() {
 
   // A pooled connection (or a free stream on one) when there is one, else
   // a new connection; its on_connected (or failure) comes later.
-  attempt_.stream = open_upstream_stream(w_, ep, *ucfg_, attempt_.address, gen_->tls.upstreams[route_->upstream_index],
-                                         this, head_request_, std::min(ucfg_->connect_timeout, t));
+  const std::shared_ptr<TlsClientContext>& tls = gen_->tls.upstreams[route_->upstream_index];
+  const Millis connect_timeout = std::min(ucfg_->connect_timeout, t);
+  UpstreamStreamFactory* f = w_->upstream_streams();
+  attempt_.stream = f ? f->open(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_, connect_timeout)
+                      : open_upstream_stream(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_, connect_timeout);
   if (attempt_.stream->ready()) on_connected();
 }
 

@@ -101,6 +101,17 @@ class UpstreamStream {
   virtual UpConn* http1_connection() { return nullptr; }
 };
 
+// Opens an attempt's stream. The worker's default opens real connections
+// (open_upstream_stream below); tests of the exchange install their own
+// (Worker::set_upstream_streams) and hand it fake streams.
+class UpstreamStreamFactory {
+ public:
+  virtual ~UpstreamStreamFactory() = default;
+  virtual UpstreamStream* open(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
+                               const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
+                               bool head_request, Millis connect_timeout) = 0;
+};
+
 // A stream for one attempt to `ep` (its address `addr`, -1: the sticky
 // one), for `upstream`'s protocol: a pooled connection when one is idle
 // (ready() at once; the caller sends), else a new connection whose
