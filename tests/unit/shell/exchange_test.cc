@@ -29,6 +29,7 @@ constexpr const char* kConfig = R"(layer_id: edge
 listeners:
   - name: out
     listen: 127.0.0.1:0
+    limits: { idle_timeout: 200ms }
     routes:
       - name: slow
         match: { path_prefix: /slow }
@@ -140,6 +141,8 @@ class FakeUpstream final : public UpstreamStream {
   int pauses = 0, resumes = 0;
   int releases = 0, cancels = 0;
   bool released_reusable = false;
+  int send_result = 0;  // what send_request answers (<0: the write failed)
+  size_t queued = 0;    // what queued_bytes() answers
 
   bool ready() const override { return is_ready; }
   bool closing() const override { return gone(); }
@@ -155,7 +158,7 @@ class FakeUpstream final : public UpstreamStream {
     rewrite_request_headers(req.head->headers, *req.rewrite, rewritten);
     body.append(req.body);
     end = req.end;
-    return 0;
+    return send_result;
   }
   void send_request_body(std::string_view bytes) override {
     CHECK_FALSE(gone());
@@ -165,7 +168,7 @@ class FakeUpstream final : public UpstreamStream {
     CHECK_FALSE(gone());
     end = true;
   }
-  size_t queued_bytes() const override { return 0; }
+  size_t queued_bytes() const override { return queued; }
   void pause_response() override { ++pauses; }
   void resume_response() override { ++resumes; }
   void release(bool reusable) override {
@@ -189,12 +192,14 @@ class FakeFactory final : public UpstreamStreamFactory {
  public:
   std::vector<std::unique_ptr<FakeUpstream>> streams;
   bool ready_at_once = false;  // a pooled connection: the exchange sends at once
+  int send_result = 0;         // given to each new stream
 
   UpstreamStream* open(Worker*, EndpointState*, const Upstream&, int, const std::shared_ptr<TlsClientContext>&,
                        UpstreamStream::Receiver* r, bool, Millis) override {
     auto s = std::make_unique<FakeUpstream>();
     s->r = r;
     s->is_ready = ready_at_once;
+    s->send_result = send_result;
     streams.push_back(std::move(s));
     return streams.back().get();
   }
@@ -289,6 +294,36 @@ class Harness {
     return true;
   }
 
+  // The backoff timer runs out and attempt `n` (1-based) opens its stream.
+  void await_attempt(size_t n) {
+    REQUIRE(run_until([&] { return factory.opens() == n; }));
+  }
+  // The loop runs on a while and no attempt past the `n`th one opens.
+  void check_no_more_attempts(size_t n) {
+    run_for(30ms);
+    CHECK(factory.opens() == n);
+  }
+
+  // The second attempt opens after the backoff, carries x-retry-attempt: 2,
+  // is answered 200 "ok", and that answer alone reaches the client.
+  FakeUpstream& retry_succeeds() {
+    await_attempt(2);
+    FakeUpstream& second = connect(1);
+    CHECK(second.requests == 1);
+    CHECK(second.attempt == 2);
+    CHECK(second.field("x-retry-attempt") == "2");
+    CHECK(second.end);
+    answer(1, 200, "ok");
+    REQUIRE(down.heads.size() == 1);
+    CHECK(down.heads[0].status == 200);
+    CHECK(down.body == "ok");
+    CHECK(down.proxy_responses.empty());
+    CHECK(down.aborts.empty());
+    CHECK(down.done == 1);
+    CHECK(second.releases == 1);
+    return second;
+  }
+
   // Runs the worker's loop for `ms` (nothing is expected to happen).
   void run_for(Millis ms) {
     const auto until = std::chrono::steady_clock::now() + ms;
@@ -342,7 +377,7 @@ std::string extra_field(const Headers& h, std::string_view name) {
 
 TEST_CASE("exchange: a GET answered 200 reaches the client, the stream goes back to the pool") {
   Harness t;
-  Exchange& ex = t.get();
+  t.get();
   REQUIRE(t.factory.opens() == 1);
   FakeUpstream& u = t.connect(0);
   CHECK(u.requests == 1);
@@ -373,7 +408,7 @@ TEST_CASE("exchange: a GET answered 200 reaches the client, the stream goes back
 
 TEST_CASE("exchange: a 503 is retried after the backoff and the client sees only the 200") {
   Harness t;
-  Exchange& ex = t.get();
+  t.get();
   t.connect(0);
   t.answer(0, 503, "busy");
   FakeUpstream& first = t.factory.at(0);
@@ -383,21 +418,8 @@ TEST_CASE("exchange: a 503 is retried after the backoff and the client sees only
   CHECK(t.down.body.empty());
   CHECK(t.factory.opens() == 1);  // the backoff timer comes first
 
-  REQUIRE(t.run_until([&] { return t.factory.opens() == 2; }));
-  FakeUpstream& second = t.connect(1);
-  CHECK(second.requests == 1);
-  CHECK(second.attempt == 2);
-  CHECK(second.field("x-retry-attempt") == "2");
-  CHECK(second.end);
-  t.answer(1, 200, "ok");
-
-  REQUIRE(t.down.heads.size() == 1);
-  CHECK(t.down.heads[0].status == 200);
+  t.retry_succeeds();
   CHECK(extra_field(t.down.heads[0].extra, "x-retry-exhausted") == "<none>");
-  CHECK(t.down.body == "ok");
-  CHECK(t.down.proxy_responses.empty());
-  CHECK(t.down.done == 1);
-  CHECK(second.releases == 1);
   CHECK(t.factory.opens() == 2);
 }
 
@@ -418,8 +440,7 @@ TEST_CASE("exchange: a POST without idempotency key is not retried after a reset
   t.check_proxy_answer(502, "upstream_reset");
   CHECK(t.down.proxy_responses[0].request_complete);
   // Nothing more happens on the loop: no second attempt.
-  t.run_for(30ms);
-  CHECK(t.factory.opens() == 1);
+  t.check_no_more_attempts(1);
 }
 
 TEST_CASE("exchange: a POST whose stream was refused is retried with its body replayed") {
@@ -432,7 +453,7 @@ TEST_CASE("exchange: a POST whose stream was refused is retried with its body re
   CHECK(first.cancels == 1);
   CHECK(t.down.answers() == 0);
 
-  REQUIRE(t.run_until([&] { return t.factory.opens() == 2; }));
+  t.await_attempt(2);
   FakeUpstream& second = t.connect(1);
   CHECK(second.method == "POST");
   CHECK(second.body == "hello");
@@ -448,7 +469,7 @@ TEST_CASE("exchange: a POST whose stream was refused is retried with its body re
 
 TEST_CASE("exchange: a failed connect is retried on a new stream") {
   Harness t;
-  Exchange& ex = t.get();
+  t.get();
   REQUIRE(t.factory.opens() == 1);
   FakeUpstream& first = t.factory.at(0);
   first.r->on_connect_failed(UV_ECONNREFUSED, false);
@@ -456,14 +477,7 @@ TEST_CASE("exchange: a failed connect is retried on a new stream") {
   CHECK(first.cancels == 1);
   CHECK(t.down.answers() == 0);
 
-  REQUIRE(t.run_until([&] { return t.factory.opens() == 2; }));
-  FakeUpstream& second = t.connect(1);
-  CHECK(second.requests == 1);
-  CHECK(second.attempt == 2);
-  t.answer(1, 200, "ok");
-  REQUIRE(t.down.heads.size() == 1);
-  CHECK(t.down.heads[0].status == 200);
-  CHECK(t.down.done == 1);
+  t.retry_succeeds();
 }
 
 TEST_CASE("exchange: a pooled stream that is ready at once gets the request without on_connected") {
@@ -485,10 +499,10 @@ TEST_CASE("exchange: a pooled stream that is ready at once gets the request with
 
 TEST_CASE("exchange: attempts exhausted: the client gets the last 503 marked x-retry-exhausted") {
   Harness t;
-  Exchange& ex = t.get();
+  t.get();
   t.connect(0);
   t.answer(0, 503, "first");
-  REQUIRE(t.run_until([&] { return t.factory.opens() == 2; }));
+  t.await_attempt(2);
   t.connect(1);
   t.answer(1, 503, "second");
 
@@ -501,8 +515,7 @@ TEST_CASE("exchange: attempts exhausted: the client gets the last 503 marked x-r
   CHECK(t.down.done == 1);
   CHECK(t.factory.at(0).cancels == 1);
   CHECK(t.factory.at(1).releases == 1);
-  t.run_for(30ms);
-  CHECK(t.factory.opens() == 2);
+  t.check_no_more_attempts(2);
 }
 
 TEST_CASE("exchange: no head before the route's deadline: 504 and the upstream cancelled") {
@@ -538,7 +551,7 @@ TEST_CASE("exchange: the client going away mid-response cancels the upstream") {
 
 TEST_CASE("exchange: an upstream error after the head went out aborts the client's stream") {
   Harness t;
-  Exchange& ex = t.get();
+  t.get();
   FakeUpstream& u = t.response_started(0);
   CHECK(u.r->on_up_body("part", 4) == 0);
   u.r->on_up_error(UV_ECONNRESET);
@@ -549,8 +562,7 @@ TEST_CASE("exchange: an upstream error after the head went out aborts the client
   CHECK(t.down.proxy_responses.empty());  // never a second answer
   CHECK(t.down.ends == 0);
   CHECK(t.down.done == 0);
-  t.run_for(30ms);
-  CHECK(t.factory.opens() == 1);  // not retried: bytes went to the client
+  t.check_no_more_attempts(1);  // not retried: bytes went to the client
 }
 
 TEST_CASE("exchange: a slow client pauses the upstream's response and a drained one resumes it") {
@@ -574,4 +586,88 @@ TEST_CASE("exchange: a slow client pauses the upstream's response and a drained 
   CHECK(t.down.body.size() == 2 * chunk.size());
   CHECK(t.down.done == 1);
   CHECK(u.releases == 1);
+}
+
+TEST_CASE("exchange: connect failures until the attempts run out: 502 marked x-retry-exhausted") {
+  Harness t;
+  t.get();
+  t.factory.at(0).r->on_connect_failed(UV_ECONNREFUSED, false);
+  t.await_attempt(2);
+  t.factory.at(1).r->on_connect_failed(UV_ECONNREFUSED, false);
+  t.check_proxy_answer(502, "connect_failure");
+  CHECK(extra_field(t.down.proxy_responses[0].extra, "x-retry-exhausted") == "2");
+  CHECK(t.factory.at(0).cancels == 1);
+  CHECK(t.factory.at(1).cancels == 1);
+  t.check_no_more_attempts(2);
+}
+
+TEST_CASE("exchange: a request whose write failed is retried on a new stream") {
+  Harness t;
+  t.factory.send_result = UV_EPIPE;
+  t.get();
+  FakeUpstream& first = t.connect(0);
+  CHECK(first.requests == 1);
+  CHECK(first.cancels == 1);
+  CHECK(t.down.answers() == 0);
+  t.factory.send_result = 0;
+  t.retry_succeeds();
+}
+
+TEST_CASE("exchange: the upstream's trailers reach the client before the end") {
+  Harness t;
+  t.get();
+  FakeUpstream& u = t.response_started(0);
+  CHECK(u.r->on_up_body("data", 4) == 0);
+  Headers tr{{"grpc-status", "0"}};
+  u.r->on_up_trailers(tr);
+  CHECK(t.down.ends == 0);
+  u.r->on_up_end(true);
+  REQUIRE(t.down.trailers.size() == 1);
+  CHECK(t.down.trailers[0] == Headers{{"grpc-status", "0"}});
+  CHECK(t.down.ends == 1);
+  CHECK(t.down.done == 1);
+  CHECK(u.releases == 1);
+}
+
+TEST_CASE("exchange: a response body that stalls past idle_timeout is cut") {
+  Harness t;
+  t.get();
+  FakeUpstream& u = t.response_started(0);
+  CHECK(u.r->on_up_body("data", 4) == 0);
+  REQUIRE(t.run_until([&] { return !t.down.aborts.empty(); }));
+  REQUIRE(t.down.aborts.size() == 1);
+  CHECK(t.down.aborts[0] == "stream_stalled");
+  CHECK(u.cancels == 1);
+  CHECK(t.down.ends == 0);
+  CHECK(t.down.done == 0);
+  CHECK(t.down.proxy_responses.empty());
+}
+
+TEST_CASE("exchange: a body past buffer_limit streams, is held back under backpressure and never replayed") {
+  Harness t;
+  Exchange& ex = t.begin(kRouteMain, request_head("PUT", "/big", {{"Content-Length", "1048576"}}));
+  REQUIRE(t.factory.opens() == 1);  // too big to buffer: the attempt starts at once
+  FakeUpstream& u = t.connect(0);
+  CHECK(u.method == "PUT");
+  CHECK(u.body.empty());
+  CHECK_FALSE(u.end);
+  const std::string chunk(1024, 'b');
+  ex.on_request_body(chunk.data(), chunk.size());
+  CHECK(u.body == chunk);
+  CHECK_FALSE(t.down.held);
+  u.queued = 300 * 1024;  // the upstream takes it slowly
+  ex.on_request_body(chunk.data(), chunk.size());
+  CHECK(u.body.size() == 2 * chunk.size());
+  CHECK(t.down.held);
+  u.queued = 100 * 1024;
+  u.r->on_up_drained();
+  CHECK(t.down.held);  // above the low-water mark
+  u.queued = 0;
+  u.r->on_up_drained();
+  CHECK_FALSE(t.down.held);
+  // A reset now cannot be retried: the body that went is not kept.
+  u.r->on_up_error(UV_ECONNRESET);
+  t.check_proxy_answer(502, "upstream_reset");
+  CHECK_FALSE(t.down.proxy_responses[0].request_complete);
+  t.check_no_more_attempts(1);
 }
