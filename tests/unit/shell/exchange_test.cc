@@ -29,7 +29,7 @@ constexpr const char* kConfig = R"(layer_id: edge
 listeners:
   - name: out
     listen: 127.0.0.1:0
-    limits: { idle_timeout: 200ms }
+    limits: { idle_timeout: 200ms, max_body_bytes: 512KiB }
     routes:
       - name: slow
         match: { path_prefix: /slow }
@@ -85,11 +85,13 @@ class FakeDownstream final : public DownstreamStream {
   int flushes = 0;
   size_t queued = 0;  // what queued_bytes() answers
   bool held = false;
+  bool refuse_heads = false;  // send_response_head: this response cannot reach the client
 
   WireProtocol protocol() const override { return WireProtocol::http1; }
   const std::string& peer_ip() const override { return peer_; }
   bool over_tls() const override { return false; }
   bool send_response_head(const MessageHead& head, const ResponseMeta& meta) override {
+    if (refuse_heads) return false;
     Head h;
     h.status = head.status;
     h.headers = head.headers;
@@ -141,6 +143,7 @@ class FakeUpstream final : public UpstreamStream {
   int pauses = 0, resumes = 0;
   int releases = 0, cancels = 0;
   bool released_reusable = false;
+  bool cancelled_with_reset = false;
   int send_result = 0;  // what send_request answers (<0: the write failed)
   size_t queued = 0;    // what queued_bytes() answers
 
@@ -176,9 +179,10 @@ class FakeUpstream final : public UpstreamStream {
     ++releases;
     released_reusable = reusable;
   }
-  void cancel(bool) override {
+  void cancel(bool reset) override {
     CHECK_FALSE(gone());
     ++cancels;
+    cancelled_with_reset = reset;
   }
   bool gone() const { return releases + cancels > 0; }
 
@@ -669,5 +673,49 @@ TEST_CASE("exchange: a body past buffer_limit streams, is held back under backpr
   u.r->on_up_error(UV_ECONNRESET);
   t.check_proxy_answer(502, "upstream_reset");
   CHECK_FALSE(t.down.proxy_responses[0].request_complete);
+  t.check_no_more_attempts(1);
+}
+
+TEST_CASE("exchange: the client going away during the backoff stops the retry") {
+  Harness t;
+  Exchange& ex = t.get();
+  t.connect(0);
+  t.answer(0, 503, "busy");
+  CHECK(t.factory.at(0).cancels == 1);
+  ex.abort("client_closed");
+  t.check_no_more_attempts(1);
+  CHECK(t.down.answers() == 0);
+  CHECK(t.down.done == 0);
+  CHECK(t.down.aborts.empty());
+}
+
+TEST_CASE("exchange: a body over max_body_bytes after part of it went upstream: 413, the upstream reset") {
+  Harness t;
+  Exchange& ex = t.begin(kRouteMain, request_head("PUT", "/big", {{"Content-Length", "1048576"}}));
+  FakeUpstream& u = t.connect(0);
+  const std::string chunk(300 * 1024, 'b');
+  ex.on_request_body(chunk.data(), chunk.size());
+  CHECK(u.body.size() == chunk.size());
+  ex.on_request_body(chunk.data(), chunk.size());  // 600 KiB read: over the limit
+  CHECK(u.body.size() == chunk.size());             // the bytes over it never went
+  CHECK(u.cancels == 1);
+  CHECK(u.cancelled_with_reset);  // the upstream must see the request cut
+  CHECK_FALSE(u.end);
+  t.check_proxy_answer(413, "body_too_large");
+  CHECK(extra_field(t.down.proxy_responses[0].extra, "x-onelayer-forwarded") == "partial");
+  t.check_no_more_attempts(1);
+}
+
+TEST_CASE("exchange: a response head the client cannot take is a bad upstream response, not retried") {
+  Harness t;
+  t.get();
+  FakeUpstream& u = t.connect(0);
+  t.down.refuse_heads = true;
+  MessageHead h = response_head(200);
+  CHECK(u.r->on_up_head(h) == -1);
+  CHECK_FALSE(u.gone());  // refusing it is the stream's part: HTTP/1 reports a parse error
+  u.r->on_up_bad_response();
+  CHECK(u.cancels == 1);
+  t.check_proxy_answer(502, "bad_upstream_response");
   t.check_no_more_attempts(1);
 }
