@@ -280,8 +280,8 @@ class Harness {
   }
 
   // A GET read whole (head and end) on `route`.
-  Exchange& get(size_t route = kRouteMain, std::string target = "/") {
-    Exchange& e = begin(route, request_head("GET", std::move(target)));
+  Exchange& get(size_t route = kRouteMain, std::string target = "/", Headers fields = {}) {
+    Exchange& e = begin(route, request_head("GET", std::move(target), std::move(fields)));
     e.on_request_end();
     return e;
   }
@@ -718,4 +718,56 @@ TEST_CASE("exchange: a response head the client cannot take is a bad upstream re
   CHECK(u.cancels == 1);
   t.check_proxy_answer(502, "bad_upstream_response");
   t.check_no_more_attempts(1);
+}
+
+TEST_CASE("exchange: a request an outer layer owns is tried once and keeps its owner") {
+  Harness t;
+  t.get(kRouteMain, "/", {{"x-retry-owner", "gateway"}});
+  FakeUpstream& u = t.connect(0);
+  CHECK(u.field("x-retry-owner") == "gateway");
+  CHECK(u.field("x-envoy-max-retries") == "0");  // hops further in must not retry either
+  t.answer(0, 503, "busy");
+  REQUIRE(t.down.heads.size() == 1);
+  CHECK(t.down.heads[0].status == 503);
+  CHECK(extra_field(t.down.heads[0].extra, "x-retry-exhausted") == "<none>");  // the owner decides
+  CHECK(t.down.body == "busy");
+  CHECK(t.down.done == 1);
+  t.check_no_more_attempts(1);
+}
+
+TEST_CASE("exchange: the caller's x-request-timeout-ms bounds the attempt and is passed on") {
+  Harness t;
+  t.get(kRouteMain, "/", {{"x-request-timeout-ms", "40"}});
+  FakeUpstream& u = t.connect(0);
+  const std::string left = u.field("x-request-timeout-ms");
+  REQUIRE(left != "<none>");
+  CHECK(std::stoi(left) <= 40);
+  CHECK(std::stoi(left) > 0);
+  REQUIRE(t.run_until([&] { return t.down.answers() > 0; }));
+  t.check_proxy_answer(504, "deadline_exceeded");
+  CHECK(u.cancels == 1);
+}
+
+TEST_CASE("exchange: an x-request-timeout-ms of 0 leaves no time for any attempt") {
+  Harness t;
+  t.begin(kRouteMain, request_head("GET", "/", {{"x-request-timeout-ms", "0"}}));
+  CHECK(t.factory.opens() == 0);
+  t.check_proxy_answer(504, "deadline_exceeded");
+}
+
+TEST_CASE("exchange: a HEAD response has no body to wait for") {
+  Harness t;
+  Exchange& ex = t.begin(kRouteMain, request_head("HEAD", "/"));
+  ex.on_request_end();
+  FakeUpstream& u = t.connect(0);
+  CHECK(u.method == "HEAD");
+  MessageHead h = response_head(200, {{"Content-Length", "10"}});
+  CHECK(u.r->on_up_head(h) == 1);
+  u.r->on_up_end(true);
+  REQUIRE(t.down.heads.size() == 1);
+  CHECK(t.down.heads[0].no_body);
+  CHECK(t.down.body.empty());
+  CHECK(t.down.ends == 1);
+  CHECK(t.down.done == 1);
+  CHECK(u.releases == 1);
 }
