@@ -45,6 +45,11 @@ listeners:
           retry_on: [connect-failure, reset, 503]
           backoff: { base: 1ms, cap: 2ms, jitter: none }
           idempotency_key: Idempotency-Key
+      - name: pertry
+        match: { path_prefix: /pertry }
+        upstream: up
+        timeout: 5s
+        retry: { max_attempts: 2, per_try_timeout: 30ms, retry_on: [connect-failure, reset, timeout], backoff: { base: 1ms, cap: 2ms, jitter: none } }
       - name: main
         upstream: up
         timeout: 5s
@@ -56,7 +61,7 @@ upstreams:
     retry_budget: { ratio: 1.0, min_per_second: 100 }
 )";
 
-constexpr size_t kRouteSlow = 0, kRoutePost = 1, kRouteMain = 2;
+constexpr size_t kRouteSlow = 0, kRoutePost = 1, kRoutePerTry = 2, kRouteMain = 3;
 
 // Every call the exchange makes on the client side.
 class FakeDownstream final : public DownstreamStream {
@@ -770,4 +775,41 @@ TEST_CASE("exchange: a HEAD response has no body to wait for") {
   CHECK(t.down.ends == 1);
   CHECK(t.down.done == 1);
   CHECK(u.releases == 1);
+}
+
+TEST_CASE("exchange: the deadline passes while the request body is still coming: 504, nothing sent") {
+  Harness t;
+  t.begin(kRouteSlow, request_head("POST", "/slow", {{"Content-Length", "5"}}));
+  t.ex->on_request_body("he", 2);
+  REQUIRE(t.run_until([&] { return t.down.answers() > 0; }));
+  t.check_proxy_answer(504, "deadline_exceeded");
+  CHECK_FALSE(t.down.proxy_responses[0].request_complete);
+  t.ex->on_request_body("llo", 3);  // the rest comes too late
+  t.ex->on_request_end();
+  CHECK(t.factory.opens() == 0);
+}
+
+TEST_CASE("exchange: an attempt past per_try_timeout is cancelled and the next one answers") {
+  Harness t;
+  t.get(kRoutePerTry, "/pertry");
+  FakeUpstream& first = t.connect(0);
+  CHECK(std::stoi(first.field("x-request-timeout-ms")) <= 30);
+  t.await_attempt(2);  // the per-try timer, then the backoff
+  CHECK(first.cancels == 1);
+  CHECK(t.down.answers() == 0);
+  t.retry_succeeds();
+}
+
+TEST_CASE("exchange: attempts that never connect time out into connect failures until exhausted") {
+  Harness t;
+  t.get(kRoutePerTry, "/pertry");
+  t.await_attempt(2);
+  CHECK(t.factory.at(0).requests == 0);
+  CHECK(t.factory.at(0).cancels == 1);
+  REQUIRE(t.run_until([&] { return t.down.answers() > 0; }));
+  CHECK(t.factory.at(1).requests == 0);
+  CHECK(t.factory.at(1).cancels == 1);
+  t.check_proxy_answer(504, "deadline_exceeded");
+  CHECK(extra_field(t.down.proxy_responses[0].extra, "x-retry-exhausted") == "2");
+  t.check_no_more_attempts(2);
 }
