@@ -365,6 +365,16 @@ class Harness {
     CHECK(down.aborts.empty());
     CHECK(down.done == 1);
   }
+  // The client got the upstream's `status` with `body`, whole, once.
+  void check_proxied_answer(int status, std::string_view body) {
+    REQUIRE(down.heads.size() == 1);
+    CHECK(down.heads[0].status == status);
+    CHECK(down.body == body);
+    CHECK(down.ends == 1);
+    CHECK(down.proxy_responses.empty());
+    CHECK(down.aborts.empty());
+    CHECK(down.done == 1);
+  }
   // The upstream answers `status` with `body` on stream `i`.
   void answer(size_t i, int status, std::string_view body, Headers fields = {}) {
     FakeUpstream& u = factory.at(i);
@@ -514,14 +524,8 @@ TEST_CASE("exchange: attempts exhausted: the client gets the last 503 marked x-r
   t.await_attempt(2);
   t.connect(1);
   t.answer(1, 503, "second");
-
-  REQUIRE(t.down.heads.size() == 1);
-  CHECK(t.down.heads[0].status == 503);
+  t.check_proxied_answer(503, "second");
   CHECK(extra_field(t.down.heads[0].extra, "x-retry-exhausted") == "2");
-  CHECK(t.down.body == "second");
-  CHECK(t.down.ends == 1);
-  CHECK(t.down.proxy_responses.empty());
-  CHECK(t.down.done == 1);
   CHECK(t.factory.at(0).cancels == 1);
   CHECK(t.factory.at(1).releases == 1);
   t.check_no_more_attempts(2);
@@ -732,11 +736,8 @@ TEST_CASE("exchange: a request an outer layer owns is tried once and keeps its o
   CHECK(u.field("x-retry-owner") == "gateway");
   CHECK(u.field("x-envoy-max-retries") == "0");  // hops further in must not retry either
   t.answer(0, 503, "busy");
-  REQUIRE(t.down.heads.size() == 1);
-  CHECK(t.down.heads[0].status == 503);
+  t.check_proxied_answer(503, "busy");
   CHECK(extra_field(t.down.heads[0].extra, "x-retry-exhausted") == "<none>");  // the owner decides
-  CHECK(t.down.body == "busy");
-  CHECK(t.down.done == 1);
   t.check_no_more_attempts(1);
 }
 
@@ -812,4 +813,25 @@ TEST_CASE("exchange: attempts that never connect time out into connect failures 
   t.check_proxy_answer(504, "deadline_exceeded");
   CHECK(extra_field(t.down.proxy_responses[0].extra, "x-retry-exhausted") == "2");
   t.check_no_more_attempts(2);
+}
+
+TEST_CASE("exchange: a 503 an inner layer marked exhausted is final and passed on") {
+  Harness t;
+  t.get();
+  t.connect(0);
+  t.answer(0, 503, "inner gave up", {{"x-retry-exhausted", "3"}});
+  t.check_proxied_answer(503, "inner gave up");
+  CHECK(extra_field(t.down.heads[0].headers, "x-retry-exhausted") == "3");
+  t.check_no_more_attempts(1);
+}
+
+TEST_CASE("exchange: a Retry-After beyond the deadline returns the 503 at once") {
+  Harness t;
+  t.get(kRouteSlow, "/slow");
+  t.connect(0);
+  t.answer(0, 503, "later", {{"Retry-After", "1"}});
+  t.check_proxied_answer(503, "later");
+  CHECK(extra_field(t.down.heads[0].extra, "x-retry-exhausted") == "1");
+  CHECK(t.factory.at(0).releases == 1);
+  t.check_no_more_attempts(1);
 }
