@@ -710,6 +710,7 @@ void Exchange::record(int status) {
   a.bytes_in = body_.received() + tunnel_bytes_in_;
   a.bytes_out = bytes_out;
   a.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (grpc_answer_) a.grpc_status = grpc_code(*grpc_answer_);
   write_access_log(a);
 }
 
