@@ -7,6 +7,11 @@
 * ``GrpcClient``: an insecure channel with gRPC's own retries switched off
   (``grpc.enable_retries: 0``), so every retry seen is onelayer's.
 
+* ``H2ScriptedServer``: a python3-h2 server scripted per stream with what a
+  real gRPC server will not do on demand: ``refuse()`` (REFUSED_STREAM),
+  ``go_away()`` (GOAWAY below the stream), ``answer(status, trailers)``.
+* ``raw_grpc_call``: one call over h2c and the frames that came back.
+
 Replies: ``ok(payload)``, ``fail(code, message, headers_first=False,
 pushback=None, trailers=())`` (Trailers-Only, or with ``headers_first`` the
 response headers go out first and the status follows in the trailers with
@@ -235,7 +240,8 @@ def grpc_frame(payload):
 def raw_grpc_call(port, method=UNARY, payload=b"req", headers=(), timeout=5.0):
     """Sends one gRPC call over h2c prior knowledge and returns what came
     back, in order: ("headers", {name: value}, end_stream), ("data", bytes),
-    ("trailers", {name: value}), ("reset", error_code)."""
+    ("trailers", {name: value}), ("reset", error_code), ("goaway",
+    last_stream_id)."""
     import socket
     sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
@@ -265,9 +271,120 @@ def raw_grpc_call(port, method=UNARY, payload=b"req", headers=(), timeout=5.0):
                 elif isinstance(ev, h2.events.StreamReset):
                     out.append(("reset", ev.error_code))
                     done = True
+                elif isinstance(ev, h2.events.ConnectionTerminated):
+                    out.append(("goaway", ev.last_stream_id))
+                    done = True
                 elif isinstance(ev, h2.events.StreamEnded):
                     done = True
             sock.sendall(conn.data_to_send())
     finally:
         sock.close()
     return out
+
+
+# --------------------------------------------------------------------------
+# A scripted HTTP/2 server (python3-h2) for what a real gRPC server will not
+# do on demand: refuse a stream, go away with streams in flight, or put an
+# x-retry-exhausted in its trailers.
+
+class H2Arrival:
+    def __init__(self, conn_id, stream_id, headers):
+        self.conn_id, self.stream_id, self.headers = conn_id, stream_id, headers
+
+
+def refuse():
+    """RST_STREAM REFUSED_STREAM: the request was not processed."""
+    return ("refuse",)
+
+
+def go_away():
+    """GOAWAY with a last-stream-id below this stream, then close."""
+    return ("goaway",)
+
+
+def answer(status="0", trailers=(), message=b"ok"):
+    """A gRPC answer: headers, the message (if any), trailers with `status`."""
+    return ("answer", status, list(trailers), message)
+
+
+class H2ScriptedServer:
+    def __init__(self, *script, default=None):
+        import socket
+        self._lock = threading.Lock()
+        self._script = list(script)
+        self._default = default or answer()
+        self.arrivals = []
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self.port = self._sock.getsockname()[1]
+        self._stopped = False
+        self._conns = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def count(self):
+        with self._lock:
+            return len(self.arrivals)
+
+    def connections(self):
+        with self._lock:
+            return len({a.conn_id for a in self.arrivals})
+
+    def stop(self):
+        self._stopped = True
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+    def _accept(self):
+        while not self._stopped:
+            try:
+                s, _ = self._sock.accept()
+            except OSError:
+                return
+            self._conns += 1
+            threading.Thread(target=self._serve, args=(s, self._conns), daemon=True).start()
+
+    def _next(self, conn_id, stream_id, headers):
+        with self._lock:
+            self.arrivals.append(H2Arrival(conn_id, stream_id, headers))
+            return self._script.pop(0) if self._script else self._default
+
+    def _serve(self, s, conn_id):
+        import h2.errors
+        conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+        conn.initiate_connection()
+        s.sendall(conn.data_to_send())
+        pending = {}  # stream id -> action, run at the end of the request
+        try:
+            while True:
+                data = s.recv(65536)
+                if not data:
+                    return
+                for ev in conn.receive_data(data):
+                    if isinstance(ev, h2.events.RequestReceived):
+                        pending[ev.stream_id] = self._next(conn_id, ev.stream_id, dict(ev.headers))
+                    elif isinstance(ev, h2.events.DataReceived):
+                        conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                    elif isinstance(ev, h2.events.StreamEnded) and ev.stream_id in pending:
+                        action = pending.pop(ev.stream_id)
+                        if action[0] == "refuse":
+                            conn.reset_stream(ev.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+                        elif action[0] == "goaway":
+                            conn.close_connection(last_stream_id=ev.stream_id - 2 if ev.stream_id > 2 else 0)
+                            s.sendall(conn.data_to_send())
+                            return
+                        else:
+                            _, status, trailers, message = action
+                            sid = ev.stream_id
+                            conn.send_headers(sid, [(":status", "200"), ("content-type", "application/grpc")])
+                            if message:
+                                conn.send_data(sid, grpc_frame(message))
+                            conn.send_headers(sid, [("grpc-status", status)] + trailers, end_stream=True)
+                s.sendall(conn.data_to_send())
+        except OSError:
+            return
+        finally:
+            s.close()

@@ -215,5 +215,60 @@ class GrpcTest(IntegrationTest):
         self.assertEqual(self.server.count(), 0)
 
 
+class GrpcScriptedPeerTest(IntegrationTest):
+    """What a real gRPC server does not do on demand, from a scripted h2 peer."""
+    ROUTE = "grpc"
+
+    def scripted(self, *script, retry=None):
+        server = gp.H2ScriptedServer(*script)
+        self.addCleanup(server.stop)
+        proxy = self.start_proxy(grpc_config(server.port, retry))
+        return server, proxy
+
+    def value(self, text, name, **labels):
+        return ops.value(text, name, route=self.ROUTE, **labels) or 0
+
+    def test_refused_stream_is_retried_on_another_connection_whatever_the_method(self):
+        # An unsafe route: only "never reached the application" makes this retryable.
+        server, proxy = self.scripted(gp.refuse(), retry={"max_attempts": 3, "backoff": dict(FAST_BACKOFF)})
+        frames = gp.raw_grpc_call(proxy.port())
+        self.assertEqual(frames[-1], ("trailers", {"grpc-status": "0"}), frames)
+        self.assertEqual(server.count(), 2)
+        self.assertNotEqual(server.arrivals[0].conn_id, server.arrivals[1].conn_id)
+        text = ops.settled_metrics(self, proxy, self.ROUTE, 1)
+        self.assertEqual(self.value(text, "onelayer_retries_total", reason="refused-stream"), 1)
+        self.assertEqual(self.value(text, "onelayer_retries_declined_total", reason="not_idempotent"), 0)
+
+    def test_stream_above_goaway_is_retried_whatever_the_method(self):
+        server, proxy = self.scripted(gp.go_away(), retry={"max_attempts": 3, "backoff": dict(FAST_BACKOFF)})
+        frames = gp.raw_grpc_call(proxy.port())
+        self.assertEqual(frames[-1], ("trailers", {"grpc-status": "0"}), frames)
+        self.assertEqual(server.count(), 2)
+        text = ops.settled_metrics(self, proxy, self.ROUTE, 1)
+        self.assertEqual(self.value(text, "onelayer_retries_total", reason="refused-stream"), 1)
+
+    def test_x_retry_exhausted_in_trailers_is_final_and_passed_on(self):
+        server, proxy = self.scripted(gp.answer("14", [("x-retry-exhausted", "3")], message=b""))
+        frames = gp.raw_grpc_call(proxy.port())
+        self.assertEqual([f[0] for f in frames], ["headers", "trailers"], frames)
+        self.assertEqual(frames[1][1].get("grpc-status"), "14")
+        self.assertEqual(frames[1][1].get("x-retry-exhausted"), "3")
+        self.assertEqual(server.count(), 1)
+        text = ops.settled_metrics(self, proxy, self.ROUTE, 1)
+        self.assertEqual(self.value(text, "onelayer_retries_declined_total", reason="inner_exhausted"), 1)
+        self.assertEqual(self.value(text, "onelayer_retries_total", reason="unavailable"), 0)
+
+    def test_exhausted_retries_on_trailers_mark_the_trailers(self):
+        server, proxy = self.scripted(*[gp.answer("14", message=b"")] * 3)
+        frames = gp.raw_grpc_call(proxy.port())
+        self.assertEqual([f[0] for f in frames], ["headers", "trailers"], frames)
+        self.assertNotIn("x-retry-exhausted", frames[0][1])
+        self.assertEqual(frames[1][1].get("x-retry-exhausted"), "3")
+        self.assertEqual(server.count(), 3)
+        text = ops.settled_metrics(self, proxy, self.ROUTE, 1)
+        self.assertEqual(self.value(text, "onelayer_retries_total", reason="unavailable"), 2)
+        self.assertEqual(self.value(text, "onelayer_retries_declined_total", reason="attempts_exhausted"), 1)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -63,5 +63,21 @@ class GrpcPeersTest(unittest.TestCase):
         self.assertGreaterEqual(time.monotonic() - t0, 0.2)
 
 
+class H2ScriptedServerTest(unittest.TestCase):
+    def test_refuse_goaway_and_trailers_as_scripted(self):
+        server = gp.H2ScriptedServer(gp.refuse(), gp.go_away(),
+                                     gp.answer("14", [("x-retry-exhausted", "3")], message=b""))
+        self.addCleanup(server.stop)
+        self.assertEqual(gp.raw_grpc_call(server.port), [("reset", 7)])  # REFUSED_STREAM
+        self.assertEqual(gp.raw_grpc_call(server.port), [("goaway", 0)])
+        frames = gp.raw_grpc_call(server.port)
+        self.assertEqual([f[0] for f in frames], ["headers", "trailers"], frames)
+        self.assertEqual(frames[1][1], {"grpc-status": "14", "x-retry-exhausted": "3"})
+        ok = gp.raw_grpc_call(server.port)  # the default answer
+        self.assertEqual(ok[1], ("data", gp.grpc_frame(b"ok")))
+        self.assertEqual(server.count(), 4)
+        self.assertEqual(server.connections(), 4)
+
+
 if __name__ == "__main__":
     unittest.main()
