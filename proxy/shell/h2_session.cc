@@ -526,10 +526,14 @@ bool H2Session::want_close() const {
   return failed_ && !w;
 }
 
+uint32_t H2Session::stream_limit() const {
+  uint32_t peer = nghttp2_session_get_remote_settings(session_, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+  return std::min(peer, limits_.max_concurrent_streams);
+}
+
 bool H2Session::can_submit_request() const {
   if (role_ != Role::client || failed_ || goaway_sent_ || goaway_received_) return false;
-  uint32_t peer = nghttp2_session_get_remote_settings(session_, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
-  uint32_t cap = std::min(peer, limits_.max_concurrent_streams);
+  uint32_t cap = stream_limit();
   size_t mine = 0;
   for (const auto& [id, st] : streams_)
     if (!st->peer_opened) ++mine;

@@ -157,6 +157,10 @@ class H2Session {
   // received, or the session ended.
   int32_t submit_request(const Head& head, bool end_stream);
   bool can_submit_request() const;
+  // Client: how many of our streams may be open at once: the peer's
+  // SETTINGS_MAX_CONCURRENT_STREAMS (unlimited until its SETTINGS arrive),
+  // never above Limits::max_concurrent_streams.
+  uint32_t stream_limit() const;
   // Server: the response head (status and fields of `head`).
   bool submit_response(int32_t stream, const Head& head, bool end_stream);
   // Body bytes after a head submitted without end_stream: queued per stream
