@@ -206,6 +206,9 @@ struct H2Session::Callbacks {
         }
         return 0;
       }
+      case NGHTTP2_SETTINGS:
+        if (!(frame->hd.flags & NGHTTP2_FLAG_ACK)) s.peer_settings_received_ = true;
+        return 0;
       case NGHTTP2_GOAWAY:
         s.goaway_received_ = true;
         if (s.handler_) s.handler_->on_goaway(frame->goaway.last_stream_id, frame->goaway.error_code);

@@ -39,7 +39,7 @@ H2UpConn::H2UpConn(Worker* w, EndpointState* ep, int addr_index)
 H2UpConn::~H2UpConn() = default;
 
 bool H2UpConn::has_free_slot() const {
-  return !closing() && !goaway_ && !session_.want_close() && streams_.size() < session_.stream_limit();
+  return !closing() && !no_new_streams_ && !session_.want_close() && streams_.size() < session_.stream_limit();
 }
 
 bool H2UpConn::serves_address(int addr) const {
@@ -99,20 +99,20 @@ void H2UpConn::start_connect() {
                             auto* c = static_cast<H2UpConn*>(req->data);
                             c->connecting_ = false;
                             if (status == UV_ECANCELED || c->closing()) return;
-                            c->disarm_timer();
                             if (status < 0) {
+                              c->disarm_timer();
                               c->ep_->next_addr++;
                               c->fail_connect(status, false);
                               return;
                             }
+                            // Usable once the peer's SETTINGS arrive (its
+                            // stream limit), within what is left of the
+                            // connect timeout.
                             uv_tcp_nodelay(&c->tcp_, 1);
-                            c->connected_ = true;
+                            c->tcp_up_ = true;
                             if (uv_read_start(c->stream(), Conn::no_read_buffer, Conn::on_readable<H2UpConn>) == 0)
                               c->reading_ = true;
                             c->flush();  // the preface and our SETTINGS
-                            for (H2UpStream* s : std::vector<H2UpStream*>(c->streams_))
-                              if (c->attached(s)) s->on_connected();
-                            if (c->streams_.empty()) c->arm_idle();
                           });
   connecting_ = rc == 0;
   if (rc != 0) {
@@ -142,8 +142,47 @@ void H2UpConn::fail_connect(int err, bool dns) {
   for (H2UpStream* s : take_streams()) s->on_connect_failed(err, dns);
 }
 
+// The peer's SETTINGS came: streams beyond its limit move to another
+// connection (they have sent nothing yet), the rest may send now.
+void H2UpConn::become_ready() {
+  connected_ = true;
+  disarm_timer();
+  size_t limit = session_.stream_limit();
+  if (streams_.size() > limit) {
+    std::vector<H2UpStream*> excess(streams_.begin() + static_cast<std::ptrdiff_t>(limit), streams_.end());
+    streams_.resize(limit);
+    for (H2UpStream* s : excess) {
+      H2UpConn* other = for_new_stream(worker_, ep_, addr_index_, connect_timeout_);
+      s->move_to(other);
+      other->attach(s);
+    }
+  }
+  for (H2UpStream* s : std::vector<H2UpStream*>(streams_))
+    if (attached(s)) s->on_connected();
+  if (streams_.empty()) arm_idle();
+}
+
+H2UpConn* H2UpConn::for_new_stream(Worker* w, EndpointState* ep, int addr, Millis connect_timeout) {
+  // A connected connection with a free slot first, then a connecting one.
+  H2UpConn* pick = nullptr;
+  for (H2UpConn* c : ep->h2) {
+    if (!c->serves_address(addr) || !c->has_free_slot()) continue;
+    if (c->connected()) return c;
+    if (!pick) pick = c;
+  }
+  if (pick) return pick;
+  pick = new H2UpConn(w, ep, addr);
+  pick->connect(connect_timeout);
+  return pick;
+}
+
 void H2UpConn::lose(int err) {
   if (closing()) return;
+  if (!connected_) {  // before its SETTINGS: the peer does not speak HTTP/2 (or went away)
+    spdlog::info("upstream {}: connection ended before HTTP/2 SETTINGS: {}", ep_->label, uv_strerror(err));
+    fail_connect(err, false);
+    return;
+  }
   spdlog::debug("upstream {}: HTTP/2 connection lost with {} streams: {}", ep_->label, streams_.size(),
                 uv_strerror(err));
   close_now();
@@ -165,7 +204,7 @@ void H2UpConn::close_now() {
 
 void H2UpConn::arm_idle() {
   if (closing()) return;
-  if (goaway_ || worker_->draining() || session_.want_close()) {
+  if (no_new_streams_ || worker_->draining() || session_.want_close()) {
     close_now();
     return;
   }
@@ -201,7 +240,7 @@ int32_t H2UpConn::open_stream(H2UpStream* s, const H2Session::Head& head, bool e
     }
   }
   if (std::find(queued_.begin(), queued_.end(), s) == queued_.end()) queued_.push_back(s);
-  if (goaway_ || session_.want_close()) {
+  if (no_new_streams_ || session_.want_close()) {
     // Nothing will free a slot here: refused on the next turn (not from
     // inside the caller's send).
     arm_timer(0, [](uv_timer_t* t) { Conn::of<H2UpConn>(t)->refuse_queued(); });
@@ -226,7 +265,7 @@ void H2UpConn::refuse_queued() {
 }
 
 void H2UpConn::flush() {
-  if (closing() || !connected_) return;
+  if (closing() || !tcp_up_) return;
   if (in_read_) return;  // on_read flushes once the read is done
   if (write_queue() > kMaxWriteQueue) return;  // on_write_done flushes again
   out_.clear();
@@ -281,12 +320,13 @@ void H2UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
                 uv_now(worker_->loop()));
   in_read_ = false;
   if (closing()) return;
+  if (!connected_ && session_.peer_settings_received()) become_ready();
   flush();  // WINDOW_UPDATEs, SETTINGS ACK, a GOAWAY of ours
   std::vector<H2UpStream*> touched;
   touched.swap(touched_);
   for (H2UpStream* s : touched)
     if (s && attached(s)) s->on_read_done();
-  if (!closing() && goaway_ && streams_.empty()) close_now();
+  if (!closing() && no_new_streams_ && streams_.empty()) close_now();
 }
 
 void H2UpConn::on_head(int32_t stream, H2Session::Head& head, bool end_stream) {
@@ -315,6 +355,9 @@ void H2UpConn::on_end(int32_t stream) {
 }
 
 void H2UpConn::on_reset(int32_t stream, uint32_t error_code) {
+  // A peer that refuses streams gets no new ones here: they go to another
+  // connection, and this one closes once its streams are done.
+  if (error_code == H2Session::kRefusedStream) no_new_streams_ = true;
   if (H2UpStream* s = find(stream)) s->on_reset(error_code);
   open_queued();
 }
@@ -326,7 +369,7 @@ void H2UpConn::on_closed(int32_t stream) {
 
 void H2UpConn::on_goaway(int32_t last_stream_id, uint32_t error_code) {
   spdlog::debug("upstream {}: GOAWAY last-stream-id {} code {}", ep_->label, last_stream_id, error_code);
-  goaway_ = true;
+  no_new_streams_ = true;
   // Streams above last_stream_id hear REFUSED_STREAM from the session;
   // the ones still waiting for a slot were never sent.
   refuse_queued();
@@ -335,22 +378,9 @@ void H2UpConn::on_goaway(int32_t last_stream_id, uint32_t error_code) {
 UpstreamStream* open_h2_upstream_stream(Worker* w, EndpointState* ep, const Upstream&, int addr,
                                         const std::shared_ptr<TlsClientContext>&, UpstreamStream::Receiver* r,
                                         bool head_request, Millis connect_timeout) {
-  // A connected connection with a free slot first, then a connecting one.
-  H2UpConn* pick = nullptr;
-  for (H2UpConn* c : ep->h2) {
-    if (!c->serves_address(addr) || !c->has_free_slot()) continue;
-    if (c->connected()) {
-      pick = c;
-      break;
-    }
-    if (!pick) pick = c;
-  }
-  if (!pick) {
-    pick = new H2UpConn(w, ep, addr);
-    pick->connect(connect_timeout);
-  }
-  auto* s = new H2UpStream(pick, r, head_request);
-  pick->attach(s);
+  H2UpConn* c = H2UpConn::for_new_stream(w, ep, addr, connect_timeout);
+  auto* s = new H2UpStream(c, r, head_request);
+  c->attach(s);
   return s;
 }
 

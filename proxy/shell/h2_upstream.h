@@ -35,11 +35,16 @@ class H2UpConn final : public Conn, private H2Session::Handler {
   // waiting for it connects now, or fails.
   void on_addresses_resolved(int status);
 
-  // One more stream fits: not closing, no GOAWAY, fewer streams than the
-  // peer allows at once.
+  // The connection a new stream to `ep`'s address `addr` rides: a
+  // connected one with a free slot, else a connecting one, else a new one.
+  static H2UpConn* for_new_stream(Worker* w, EndpointState* ep, int addr, Millis connect_timeout);
+
+  // One more stream fits: not closing, no GOAWAY or refused stream, fewer
+  // streams than the peer allows at once.
   bool has_free_slot() const;
   // Made for `addr` (-1: any address of the endpoint will do).
   bool serves_address(int addr) const;
+  // Streams may be opened: TCP is up and the peer's SETTINGS came.
   bool connected() const { return connected_; }
   Millis connect_timeout() const { return connect_timeout_; }
   size_t stream_count() const { return streams_.size(); }
@@ -69,6 +74,7 @@ class H2UpConn final : public Conn, private H2Session::Handler {
 
  private:
   void start_connect();
+  void become_ready();
   // The connection failed before it was usable: every stream hears it.
   void fail_connect(int err, bool dns);
   // The connection is gone (EOF, read or write error): streams whose
@@ -105,10 +111,11 @@ class H2UpConn final : public Conn, private H2Session::Handler {
   int pending_error_ = 0;  // a connect failure reported on the next turn
   bool pending_dns_ = false;
   bool waiting_dns_ = false;
-  bool connected_ = false;
+  bool tcp_up_ = false;     // TCP connected: the session's bytes may go
+  bool connected_ = false;  // and the peer's SETTINGS came: streams may open
   bool reading_ = false;
   bool in_read_ = false;
-  bool goaway_ = false;           // the peer sent GOAWAY: no new streams
+  bool no_new_streams_ = false;  // the peer sent GOAWAY or refused a stream
   bool close_when_flushed_ = false;
   bool counted_ = true;           // in the upstream connection gauge
 };

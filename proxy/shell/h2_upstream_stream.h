@@ -46,6 +46,9 @@ class H2UpStream final : public UpstreamStream {
   int32_t id() const { return id_; }
   bool sent() const { return sent_; }
   void mark_sent() { sent_ = sent_ || id_ != 0; }
+  // Before it was connected: another connection carries it (this one's
+  // peer allows fewer streams).
+  void move_to(H2UpConn* conn) { conn_ = conn; }
   void on_connected();
   void on_connect_failed(int err, bool dns);
   void on_head(H2Session::Head& head, bool end_stream);
