@@ -960,6 +960,11 @@ void Loader::check_protocol(const At& at, const Upstream& u) {
       return;
     case UpstreamProtocol::h2c:
       if (u.tls) error(at, "h2c is HTTP/2 over cleartext TCP and cannot go with a tls block (over TLS: auto)");
+      // The active checker sends an HTTP/1.1 GET, which an h2c-only origin
+      // cannot answer: every endpoint would look dead.
+      if (u.health_check.enabled)
+        error(at, "h2c upstreams cannot have a health_check yet (checks speak HTTP/1.1); passive "
+                  "outlier_detection still applies");
       return;
     case UpstreamProtocol::h2:
       error(at, "HTTP/2 over TLS to upstreams is not available in this version; use h2c (cleartext, "

@@ -14,6 +14,7 @@ import harness as h
 from harness import IntegrationTest
 import h2_origin
 from h2_origin import H2Origin
+import ops_helpers as ops
 import tls_helpers as tls
 
 
@@ -276,13 +277,19 @@ class H2UpstreamTest(IntegrationTest):
     # -- pooling --------------------------------------------------------------
     def test_an_idle_connection_closes_after_the_pool_idle_timeout_and_a_new_one_opens(self):
         o = self.h2origin()
-        proxy = self.proxy_to(o.port, upstream={"pool": {"idle_timeout": "300ms"}})
+        proxy = self.proxy_to(o.port, upstream={"pool": {"idle_timeout": "500ms"}})
+
+        def active():
+            return ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active")
         with h.Conn(proxy.port()) as c:
-            self.assertEqual(c.request("GET", "/1", headers=[("Host", "a")]).status, 200)
-            self.assertEqual(c.request("GET", "/2", headers=[("Host", "a")]).status, 200)
+            self.assertEqual(c.request("GET", "/1", host="a").status, 200)
+            self.assertEqual(c.request("GET", "/2", host="a").status, 200)
             self.assertEqual(o.accepted, 1)
-            time.sleep(0.8)
-            self.assertEqual(c.request("GET", "/3", headers=[("Host", "a")]).status, 200)
+            # The idle HTTP/2 connection counts as an open upstream connection.
+            self.assertEqual(active(), 1)
+            self.assertEqual(ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_total"), 1)
+            self.assertTrue(h.wait_until(lambda: active() == 0, 3), "the idle connection never closed")
+            self.assertEqual(c.request("GET", "/3", host="a").status, 200)
         self.assertEqual(o.accepted, 2)
         self.assertEqual([q.conn_id for q in o.snapshot()], [1, 1, 2])
 

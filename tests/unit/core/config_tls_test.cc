@@ -95,6 +95,14 @@ TEST_CASE("config h2c: an upstream speaks HTTP/2 over cleartext, and the round t
   check_round_trip(p);
 }
 
+TEST_CASE("config h2c: an active health check is refused (it speaks HTTP/1.1), outlier detection is not") {
+  auto e = errors_of(with("", "    protocol: h2c\n    health_check: { path: /healthz }\n"));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("upstreams[0].protocol: h2c upstreams cannot have a health_check yet") != std::string::npos);
+  ConfigPtr c = load_ok(with("", "    protocol: h2c\n    outlier_detection: { consecutive_failures: 3 }\n"));
+  CHECK(c->upstreams[0].outlier_detection.consecutive_failures == 3);
+}
+
 TEST_CASE("config tls: a client certificate needs its key and the other way round; alpn names http/1.1") {
   auto e = errors_of(with("", "    tls: { cert_file: /c.pem }\n"));
   REQUIRE(e.size() == 1);
