@@ -31,10 +31,12 @@ def grpc_retry(**extra):
     return r
 
 
-def grpc_config(server_port, retry=None, layer_id="itest", route_name="grpc", protocol="h2c", **route_extra):
+def grpc_config(server_port, retry=None, layer_id="itest", route_name="grpc", protocol="h2c", listener=None,
+                **route_extra):
     route = ops.route(route_name, timeout="5s", retry=retry if retry is not None else grpc_retry(), **route_extra)
     up = ops.upstream("origin", ["127.0.0.1:%d" % server_port], protocol=protocol, retry_budget=dict(GENEROUS_BUDGET))
-    return ops.config([ops.listener("main", [route], protocols=["http1", "h2c"])], [up], layer_id=layer_id)
+    lst = ops.listener("main", [route], protocols=["http1", "h2c"], **(listener or {}))
+    return ops.config([lst], [up], layer_id=layer_id)
 
 
 class GrpcTest(IntegrationTest):
@@ -208,6 +210,45 @@ class GrpcTest(IntegrationTest):
         text = self.settled(proxy, 1)
         self.assertEqual(self.value(text, "onelayer_grpc_responses_total", grpc_status="14"), 1)
         self.assertEqual(self.value(text, "onelayer_retries_total", reason="connect-failure"), 2)
+
+    def test_shed_call_is_resource_exhausted_with_pushback(self):
+        import threading
+        proxy, client = self.through(grpc_config(self.server.port, listener={"max_concurrent_requests": 1}))
+        self.server.push(gp.slow(1.0))
+        first = threading.Thread(target=client.call)
+        first.start()
+        self.addCleanup(first.join)
+        self.assertTrue(h.wait_until(lambda: self.server.count() == 1))
+        code, _, details, trailers = client.call()
+        self.assertEqual(code, grpc.StatusCode.RESOURCE_EXHAUSTED)
+        self.assertEqual(details, "overloaded")
+        self.assertEqual(trailers.get("x-onelayer-error"), "overloaded")
+        self.assertRegex(trailers.get("grpc-retry-pushback-ms", ""), r"^[1-9][0-9]*000$")
+        self.assertNotIn("retry-after", trailers)
+        first.join()
+        self.assertEqual(self.server.count(), 1)
+        text = ops.metrics(self, proxy)
+        self.assertEqual(self.value(text, "onelayer_grpc_responses_total", grpc_status="8"), 1)
+
+    def test_no_route_is_unimplemented(self):
+        proxy, client = self.through(grpc_config(self.server.port, match={"path_prefix": "/other.Service/"}))
+        code, _, details, trailers = client.call()
+        self.assertEqual(code, grpc.StatusCode.UNIMPLEMENTED)
+        self.assertEqual(trailers.get("x-onelayer-error"), "no_route")
+        self.assertEqual(self.server.count(), 0)
+
+    def test_message_over_buffer_limit_streams_and_is_not_retried(self):
+        proxy, client = self.through(grpc_config(self.server.port, grpc_retry(buffer_limit="1KiB")))
+        self.server.push(gp.fail())
+        code, _, _, _ = client.call(b"x" * 4096)
+        self.assertEqual(code, grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(self.server.count(), 1)
+        text = self.settled(proxy, 1)
+        self.assertEqual(self.value(text, "onelayer_retries_declined_total", reason="body_too_large"), 1)
+        # A small one on the same route is retried.
+        self.server.push(gp.fail())
+        self.assertEqual(client.call(b"small")[0], grpc.StatusCode.OK)
+        self.assertEqual(self.server.count(), 3)
 
     def test_call_to_an_http1_upstream_is_unavailable(self):
         proxy, client = self.through(grpc_config(self.server.port, protocol="http1"))
