@@ -258,6 +258,23 @@ class GrpcTest(IntegrationTest):
         self.assertEqual(self.server.count(), 0)
 
 
+class GrpcDocsTest(unittest.TestCase):
+    def test_the_documented_grpc_route_passes_check(self):
+        import os
+        import re
+        import tempfile
+        with open(os.path.join(h.SOURCE_DIR, "docs", "grpc.md")) as f:
+            m = re.search(r"```yaml\n(.*?)```", f.read(), re.S)
+        self.assertIsNotNone(m, "docs/grpc.md shows a gRPC route in a yaml block")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "grpc.yaml")
+            with open(path, "w") as out:
+                out.write(m.group(1))
+            code, stdout, stderr = h.run_onelayer(["--check", "--config", path])
+        self.assertEqual(code, 0, stderr)
+        self.assertIn("ok (1 listener(s), 1 upstream(s))", stdout)
+
+
 class GrpcScriptedPeerTest(IntegrationTest):
     """What a real gRPC server does not do on demand, from a scripted h2 peer."""
     ROUTE = "grpc"
