@@ -8,6 +8,13 @@
 namespace onelayer {
 namespace {
 
+// A field value that is a whole decimal number, else 0.
+uint64_t decimal_or_zero(std::string_view v) {
+  uint64_t n = 0;
+  auto r = std::from_chars(v.data(), v.data() + v.size(), n);
+  return r.ec == std::errc() && r.ptr == v.data() + v.size() ? n : 0;
+}
+
 uint64_t mix(uint64_t x) {  // splitmix64 finalizer
   x ^= x >> 30;
   x *= 0xbf58476d1ce4e5b9ULL;
@@ -73,6 +80,12 @@ static std::optional<std::string_view> attempt_member(std::string_view field) {
   return found;
 }
 
+bool HiddenRetryDetector::grpc_attempts_reveal_retry(const Signals& s) {
+  if (s.grpc_previous_attempts == 0) return false;
+  const uint64_t owner = s.owner_attempt != 0 ? s.owner_attempt : s.key ? s.key->attempt : 0;
+  return owner == 0 || s.grpc_previous_attempts + 1 != owner;
+}
+
 HiddenRetryDetector::Signals HiddenRetryDetector::read_signals(const Headers& h) {
   Signals s;
   bool member_seen = false;
@@ -88,9 +101,9 @@ HiddenRetryDetector::Signals HiddenRetryDetector::read_signals(const Headers& h)
         }
       }
     } else if (iequals(f.name, kEnvoyAttemptCount)) {
-      uint64_t n = 0;
-      auto r = std::from_chars(f.value.data(), f.value.data() + f.value.size(), n);
-      if (r.ec == std::errc() && r.ptr == f.value.data() + f.value.size()) s.envoy_attempt_count = n;
+      s.envoy_attempt_count = decimal_or_zero(f.value);
+    } else if (iequals(f.name, kGrpcPreviousAttempts)) {
+      s.grpc_previous_attempts = decimal_or_zero(f.value);
     }
   }
   return s;
@@ -126,7 +139,7 @@ HiddenRetryDetector::Verdict HiddenRetryDetector::observe(std::string_view route
   Verdict v;
   const int64_t now_ms = ms_of(now);
   bool repeat = s.key && seen_before(*s.key, now_ms);
-  v.hidden_retry = repeat || s.envoy_attempt_count > 1;
+  v.hidden_retry = repeat || s.envoy_attempt_count > 1 || grpc_attempts_reveal_retry(s);
   if (!v.hidden_retry) return v;
   v.owner = sanitize_owner(owner);
   std::lock_guard lock(series_mu_);

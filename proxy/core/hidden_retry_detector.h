@@ -63,8 +63,18 @@ class HiddenRetryDetector {
   struct Signals {
     std::optional<AttemptKey> key;     // the retry-attempt baggage member
     uint64_t envoy_attempt_count = 0;  // x-envoy-attempt-count (0: absent or not a number)
+    uint64_t grpc_previous_attempts = 0;  // grpc-previous-rpc-attempts (0: absent or not a number)
+    // The owner's own attempt number (its x-retry-attempt, whose name is
+    // configurable: the shell fills it in); 0: absent.
+    uint64_t owner_attempt = 0;
   };
+  static constexpr std::string_view kGrpcPreviousAttempts = "grpc-previous-rpc-attempts";
   static Signals read_signals(const Headers& h);
+  // grpc-previous-rpc-attempts > 0 is a hop's own gRPC retry unless it is
+  // the owner's count: the owner writes attempt - 1 beside its attempt
+  // number (x-retry-attempt, else the baggage member's), so a count that
+  // does not match it, or comes without either, was written by someone else.
+  static bool grpc_attempts_reveal_retry(const Signals& s);
 
   struct Verdict {
     bool hidden_retry = false;  // counted in onelayer_hidden_retries_total

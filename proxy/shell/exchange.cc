@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
+
 #include "core/grpc_attempt.h"
 #include "core/grpc_error_answer.h"
 #include "core/grpc_protocol.h"
@@ -30,9 +32,12 @@ static int64_t steady_ms(TimePoint t) {
 // Hidden retries: an owned request whose (id, attempt) was seen before, or
 // that an Envoy hop retried. Counts and warns; the request is not changed.
 static void storm_note_hidden_retry(Runtime& rt, const Route& route, const RetryOwnership& own,
-                                    const Headers& headers) {
+                                    const Headers& headers, const HeaderNames& names) {
   HiddenRetryDetector::Signals sig = HiddenRetryDetector::read_signals(headers);
-  if (!sig.key && sig.envoy_attempt_count <= 1) return;
+  if (!sig.key && sig.envoy_attempt_count <= 1 && sig.grpc_previous_attempts == 0) return;
+  // The owner's attempt number: its grpc-previous-rpc-attempts is that minus one.
+  if (const Header* a = find_header(headers, names.retry_attempt))
+    std::from_chars(a->value.data(), a->value.data() + a->value.size(), sig.owner_attempt);
   HiddenRetryDetector::Verdict v = rt.hidden_retries.observe(route.name, own.owner, sig, Clock::now());
   if (v.warn) {
     spdlog::warn("route {}: hidden retry: a hop between retry owner {} and this layer sent the same attempt "
@@ -87,7 +92,7 @@ void Exchange::start() {
   started_ = Clock::now();
   ownership_ = detect_outer_owner(req_.headers, cfg_->headers);
   // Hidden-retry detection on requests an outer layer owns.
-  if (ownership_.outer_owned) storm_note_hidden_retry(w_->runtime(), *route_, ownership_, req_.headers);
+  if (ownership_.outer_owned) storm_note_hidden_retry(w_->runtime(), *route_, ownership_, req_.headers, cfg_->headers);
   // x-request-timeout-ms and grpc-timeout shorten the route's deadline.
   const Millis timeout = request_timeout(route_->timeout, req_.headers, cfg_->headers);
   grpc_call_ = down_->protocol() == WireProtocol::h2 && is_grpc_request(req_.headers);

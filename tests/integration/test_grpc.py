@@ -192,6 +192,18 @@ class GrpcTest(IntegrationTest):
             self.assertEqual(self.value(text, "onelayer_retries_total", reason="unavailable"), 0)
             self.assertEqual(self.value(text, "onelayer_retries_declined_total", reason="outer_owner"), 2)
             self.assertEqual(self.value(text, "onelayer_upstream_attempts_total", upstream="origin"), 3)
+            # The owner's own grpc-previous-rpc-attempts is no hidden retry.
+            self.assertEqual(self.value(text, "onelayer_hidden_retries_total", owner="outer"), 0)
+
+    def test_a_hops_own_grpc_retry_is_counted_as_hidden(self):
+        # An app between an outer owner and this layer retried with its gRPC
+        # client: grpc-previous-rpc-attempts that is not the owner's count.
+        proxy, client = self.through(grpc_config(self.server.port))
+        owner = (("x-retry-owner", "outer"),)
+        client.call(metadata=owner + (("grpc-previous-rpc-attempts", "1"), ("x-retry-attempt", "1")))
+        client.call(metadata=owner + (("grpc-previous-rpc-attempts", "1"), ("x-retry-attempt", "2")))
+        text = self.settled(proxy, 2)
+        self.assertEqual(self.value(text, "onelayer_hidden_retries_total", owner="outer"), 1)
 
     def test_own_answer_is_grpc_trailers_only(self):
         closed, holder = h.closed_port()

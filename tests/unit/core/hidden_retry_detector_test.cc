@@ -120,3 +120,30 @@ TEST_CASE("hidden: the owning layer writes the member next to retry-owner") {
   rewrite_request_headers(in, rw, out);
   CHECK(find_header(out, "baggage")->value == "k=v,retry-owner=outer");
 }
+
+TEST_CASE("hidden: grpc-previous-rpc-attempts counts unless it is the owner's own count") {
+  const auto signals = HiddenRetryDetector::read_signals({{"grpc-previous-rpc-attempts", "2"}});
+  CHECK(signals.grpc_previous_attempts == 2);
+  CHECK(HiddenRetryDetector::read_signals({{"grpc-previous-rpc-attempts", "x"}}).grpc_previous_attempts == 0);
+
+  HiddenRetryDetector::Signals s;
+  CHECK_FALSE(HiddenRetryDetector::grpc_attempts_reveal_retry(s));  // absent
+  s.grpc_previous_attempts = 1;
+  CHECK(HiddenRetryDetector::grpc_attempts_reveal_retry(s));  // nobody owns the count
+  s.owner_attempt = 2;
+  CHECK_FALSE(HiddenRetryDetector::grpc_attempts_reveal_retry(s));  // the owner's retry 2
+  s.owner_attempt = 1;
+  CHECK(HiddenRetryDetector::grpc_attempts_reveal_retry(s));  // the owner's first attempt, retried by a hop
+  HiddenRetryDetector::Signals by_baggage = sig(7, 3);
+  by_baggage.grpc_previous_attempts = 2;
+  CHECK_FALSE(HiddenRetryDetector::grpc_attempts_reveal_retry(by_baggage));
+  by_baggage.grpc_previous_attempts = 1;
+  CHECK(HiddenRetryDetector::grpc_attempts_reveal_retry(by_baggage));
+
+  HiddenRetryDetector d;
+  HiddenRetryDetector::Signals hop;
+  hop.grpc_previous_attempts = 1;
+  CHECK(d.observe("r", "outer", hop, kT0).hidden_retry);
+  hop.owner_attempt = 2;
+  CHECK_FALSE(d.observe("r", "outer", hop, kT0).hidden_retry);
+}
