@@ -55,6 +55,17 @@ void HttpParser::reset() {
   restart_head_scan();
 }
 
+void HttpParser::start_over(llhttp_type_t type, Handler* handler) {
+  llhttp_init(&llhttp_, type, const_cast<llhttp_settings_t*>(settings()));
+  handler_ = handler;
+  reset();
+  head_.clear();
+  head_bytes_ = 0;
+  max_head_bytes_ = 64 * 1024;
+  max_headers_ = 128;
+  expect_new_field_ = true;
+}
+
 void HttpParser::restart_head_scan() {
   scan_ = Scan::line_start;
   scan_line_bytes_ = 0;

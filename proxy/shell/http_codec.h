@@ -64,6 +64,9 @@ class HttpParser {
   Error finish();  // EOF from the peer
   void resume();
   void reset();    // new connection or after an error
+  // A parser from a pool, for a new owner: as if just constructed, but the
+  // head keeps its capacity (HttpParserPool).
+  void start_over(llhttp_type_t type, Handler* handler);
 
   Error error() const { return error_; }
   const char* error_reason() const { return llhttp_.reason ? llhttp_.reason : ""; }

@@ -16,6 +16,7 @@
 
 #include "core/clock.h"
 #include "shell/conn.h"
+#include "shell/http_parser_pool.h"
 #include "shell/runtime.h"
 #include "shell/timer_list.h"
 #include "shell/tls_channel.h"
@@ -57,6 +58,8 @@ class Worker {
   uv_loop_t* loop() { return &loop_; }
   // The worker's timers (connections, exchanges): one libuv timer for all.
   TimerList& timers() { return *timers_; }
+  // Parsers lent to connections while a message is in progress.
+  HttpParserPool& parsers() { return parsers_; }
   Runtime& runtime() { return rt_; }
   const GenerationPtr& generation() {
     rt_.refresh(gen_);
@@ -104,6 +107,7 @@ class Worker {
   uv_async_t async_;
   uv_check_t reaper_;
   std::optional<TimerList> timers_;  // made once loop_ is initialised
+  HttpParserPool parsers_;
   std::vector<std::unique_ptr<Exchange>> retired_;
   std::thread thread_;
   GenerationPtr gen_;
