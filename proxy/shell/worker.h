@@ -20,6 +20,7 @@
 #include "shell/runtime.h"
 #include "shell/timer_list.h"
 #include "shell/tls_channel.h"
+#include "shell/upstream_stream.h"
 #include "shell/worker_listener.h"
 
 namespace onelayer {
@@ -87,6 +88,10 @@ class Worker {
   void track(DownConn* d);
   bool draining() const { return draining_; }
   std::string& scratch() { return scratch_; }
+  // Where the exchanges' attempts get their upstream streams (null: real
+  // connections, open_upstream_stream).
+  UpstreamStreamFactory* upstream_streams() const { return upstream_streams_; }
+  void set_upstream_streams(UpstreamStreamFactory* f) { upstream_streams_ = f; }
   DefaultRandom& random() { return random_; }
   int index() const { return index_; }
   std::function<void()> on_stopped;  // called on the worker thread when its loop ends
@@ -117,6 +122,7 @@ class Worker {
   static constexpr size_t kGatherSize = 2048;
   std::unique_ptr<char[]> gather_buf_{new char[kGatherSize]};
   std::string scratch_;
+  UpstreamStreamFactory* upstream_streams_ = nullptr;
   std::string tls_out_;  // ciphertext on its way to write_raw
   DefaultRandom random_;
 
