@@ -88,7 +88,7 @@ void DownConn::pause_reading() {
 
 // Header and idle timeouts share one callback: a partial request head gets
 // 408, an idle keep-alive connection is closed.
-void DownConn::on_head_or_idle_timeout(uv_timer_t* t) {
+void DownConn::on_head_or_idle_timeout(TimerList::Entry* t) {
   auto* d = Conn::of<DownConn>(t);
   if (d->ex_) return;
   if (d->parser_.in_message()) {
@@ -254,7 +254,7 @@ void DownConn::on_write_done(int status) {
   if (ex_) ex_->on_down_drained();
 }
 
-void DownConn::on_resume_timer(uv_timer_t* t) {
+void DownConn::on_resume_timer(TimerList::Entry* t) {
   auto* d = Conn::of<DownConn>(t);
   d->parser_.resume();
   d->arm_idle_timer();

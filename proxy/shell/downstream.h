@@ -82,8 +82,8 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   int on_body(const char* data, size_t len) override;
   int on_message_end() override;
 
-  static void on_head_or_idle_timeout(uv_timer_t* t);
-  static void on_resume_timer(uv_timer_t* t);
+  static void on_head_or_idle_timeout(TimerList::Entry* t);
+  static void on_resume_timer(TimerList::Entry* t);
   void process_input(const char* data, size_t len);
   // `extra`: raw header lines for the answer; `counted_in`: the route's
   // metrics when a route matched (else the listener's unrouted ones).
