@@ -97,6 +97,12 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   void resume_reading();
   void account_in(size_t n);
   void buffer_pipelined(const char* data, size_t len);
+  HttpParser& parser();  // the lent parser, taken from the pool if none
+  bool parser_paused() const { return parser_ && parser_->error() == HttpParser::Error::paused; }
+  bool in_request() const { return parser_ && parser_->in_message(); }
+  // Idle (no exchange, no request begun, nothing pipelined): the parser and
+  // an empty pipelining buffer go back. Never from inside the parser.
+  void release_if_idle();
   // What a response that keeps the connection open must say: an HTTP/1.0
   // client is told "Connection: keep-alive", an HTTP/1.1 one nothing.
   std::string_view keep_alive_header() const {
@@ -108,7 +114,9 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   Response& response();
 
   WorkerListener* listener_;  // outlives its connections (it frees itself after the last)
-  HttpParser parser_;
+  // Lent by the worker's pool from a request's first bytes until the
+  // connection is idle again: an idle connection holds none.
+  std::unique_ptr<HttpParser> parser_;
   std::unique_ptr<std::string> pending_in_;  // bytes after a paused (pipelined) message; rare
   std::unique_ptr<Exchange> ex_;
   std::unique_ptr<Response> response_;

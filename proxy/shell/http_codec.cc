@@ -239,6 +239,13 @@ int HttpParser::s_message_complete(llhttp_t* p) {
 
 size_t HttpParser::feed(const char* data, size_t len) {
   if (error_ != Error::none && error_ != Error::paused) return 0;
+  feeding_ = true;
+  size_t used = feed_some(data, len);
+  feeding_ = false;
+  return used;
+}
+
+size_t HttpParser::feed_some(const char* data, size_t len) {
   const bool request = llhttp_.type == HTTP_REQUEST;
   const char* start = data;
   const char* end = data + len;

@@ -86,3 +86,34 @@ TEST_CASE("PoolKeepsAtMostMaxSpareParsers") {
   pool.give_back(none);  // nothing to give: harmless
   CHECK(pool.spare() == HttpParserPool::kMaxSpare);
 }
+
+namespace {
+
+// Records whether the parser said it was feeding while its callbacks ran.
+struct FeedingProbe : HttpParser::Handler {
+  HttpParser* parser = nullptr;
+  std::vector<bool> seen;
+  int on_head(MessageHead&) override {
+    seen.push_back(parser->feeding());
+    return 0;
+  }
+  int on_body(const char*, size_t) override { return 0; }
+  int on_message_end() override {
+    seen.push_back(parser->feeding());
+    return 0;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ParserSaysItIsFeedingOnlyWhileItsCallbacksRun") {
+  HttpParserPool pool;
+  FeedingProbe h;
+  std::unique_ptr<HttpParser> p = pool.take(HTTP_REQUEST, &h);
+  h.parser = p.get();
+  CHECK_FALSE(p->feeding());
+  const std::string req = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  CHECK(feed(*p, req) == req.size());
+  CHECK(h.seen == std::vector<bool>{true, true});
+  CHECK_FALSE(p->feeding());
+}
