@@ -2,8 +2,10 @@
 // exchange at a time (pipelined requests wait, parsed in order); write
 // responses; keep-alive, header/idle timeouts, backpressure, drain.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include "core/http_status.h"
 #include "shell/downstream.h"
@@ -55,6 +57,18 @@ void DownConn::start() {
     reject(503, "max_connections", true, "connection limit reached");
     return;
   }
+  remember_peer();
+  uv_tcp_nodelay(&tcp_, 1);
+  {  // a TLS listener's connections start with a handshake (header_timeout covers it)
+    const GenerationPtr& g = worker_->generation();
+    int li = g->listener_index(listener_->name());
+    if (li >= 0 && g->tls.listeners[static_cast<size_t>(li)]) tls_ = g->tls.listeners[static_cast<size_t>(li)]->open();
+  }
+  arm_header_timer();
+  resume_reading();
+}
+
+void DownConn::remember_peer() {
   sockaddr_storage ss{};
   int len = sizeof ss;
   if (uv_tcp_getpeername(&tcp_, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
@@ -65,14 +79,42 @@ void DownConn::start() {
       uv_ip6_name(reinterpret_cast<sockaddr_in6*>(&ss), ip, sizeof ip);
     peer_ip_ = ip;
   }
-  uv_tcp_nodelay(&tcp_, 1);
-  {  // a TLS listener's connections start with a handshake (header_timeout covers it)
-    const GenerationPtr& g = worker_->generation();
-    int li = g->listener_index(listener_->name());
-    if (li >= 0 && g->tls.listeners[static_cast<size_t>(li)]) tls_ = g->tls.listeners[static_cast<size_t>(li)]->open();
-  }
-  arm_header_timer();
+}
+
+// Woken from the parked set: idle still (the first bytes start the header
+// clock); TCP_NODELAY stayed with the socket.
+void DownConn::resume_after_park() {
+  remember_peer();
+  arm_idle_timer();
   resume_reading();
+}
+
+// Parks the idle connection: its socket (a duplicate of the descriptor, as
+// closing the handle closes its own) goes to the parked set with the rest of
+// the idle time, and this object closes without counting as a closed
+// connection. False (nothing changed) when the set cannot take it.
+bool DownConn::park(uint64_t idle_left_ms) {
+  uv_os_fd_t fd;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&tcp_), &fd) != 0) return false;
+  int kept = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (kept < 0) return false;  // at the descriptor limit: stays whole
+  if (!worker_->parked().park(kept, listener_, idle_left_ms)) {
+    ::close(kept);
+    return false;
+  }
+  parked_ = true;
+  close_handles();
+  return true;
+}
+
+void DownConn::on_idle_long(TimerList::Entry* t) {
+  auto* d = Conn::of<DownConn>(t);
+  uint64_t idle = static_cast<uint64_t>(limits_for(d->worker_, d->listener_->name()).idle_timeout.count());
+  uint64_t left = idle > ParkedConnections::kParkAfterMs ? idle - ParkedConnections::kParkAfterMs : 0;
+  bool quiet = !d->ex_ && !d->in_exchange_ && !d->in_request() && !d->pending_in_ && d->reading_ && !d->eof_ &&
+               !d->close_pending_ && d->write_queue() == 0 && !d->tls_ && !d->worker_->draining();
+  if (left > 0 && quiet && d->park(left)) return;
+  d->arm_timer(left, on_head_or_idle_timeout);
 }
 
 void DownConn::resume_reading() {
@@ -108,7 +150,13 @@ void DownConn::arm_header_timer() {
 
 void DownConn::arm_idle_timer() {
   const Limits& lim = limits_for(worker_, listener_->name());
-  arm_timer(static_cast<uint64_t>(lim.idle_timeout.count()), on_head_or_idle_timeout);
+  auto idle = static_cast<uint64_t>(lim.idle_timeout.count());
+  // Idle a while, a connection is parked (a socket alone) for the rest.
+  if (idle > ParkedConnections::kParkAfterMs && !tls_) {
+    arm_timer(ParkedConnections::kParkAfterMs, on_idle_long);
+    return;
+  }
+  arm_timer(idle, on_head_or_idle_timeout);
 }
 
 void DownConn::account_in(size_t n) {

@@ -74,6 +74,10 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
     DownConn* next = nullptr;
   };
   bool tracked() const { return tracked_; }
+  // Closed as a DownConn but alive as a parked socket (ParkedConnections).
+  bool parked() const { return parked_; }
+  // A parked socket became readable: this connection now holds it.
+  void resume_after_park();
   void set_tracked(bool t) { tracked_ = t; }
   Link& worker_link() { return link_; }
 
@@ -84,6 +88,10 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
 
   static void on_head_or_idle_timeout(TimerList::Entry* t);
   static void on_resume_timer(TimerList::Entry* t);
+  // Idle long enough to park (ParkedConnections::kParkAfterMs).
+  static void on_idle_long(TimerList::Entry* t);
+  bool park(uint64_t idle_left_ms);
+  void remember_peer();
   void process_input(const char* data, size_t len);
   // `extra`: raw header lines for the answer; `counted_in`: the route's
   // metrics when a route matched (else the listener's unrouted ones).
@@ -131,6 +139,7 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   bool eof_ = false;
   bool in_exchange_ = false;
   bool tunnel_ = false;  // after a 101, bytes go to the exchange's tunnel
+  bool parked_ = false;
 };
 
 }  // namespace onelayer
