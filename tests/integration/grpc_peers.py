@@ -352,6 +352,20 @@ class H2ScriptedServer:
             self.arrivals.append(H2Arrival(conn_id, stream_id, headers))
             return self._script.pop(0) if self._script else self._default
 
+    @staticmethod
+    def _close_gracefully(s):
+        """FIN after the GOAWAY, then read to the peer's close: closing with
+        unread bytes would send an RST, which can discard the GOAWAY before
+        the peer reads it."""
+        import socket
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(2.0)
+        try:
+            while s.recv(65536):
+                pass
+        except OSError:
+            pass
+
     def _serve(self, s, conn_id):
         import h2.errors
         conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
@@ -375,6 +389,7 @@ class H2ScriptedServer:
                         elif action[0] == "goaway":
                             conn.close_connection(last_stream_id=ev.stream_id - 2 if ev.stream_id > 2 else 0)
                             s.sendall(conn.data_to_send())
+                            self._close_gracefully(s)
                             return
                         else:
                             _, status, trailers, message = action
