@@ -129,7 +129,10 @@ class GrpcTest(IntegrationTest):
         text = self.settled(proxy, 1)
         self.assertEqual(self.value(text, "onelayer_retries_declined_total", reason="retry_after_beyond_deadline"), 1)
 
-    def test_caller_deadline_reaches_the_server_and_shrinks_per_attempt(self):
+    def test_caller_deadline_reaches_the_server_on_every_attempt(self):
+        # How it shrinks per attempt is checked on the wire, where it is exact
+        # (GrpcScriptedPeerTest): the server reads its time remaining when its
+        # handler runs, which a loaded machine delays by a varying amount.
         proxy, client = self.through(grpc_config(self.server.port))
         self.server.push(gp.fail(), gp.fail())
         code, _, _, _ = client.call(timeout=0.6)
@@ -141,8 +144,7 @@ class GrpcTest(IntegrationTest):
             # grpcio rounds the grpc-timeout it sends up by under 1% ("601m"
             # for 600 ms); onelayer passes on at most what it received.
             self.assertLessEqual(r, 0.6 * 1.01)
-        self.assertLess(remaining[1], remaining[0])
-        self.assertLess(remaining[2], remaining[1])
+            self.assertGreater(r, 0.2)
         self.settled(proxy, 1)
 
     def test_caller_deadline_passes_while_the_server_is_slow(self):
