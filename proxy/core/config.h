@@ -99,6 +99,7 @@ struct FaultConfig {
   double abort_percent = 0;   // share of attempts aborted, 0..100
   Millis delay{0};            // 0: no delay
   double delay_percent = 0;   // share of attempts delayed, 0..100
+  int grpc_status = -1;       // 1..16: an abort of a gRPC call answers this grpc-status instead; -1: none
   bool operator==(const FaultConfig&) const = default;
 };
 

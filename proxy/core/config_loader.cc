@@ -715,12 +715,10 @@ void Loader::read_fault(const At& at, FaultConfig& f) {
                          {"percent", [&](const At& x) { read_double(x, 0, 100, f.delay_percent); }},
                      });
        }},
-      {"grpc_status",
-       [&](const At& a) {
-         // gRPC arrives with HTTP/2, which this build does not speak yet.
-         error(a, "gRPC faults need HTTP/2 listeners, which this version does not have; use abort.status");
-       }},
+      {"grpc_status", [&](const At& a) { read_uint_as(a, 1, 16, f.grpc_status); }},
   });
+  if (f.grpc_status >= 0 && f.abort_status == 0)
+    error(at, "grpc_status is what an abort answers gRPC calls with: it needs an abort block (its percent says how often)");
 }
 
 void Loader::read_match(const At& at, RouteMatch& m) {
@@ -1299,6 +1297,7 @@ void emit_route(YAML::Emitter& e, const Route& r) {
       emit_kv(e, "percent", format_double(r.fault.delay_percent));
       e << YAML::EndMap;
     }
+    if (r.fault.grpc_status >= 0) e << YAML::Key << "grpc_status" << YAML::Value << r.fault.grpc_status;
     e << YAML::EndMap;
   }
   e << YAML::EndMap;

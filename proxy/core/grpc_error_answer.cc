@@ -64,7 +64,8 @@ GrpcStatus grpc_status_for_error(std::string_view reason, int http_status) {
 }
 
 void append_grpc_error_fields(Headers& out, std::string_view reason, int http_status, const Headers& extra) {
-  const GrpcStatus status = grpc_status_for_error(reason, http_status);
+  GrpcStatus status = grpc_status_for_error(reason, http_status);
+  if (const Header* given = find_header(extra, kGrpcStatusField)) status = parse_grpc_status(given->value).value_or(status);
   out.push_back({"content-type", "application/grpc"});
   out.push_back({std::string(kGrpcStatusField), std::to_string(grpc_code(status))});
   out.push_back({std::string(kGrpcMessageField), std::string(reason)});
@@ -75,7 +76,9 @@ void append_grpc_error_fields(Headers& out, std::string_view reason, int http_st
       if (ms >= 0) out.push_back({std::string(kGrpcPushbackField), std::to_string(ms)});
       continue;
     }
-    if (iequals(f.name, "content-length") || iequals(f.name, "transfer-encoding")) continue;
+    if (iequals(f.name, "content-length") || iequals(f.name, "transfer-encoding") ||
+        iequals(f.name, kGrpcStatusField))
+      continue;
     out.push_back(f);
   }
 }

@@ -30,7 +30,8 @@ GrpcStatus grpc_status_for_http_status(int http_status);
 // Appends the header fields of that Trailers-Only answer after `:status
 // 200` (which the HTTP/2 codec writes): content-type application/grpc,
 // grpc-status, grpc-message (the reason, which needs no percent-encoding),
-// x-onelayer-error, then each field of `extra` (x-retry-exhausted, ...)
+// x-onelayer-error, then each field of `extra` (x-retry-exhausted, ...;
+// a valid grpc-status in `extra` replaces the mapped one: an injected fault)
 // except Retry-After, which becomes grpc-retry-pushback-ms in milliseconds
 // (delay-seconds only; an unparseable one is dropped), and except framing
 // fields (content-length, transfer-encoding) that a Trailers-Only response

@@ -214,9 +214,16 @@ void Exchange::start_attempt() {
       endpoints_ += "fault";
       AttemptResult r;
       r.status = f.abort_status;
+      // A route's grpc_status: a gRPC call's abort is that gRPC answer.
+      Headers grpc_fault;
+      if (grpc_call_ && !f.from_drill && route_->fault.grpc_status >= 0) {
+        r.status = 200;
+        r.grpc = grpc_status_from_code(route_->fault.grpc_status);
+        grpc_fault.push_back({std::string(kGrpcStatusField), std::to_string(route_->fault.grpc_status)});
+      }
       storm_on_attempt_result(*ups_, *ucfg_, *rm_, *route_, rs_->attempts_started(), r);
       if (decide_retry(r, now).retry) return;
-      respond_error(f.abort_status, "fault_injected");
+      respond_error(f.abort_status, "fault_injected", std::move(grpc_fault));
       return;
     }
   }
@@ -686,7 +693,11 @@ void Exchange::respond_error(int status, const char* reason, Headers extra) {
   }
   status_ = status;
   error_reason_ = reason;
-  if (grpc_call_) grpc_answer_ = grpc_status_for_error(reason, status);  // the HTTP/2 stream answers in gRPC
+  if (grpc_call_) {  // the HTTP/2 stream answers in gRPC (append_grpc_error_fields)
+    grpc_answer_ = grpc_status_for_error(reason, status);
+    if (const Header* g = find_header(extra, kGrpcStatusField))
+      grpc_answer_ = parse_grpc_status(g->value).value_or(*grpc_answer_);
+  }
   add_exhausted_field(extra);
   response_started_ = true;
   down_->send_proxy_response(status, reason, extra, head_request_, request_complete_);

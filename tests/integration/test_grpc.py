@@ -264,6 +264,28 @@ class GrpcTest(IntegrationTest):
         self.assertEqual(client.call(b"small")[0], grpc.StatusCode.OK)
         self.assertEqual(self.server.count(), 3)
 
+    def test_fault_grpc_status_is_injected_and_goes_through_the_retry_rules(self):
+        fault = {"abort": {"status": 503, "percent": 100}, "grpc_status": 14}
+        proxy, client = self.through(grpc_config(self.server.port, fault=fault))
+        code, _, details, trailers = client.call()
+        self.assertEqual(code, grpc.StatusCode.UNAVAILABLE)
+        self.assertEqual(details, "fault_injected")
+        self.assertEqual(trailers.get("x-retry-exhausted"), "3")
+        self.assertEqual(self.server.count(), 0)
+        text = self.settled(proxy, 1)
+        self.assertEqual(self.value(text, "onelayer_faults_injected_total", kind="abort"), 3)
+        self.assertEqual(self.value(text, "onelayer_retries_total", reason="unavailable"), 2)
+        self.assertEqual(self.value(text, "onelayer_grpc_responses_total", grpc_status="14"), 1)
+
+    def test_fault_grpc_status_not_in_retry_on_is_final(self):
+        fault = {"abort": {"status": 500, "percent": 100}, "grpc_status": 13}
+        proxy, client = self.through(grpc_config(self.server.port, fault=fault))
+        code, _, _, _ = client.call()
+        self.assertEqual(code, grpc.StatusCode.INTERNAL)
+        text = self.settled(proxy, 1)
+        self.assertEqual(self.value(text, "onelayer_faults_injected_total", kind="abort"), 1)
+        self.assertEqual(self.value(text, "onelayer_grpc_responses_total", grpc_status="13"), 1)
+
     def test_call_to_an_http1_upstream_is_unavailable(self):
         proxy, client = self.through(grpc_config(self.server.port, protocol="http1"))
         code, _, _, trailers = client.call()

@@ -64,3 +64,14 @@ TEST_CASE("OverloadedGrpcAnswerCarriesPushbackInsteadOfRetryAfter") {
   CHECK(field(dated, "grpc-retry-pushback-ms") == "<none>");
   CHECK(dated.size() == 4);
 }
+
+TEST_CASE("AnInjectedGrpcStatusReplacesTheMappedOne") {
+  Headers out;
+  append_grpc_error_fields(out, "fault_injected", 503, {{"grpc-status", "13"}});
+  CHECK(field(out, "grpc-status") == "13");
+  CHECK(count_headers(out, "grpc-status") == 1);
+  Headers bad;
+  append_grpc_error_fields(bad, "fault_injected", 503, {{"grpc-status", "99"}});
+  CHECK(field(bad, "grpc-status") == "14");  // invalid: the mapping stands
+  CHECK(count_headers(bad, "grpc-status") == 1);
+}

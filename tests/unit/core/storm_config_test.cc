@@ -72,9 +72,26 @@ TEST_CASE("storm config: bad values name the key") {
   CHECK(first_error(with("        fault: { abort: { status: 503, percent: 101 } }\n")).find("percent") !=
         std::string::npos);
   CHECK(first_error(with("        fault: { delay: { percent: 5 } }\n")).find("duration") != std::string::npos);
-  CHECK(first_error(with("        fault: { grpc_status: 14 }\n")).find("HTTP/2") != std::string::npos);
+  CHECK(first_error(with("        fault: { grpc_status: 14 }\n")).find("needs an abort block") != std::string::npos);
+  CHECK(first_error(with("        fault: { abort: { status: 503 }, grpc_status: 17 }\n")).find("fault.grpc_status") !=
+        std::string::npos);
   CHECK(first_error(with("", "", "    retry_budget: { mode: tokens }\n")).find("retry_budget.mode") !=
         std::string::npos);
   CHECK(first_error(with("", "    max_concurrent_requests: -1\n")).find("max_concurrent_requests") !=
         std::string::npos);
+}
+
+TEST_CASE("storm config: a fault's grpc_status is what its aborts answer gRPC calls with") {
+  LoadResult r = load_config_string(with("        fault: { abort: { status: 503, percent: 10 }, grpc_status: 14 }\n"), "t.yaml");
+  INFO(format_errors(r.errors));
+  REQUIRE(r.ok());
+  CHECK(r.config->listeners[0].routes[0].fault.grpc_status == 14);
+  const std::string yaml = config_to_yaml(*r.config);
+  CHECK(yaml.find("grpc_status: 14") != std::string::npos);
+  LoadResult back = load_config_string(yaml, "back.yaml");
+  REQUIRE(back.ok());
+  CHECK(back.config->same_settings(*r.config));
+  LoadResult plain = load_config_string(with("        fault: { abort: { status: 503 } }\n"), "t.yaml");
+  REQUIRE(plain.ok());
+  CHECK(plain.config->listeners[0].routes[0].fault.grpc_status == -1);
 }
