@@ -11,11 +11,11 @@
 
 namespace onelayer {
 
-class UpConn;
+class UpstreamStream;
 struct EndpointState;
 
 struct Attempt {
-  UpConn* stream = nullptr;           // null while backing off and once the response is done
+  UpstreamStream* stream = nullptr;          // null while backing off and once the response is done
   EndpointState* endpoint = nullptr;  // kept after the attempt, for logs and Host
   uint32_t member = UpstreamEndpoints::kNone;  // the balancer member, until its verdict is reported
   int address = -1;                   // the member's index in endpoint->addrs (-1: any)

@@ -5,13 +5,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "core/request_validation.h"
-#include "core/route_match.h"
+#include "core/http_status.h"
 #include "shell/downstream.h"
 #include "shell/exchange.h"
-#include "shell/worker.h"
+#include "shell/http1_encoder.h"
 #include "shell/logging.h"
 #include "shell/proxy_responses.h"
+#include "shell/request_admission.h"
+#include "shell/worker.h"
 
 namespace onelayer {
 
@@ -204,70 +205,24 @@ int DownConn::on_head(MessageHead& head) {
   if (!head.keep_alive) close_after_ = true;
   if (worker_->draining()) close_after_ = true;
 
-  const GenerationPtr& gen = worker_->generation();
-  int li = gen->listener_index(listener_->name());
-  if (li < 0) {
-    reject(503, "draining", true, "listener removed by reload");
-    return -1;
+  Admission a = admit_request(*worker_, *listener_, head);
+  if (a.refused()) {
+    std::string extra;
+    append_serialized(a.extra, extra);
+    // Answered with the body (if any) still unread: the connection closes.
+    reject(a.status, a.reason, !a.keeps_connection, a.detail, extra, a.counted_in,
+           a.hint.empty() ? nullptr : a.hint.c_str());
+    return a.keeps_connection ? 0 : -1;
   }
-  const Listener& l = gen->config->listeners[static_cast<size_t>(li)];
-  RequestHeadFacts facts{head.method, head.target, head.http_major, head.http_minor, head.obs_fold,
-                         head.chunked, head.has_content_length, head.content_length};
-  RequestVerdict v = check_request_head(facts, head.headers, l.headers_with_underscores);
-  if (v.refused()) {
-    reject(v.status, v.reason, true, v.detail, {}, nullptr, v.hint);
-    return -1;
-  }
-  if (v.underscore_fields_dropped > 0) {
-    spdlog::info("listener {}: {} request header(s) with an underscore in the name dropped from {} {}",
-                 listener_->name(), v.underscore_fields_dropped, head.method, head.target);
-  }
-  const Route* route = match_route(l, v.host, v.path, head.method);
-  if (!route) {
-    // Answer with the body (if any) still unread: the connection closes.
-    reject(404, "no_route", !(head.content_length == 0 && !head.chunked), "no route matched");
-    return head.content_length == 0 && !head.chunked ? 0 : -1;
-  }
-  bool expect_continue = false;
-  RequestVerdict routed = check_routed_request(facts, head.headers, l.limits.max_body_bytes, &expect_continue);
-  if (routed.refused()) {
-    reject(routed.status, routed.reason, true, routed.detail);
-    return -1;
-  }
-  UpgradeVerdict upgrade = check_upgrade(facts, head.headers, l.upgrades);
-  if (upgrade.refused()) {
-    reject(upgrade.status, upgrade.reason, true, upgrade.detail, {}, nullptr, upgrade.hint.c_str());
-    return -1;
-  }
-  size_t ri = static_cast<size_t>(route - l.routes.data());
-  RouteMetrics* rm = gen->route_metrics[static_cast<size_t>(li)][ri];
-  // Shedding (listeners[].max_concurrent_requests): before any upstream is
-  // called, and before a 100 Continue invites the body.
-  LoadShedder::Permit permit;
-  if (const std::shared_ptr<LoadShedder>& shed = gen->shedders[static_cast<size_t>(li)]) {
-    TimePoint now = Clock::now();
-    permit = LoadShedder::try_acquire(shed, now);
-    if (!permit) {
-      bool no_body = head.content_length == 0 && !head.chunked;
-      std::string extra = "Retry-After: ";
-      append_decimal(extra, static_cast<uint64_t>(shed->retry_after_seconds(now, worker_->random())));
-      extra += "\r\n";
-      reject(503, "overloaded", !no_body, "max_concurrent_requests reached", extra, rm);
-      return no_body ? 0 : -1;
-    }
-  }
-  if (expect_continue) {
+  if (a.expect_continue) {
     // Answer 100 here and drop Expect upstream: the body is needed anyway
     // for replay, and the upstream then never has to speak 1xx.
     worker_->write(this, "HTTP/1.1 100 Continue\r\n\r\n");
   }
+  if (a.upgrade) close_after_ = true;  // this connection ends with the exchange, tunnel or not
   in_exchange_ = true;
-  ex_ = std::make_unique<Exchange>(this, gen, li, route, rm, head, std::move(v.upstream_target));
-  ex_->hold_shed_permit(std::move(permit));
-  if (upgrade.requested) {  // this connection ends with the exchange, tunnel or not
-    ex_->set_upgrade(std::move(upgrade.protocols));
-    close_after_ = true;
-  }
+  response_ = std::make_unique<Response>();
+  ex_ = std::make_unique<Exchange>(this, worker_, a, head);
   ex_->start();
   return 0;
 }
@@ -316,13 +271,14 @@ void DownConn::on_resume_timer(uv_timer_t* t) {
   if (!d->closing()) d->resume_reading();
 }
 
-void DownConn::exchange_done(bool close_after) {
+void DownConn::exchange_done() {
   bool request_complete = ex_->request_complete();
   worker_->retire(std::move(ex_));
+  response_.reset();
   in_exchange_ = false;
   want_read_ = true;
   bool has_pending = pending_in_ && !pending_in_->empty();
-  if (close_after || close_after_ || worker_->draining() || !request_complete || (eof_ && !has_pending)) {
+  if (close_after_ || worker_->draining() || !request_complete || (eof_ && !has_pending)) {
     close_when_flushed();
     return;
   }
@@ -336,6 +292,122 @@ void DownConn::exchange_done(bool close_after) {
   parser_.resume();
   arm_idle_timer();
   resume_reading();
+}
+
+// ---- DownstreamStream: the exchange's answer in HTTP/1.1.
+
+struct DownConn::Response {
+  Http1BodyEncoder body;     // how the body is framed to this client
+  std::string pending_head;  // the head (and last chunk) not yet written
+  uint64_t bytes = 0;        // written so far
+  bool trailers_sent = false;
+};
+
+DownConn::Response& DownConn::response() {
+  if (!response_) response_ = std::make_unique<Response>();
+  return *response_;
+}
+
+uint64_t DownConn::response_bytes() const { return response_ ? response_->bytes : 0; }
+
+bool DownConn::send_response_head(const MessageHead& head, const ResponseMeta& meta) {
+  Response& r = response();
+  const bool http11 = !http10_;
+  std::optional<std::string> coded = response_transfer_codings(head.headers);
+  if (!coded) {
+    spdlog::info("listener {}: response Transfer-Encoding applies chunked twice or not last", listener_->name());
+    return false;
+  }
+  const std::string& codings = *coded;
+  if (!codings.empty() && !meta.no_body && !http11) {
+    // An HTTP/1.0 client cannot be told of a transfer coding: refuse rather
+    // than hand it coded bytes marked as plain.
+    spdlog::info("listener {}: response Transfer-Encoding {} cannot reach an HTTP/1.0 client", listener_->name(),
+                 codings);
+    return false;
+  }
+  // The head waits in pending_head until the first body bytes (or the end of
+  // this read): head and body then leave in one write.
+  std::string& out = r.pending_head;
+  out.clear();
+  size_t head_bytes = 64 + head.reason.size();
+  for (const Header& h : head.headers) head_bytes += h.name.size() + h.value.size() + 4;
+  out.reserve(head_bytes + 128);  // one allocation for the whole head
+  out += "HTTP/1.1 ";
+  append_decimal(out, static_cast<uint64_t>(head.status));
+  out += ' ';
+  // A reason phrase with a control byte (an escape sequence for the client's
+  // terminal, a NUL) or an empty one (HTTP/2 has none) is replaced by the
+  // standard one.
+  out += is_clean_reason_phrase(head.reason) ? std::string_view(head.reason) : std::string_view(status_text(head.status));
+  out += "\r\n";
+  if (size_t invalid = append_rewritten_response_headers(head.headers, meta.via, out)) {
+    spdlog::info("listener {}: {} response header(s) with invalid name or value dropped", listener_->name(), invalid);
+  }
+  // Without a length the body is re-framed as chunked (the upstream's
+  // codings in front), or, for an HTTP/1.0 client, ends with the connection.
+  // A response to HEAD and a 304 keep the length they announce.
+  r.body.set_framing(response_framing(head.has_content_length, meta.no_body, http11));
+  r.body.append_head_lines(out, head.content_length, codings,
+                           head.has_content_length && (meta.head_request || head.status == 304));
+  if (meta.extra) append_serialized(*meta.extra, out);
+  if (r.body.framing() == BodyFraming::close_delimited || worker_->draining()) close_after_ = true;
+  if (!close_after_) out += keep_alive_header();
+  out += close_after_ ? "Connection: close\r\n\r\n" : "\r\n";
+  return true;
+}
+
+bool DownConn::send_response_body(std::string_view bytes) {
+  Response& r = response();
+  uv_buf_t parts[4];
+  unsigned n = 0;
+  if (!r.pending_head.empty())
+    parts[n++] = uv_buf_init(r.pending_head.data(), static_cast<unsigned>(r.pending_head.size()));
+  n += r.body.frame(bytes, parts + n);
+  int rc = worker_->write(this, parts, n);
+  r.bytes += r.pending_head.size() + bytes.size();
+  r.pending_head.clear();
+  return rc >= 0;
+}
+
+// Trailers reach an HTTP/1.1 client in the last chunk; a body framed any
+// other way has nowhere to carry them.
+void DownConn::send_response_trailers(const Headers& trailers) {
+  Response& r = response();
+  if (!r.body.chunked() || r.trailers_sent) return;
+  Headers kept;
+  rewrite_response_headers(trailers, "", kept);
+  r.pending_head += "0\r\n";
+  append_serialized(kept, r.pending_head);
+  r.pending_head += "\r\n";
+  r.trailers_sent = true;
+}
+
+void DownConn::send_response_end() {
+  Response& r = response();
+  if (!r.trailers_sent) r.pending_head += r.body.last();
+  flush();
+}
+
+void DownConn::flush() {
+  if (!response_ || response_->pending_head.empty()) return;
+  std::string& p = response_->pending_head;
+  response_->bytes += p.size();
+  int rc = worker_->write(this, p);
+  p.clear();
+  if (rc < 0) abort_connection();
+}
+
+void DownConn::send_proxy_response(int status, const char* reason, const Headers& extra, bool head_request,
+                                   bool request_complete) {
+  if (!request_complete || worker_->draining()) close_after_ = true;
+  std::string lines;
+  append_serialized(extra, lines);
+  lines += keep_alive_header();
+  std::string out;
+  append_proxy_response(out, status, reason, close_after_, lines, head_request);
+  response().bytes += out.size();
+  worker_->write(this, out);
 }
 
 void DownConn::close_when_flushed() {

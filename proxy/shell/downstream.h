@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "shell/conn.h"
+#include "shell/downstream_stream.h"
 #include "shell/http_codec.h"
 
 namespace onelayer {
@@ -15,7 +16,9 @@ class Exchange;
 class WorkerListener;
 struct RouteMetrics;
 
-class DownConn final : public Conn, private HttpParser::Handler {
+// The HTTP/1 codec of the client side: the exchange's DownstreamStream
+// (one request at a time) writes its answer here in HTTP/1.1 framing.
+class DownConn final : public Conn, public DownstreamStream, private HttpParser::Handler {
  public:
   DownConn(Worker* w, WorkerListener* l);
   ~DownConn() override;
@@ -25,24 +28,31 @@ class DownConn final : public Conn, private HttpParser::Handler {
   void on_write_done(int status) override;
   void on_closed() override;  // leaves the worker's list and its listener's count
 
-  // From the exchange.
-  void exchange_done(bool close_after);
+  // DownstreamStream: the exchange's answer, in HTTP/1.1.
+  WireProtocol protocol() const override { return WireProtocol::http1; }
+  const std::string& peer_ip() const override { return peer_ip_; }
+  bool over_tls() const override { return tls_ != nullptr; }
+  bool send_response_head(const MessageHead& head, const ResponseMeta& meta) override;
+  bool send_response_body(std::string_view bytes) override;
+  void send_response_trailers(const Headers& trailers) override;
+  void send_response_end() override;
+  void flush() override;
+  void send_proxy_response(int status, const char* reason, const Headers& extra, bool head_request,
+                           bool request_complete) override;
+  size_t queued_bytes() const override { return write_queue(); }
+  uint64_t response_bytes() const override;
+  void hold_request_body() override { hold_reading(); }
+  void release_request_body() override { release_reading(); }
+  bool request_body_held() const override { return !want_read_; }
+  void exchange_done() override;
+  void abort_stream(const char* reason) override { abort_connection(reason); }
+  DownConn* http1_connection() override { return this; }
+
   void abort_connection(const char* reason = "client_closed");
   // Backpressure: the upstream cannot take the body as fast as it comes.
   void hold_reading();
   void release_reading();
-  bool reading_held() const { return !want_read_; }
-  // The connection closes after this response (Connection: close, HTTP/1.0,
-  // drain, errors); close_after_response() decides so.
-  bool closes_after_response() const { return close_after_; }
-  void close_after_response() { close_after_ = true; }
-  const std::string& peer_ip() const { return peer_ip_; }
   Exchange* exchange() const { return ex_.get(); }
-  // What a response that keeps the connection open must say: an HTTP/1.0
-  // client is told "Connection: keep-alive", an HTTP/1.1 one nothing.
-  std::string_view keep_alive_header() const {
-    return http10_ && !close_after_ ? "Connection: keep-alive\r\n" : "";
-  }
   // Upgrade tunnels (after a 101): the connection's bytes go to the
   // exchange's tunnel; bytes the client sent early are handed over once.
   void enter_tunnel() { tunnel_ = true; }
@@ -87,11 +97,21 @@ class DownConn final : public Conn, private HttpParser::Handler {
   void resume_reading();
   void account_in(size_t n);
   void buffer_pipelined(const char* data, size_t len);
+  // What a response that keeps the connection open must say: an HTTP/1.0
+  // client is told "Connection: keep-alive", an HTTP/1.1 one nothing.
+  std::string_view keep_alive_header() const {
+    return http10_ && !close_after_ ? "Connection: keep-alive\r\n" : "";
+  }
+  // The answer being written: its body framing, a head held back for the
+  // first body bytes, bytes written. Only while an exchange runs.
+  struct Response;
+  Response& response();
 
   WorkerListener* listener_;  // outlives its connections (it frees itself after the last)
   HttpParser parser_;
   std::unique_ptr<std::string> pending_in_;  // bytes after a paused (pipelined) message; rare
   std::unique_ptr<Exchange> ex_;
+  std::unique_ptr<Response> response_;
   std::string peer_ip_;
   Link link_;
   bool tracked_ = false;

@@ -59,6 +59,9 @@ class DownstreamStream {
                                    bool request_complete) = 0;
   // Response bytes written but not yet taken by the client (backpressure).
   virtual size_t queued_bytes() const = 0;
+  // Bytes of this exchange's answer written so far, framing included (the
+  // access log's bytes_out).
+  virtual uint64_t response_bytes() const = 0;
 
   // Backpressure on the request body: the upstream cannot take it as fast.
   virtual void hold_request_body() = 0;

@@ -6,14 +6,10 @@
 
 #include "core/http_status.h"
 #include "core/retry_after.h"
-#include "shell/downstream.h"
 #include "shell/endpoint_log.h"
 #include "shell/endpoint_state.h"
 #include "shell/exchange.h"
-#include "shell/http1_encoder.h"
 #include "shell/logging.h"
-#include "shell/proxy_responses.h"
-#include "shell/upstream.h"
 #include "shell/worker.h"
 
 namespace onelayer {
@@ -50,18 +46,19 @@ static void storm_on_attempt_result(UpstreamShared& ups, const Upstream& ucfg, R
   if (failed) rm.on_attempt_failure(attempt <= 1, RetryTrigger{r.outcome, r.status});
 }
 
-Exchange::Exchange(DownConn* d, GenerationPtr gen, int listener_index, const Route* route,
-                   RouteMetrics* rm, MessageHead& head, std::string routing_target)
-    : down_(d),
-      w_(d->worker()),
-      gen_(std::move(gen)),
-      route_(route),
-      rm_(rm),
-      target_(std::move(routing_target)),
-      body_(route->retry.buffer_limit,
-            !(head.has_content_length && head.content_length > route->retry.buffer_limit)) {
+Exchange::Exchange(DownstreamStream* down, Worker* w, Admission& a, MessageHead& head)
+    : down_(down),
+      w_(w),
+      gen_(std::move(a.gen)),
+      route_(a.route),
+      rm_(a.metrics),
+      target_(std::move(a.upstream_target)),
+      body_(a.route->retry.buffer_limit,
+            !(head.has_content_length && head.content_length > a.route->retry.buffer_limit)),
+      shed_permit_(std::move(a.permit)) {
+  if (a.upgrade) upgrade_ = std::move(a.upgrade_protocols);
   cfg_ = gen_->config.get();
-  lcfg_ = &cfg_->listeners[static_cast<size_t>(listener_index)];
+  lcfg_ = &cfg_->listeners[static_cast<size_t>(a.listener_index)];
   ucfg_ = &cfg_->upstreams[route_->upstream_index];
   ups_ = gen_->upstreams[route_->upstream_index].get();
   eps_ = gen_->endpoints[route_->upstream_index].get();
@@ -79,7 +76,7 @@ Exchange::Exchange(DownConn* d, GenerationPtr gen, int listener_index, const Rou
 
 Exchange::~Exchange() {
   cancel_member();
-  if (attempt_.stream) attempt_.stream->detach_and_close();
+  if (attempt_.stream) attempt_.stream->cancel();
 }
 
 void Exchange::start() {
@@ -89,9 +86,6 @@ void Exchange::start() {
   if (ownership_.outer_owned) storm_note_hidden_retry(w_->runtime(), *route_, ownership_, req_.headers);
   Millis timeout = route_->timeout;
   if (auto in = incoming_timeout_ms(req_.headers, cfg_->headers)) timeout = std::min(timeout, Millis(*in));
-  up_body_.set_framing(req_.chunked              ? BodyFraming::chunked
-                       : req_.has_content_length ? BodyFraming::length
-                                                 : BodyFraming::none);
   const bool has_body = req_.chunked || req_.content_length > 0;
   head_request_ = req_.method == "HEAD";
   request_complete_ = false;
@@ -129,21 +123,17 @@ void Exchange::start_when_body_buffered() {
   start_attempt();
 }
 
-void Exchange::arm_timer(Millis ms, void (*cb)(uv_timer_t*)) {
-  down_->arm_timer(static_cast<uint64_t>(std::max<int64_t>(0, ms.count())), cb);
+void Exchange::arm_timer(Millis ms, TimerList::Entry::Callback cb) {
+  w_->timers().arm(*this, static_cast<uint64_t>(std::max<int64_t>(0, ms.count())), cb);
 }
 
-void Exchange::stop_timer() { down_->disarm_timer(); }
+void Exchange::stop_timer() { w_->timers().disarm(*this); }
 
-static Exchange* exchange_of(uv_timer_t* t) {
-  return Conn::of<DownConn>(t)->exchange();
-}
-
-void Exchange::on_attempt_timeout(uv_timer_t* t) {
-  Exchange* ex = exchange_of(t);
-  if (!ex || ex->finished_) return;
+void Exchange::on_attempt_timeout(TimerList::Entry* e) {
+  Exchange* ex = of(e);
+  if (ex->finished_) return;
   AttemptResult r;
-  if (ex->attempt_.stream && !ex->attempt_.stream->connected()) {
+  if (ex->attempt_.stream && !ex->attempt_.stream->ready()) {
     r.outcome = AttemptOutcome::connect_failure;
     r.request_may_have_reached = false;
   } else {
@@ -154,9 +144,9 @@ void Exchange::on_attempt_timeout(uv_timer_t* t) {
 
 // The response body made no progress for the listener's idle_timeout: the
 // upstream stalled, or the client stopped reading and backpressure paused us.
-void Exchange::on_stream_stalled(uv_timer_t* t) {
-  Exchange* ex = exchange_of(t);
-  if (!ex || ex->finished_) return;
+void Exchange::on_stream_stalled(TimerList::Entry* e) {
+  Exchange* ex = of(e);
+  if (ex->finished_) return;
   spdlog::info("route {}: response body stalled for {} ms, closing", ex->route_->name,
                ex->lcfg_->limits.idle_timeout.count());
   ex->error_reason_ = "stream_stalled";
@@ -165,17 +155,17 @@ void Exchange::on_stream_stalled(uv_timer_t* t) {
 
 // The deadline passed while the client was still sending the body: nothing
 // went upstream.
-void Exchange::on_body_deadline(uv_timer_t* t) {
-  Exchange* ex = exchange_of(t);
-  if (!ex || ex->finished_ || !ex->awaiting_body_) return;
+void Exchange::on_body_deadline(TimerList::Entry* e) {
+  Exchange* ex = of(e);
+  if (ex->finished_ || !ex->awaiting_body_) return;
   ex->awaiting_body_ = false;
   ex->declined_ = Decline::none;
   ex->respond_error(504, "deadline_exceeded");
 }
 
-void Exchange::on_backoff_done(uv_timer_t* t) {
-  Exchange* ex = exchange_of(t);
-  if (!ex || ex->finished_) return;
+void Exchange::on_backoff_done(TimerList::Entry* e) {
+  Exchange* ex = of(e);
+  if (ex->finished_) return;
   ex->start_attempt();
 }
 
@@ -236,23 +226,14 @@ void Exchange::start_attempt() {
   body_.rewind();
   arm_timer(t, on_attempt_timeout);
 
-  // An idle connection to the picked address, else a new one. One made
-  // under other TLS settings (before a reload) is never reused.
+  // A pooled connection (or a free stream on one) when there is one, else
+  // a new connection; its on_connected (or failure) comes later.
   const std::shared_ptr<TlsClientContext>& tls = gen_->tls.upstreams[route_->upstream_index];
-  while (UpConn* pooled = ep->take_idle(attempt_.address)) {
-    if (pooled->tls_context() != tls.get()) {
-      pooled->detach_and_close();
-      continue;
-    }
-    attempt_.stream = pooled;
-    pooled->attach(this, head_request_);
-    on_connected();
-    return;
-  }
-  attempt_.stream = new UpConn(w_, ep, attempt_.address);
-  attempt_.stream->use_tls(tls);  // nullptr: cleartext
-  attempt_.stream->attach(this, head_request_);
-  attempt_.stream->connect(std::min(ucfg_->connect_timeout, t));
+  const Millis connect_timeout = std::min(ucfg_->connect_timeout, t);
+  UpstreamStreamFactory* f = w_->upstream_streams();
+  attempt_.stream = f ? f->open(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_, connect_timeout)
+                      : open_upstream_stream(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_, connect_timeout);
+  if (attempt_.stream->ready()) on_connected();
 }
 
 // The balancer's choice for this attempt (a retry prefers a member not
@@ -320,33 +301,19 @@ void Exchange::send_head_and_body() {
   rw.outer_owned = ownership_.outer_owned;
   rw.attempt_id = attempt_id_;  // the retry-attempt baggage member
   rw.via = via_member();
-  if (down_->tls()) rw.proto = "https";  // the client spoke TLS to this listener
+  if (down_->over_tls()) rw.proto = "https";  // the client spoke TLS to this listener
 
-  std::string& out = w_->scratch();
-  out.clear();
-  out += req_.method;
-  out += ' ';
-  out += target_;
-  out += " HTTP/1.1\r\n";
-  if (!append_rewritten_request_headers(req_.headers, rw, out)) {
-    out += "Host: ";
-    if (!ucfg_->endpoints.empty()) out += attempt_.endpoint->label;
-    out += "\r\n";
-  }
-  if (!upgrade_.empty()) {  // Upgrade and Connection are hop-by-hop: said anew
-    out += "Connection: Upgrade\r\nUpgrade: ";
-    out += upgrade_;
-    out += "\r\n";
-  }
-  up_body_.append_head_lines(out, req_.content_length);
-  out += "\r\n";
-  const std::string_view owed = body_.pending();
-  if (!owed.empty()) up_body_.append(out, owed);
-  if (request_complete_) {
-    out += up_body_.last();
-    attempt_.request_end_sent = true;
-  }
-  int rc = w_->write(attempt_.stream, out);
+  OutgoingRequest out;
+  out.head = &req_;
+  out.target = target_;
+  out.rewrite = &rw;
+  if (!ucfg_->endpoints.empty()) out.default_host = attempt_.endpoint->label;
+  out.upgrade = upgrade_;
+  out.has_body = req_.chunked || req_.content_length > 0;
+  out.body = body_.pending();
+  out.end = request_complete_;
+  if (request_complete_) attempt_.request_end_sent = true;
+  int rc = attempt_.stream->send_request(out);
   forwarded_any_ = true;
   body_.sent_pending();
   if (rc < 0) {
@@ -357,17 +324,16 @@ void Exchange::send_head_and_body() {
 }
 
 void Exchange::send_body_bytes(const char* data, size_t len) {
-  uv_buf_t parts[3];
-  w_->write(attempt_.stream, parts, up_body_.frame(std::string_view(data, len), parts));
+  attempt_.stream->send_request_body(std::string_view(data, len));
 }
 
 void Exchange::send_request_end() {
   attempt_.request_end_sent = true;
-  if (up_body_.chunked()) w_->write(attempt_.stream, up_body_.last());
+  attempt_.stream->send_request_end();
 }
 
 bool Exchange::upstream_ready() const {
-  return attempt_.stream && attempt_.stream->connected() && !waiting_backoff_ && !attempt_.stream->closing();
+  return attempt_.stream && attempt_.stream->ready() && !waiting_backoff_ && !attempt_.stream->closing();
 }
 
 void Exchange::on_request_body(const char* data, size_t len) {
@@ -398,8 +364,8 @@ void Exchange::on_request_body(const char* data, size_t len) {
   } else {
     body_.hold(bytes);
   }
-  size_t queued = body_.queued() + (attempt_.stream ? attempt_.stream->write_queue() : 0);
-  if (!body_.replayable() && queued > kHighWater) down_->hold_reading();
+  size_t queued = body_.queued() + (attempt_.stream ? attempt_.stream->queued_bytes() : 0);
+  if (!body_.replayable() && queued > kHighWater) down_->hold_request_body();
 }
 
 void Exchange::on_request_end() {
@@ -414,18 +380,18 @@ void Exchange::on_request_end() {
 
 void Exchange::on_up_drained() {
   if (!attempt_.stream) return;
-  if (down_->reading_held() && attempt_.stream->write_queue() < kLowWater) down_->release_reading();
+  if (down_->request_body_held() && attempt_.stream->queued_bytes() < kLowWater) down_->release_request_body();
 }
 
 void Exchange::on_down_drained() {
-  if (attempt_.stream && response_started_ && down_->write_queue() < kLowWater) attempt_.stream->resume_reading();
+  if (attempt_.stream && response_started_ && down_->queued_bytes() < kLowWater) attempt_.stream->resume_response();
 }
 
 void Exchange::drop_upstream(bool reset) {
   cancel_member();
-  if (attempt_.stream) {
-    attempt_.stream->detach_and_close(reset);
+  if (UpstreamStream* s = attempt_.stream) {
     attempt_.stream = nullptr;
+    s->cancel(reset);
   }
 }
 
@@ -451,7 +417,7 @@ void Exchange::refuse_request(int status, const char* reason, const char* detail
                attempt_.endpoint ? attempt_.endpoint->label : "?");
   if (attempt_.stream) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
   drop_upstream(true);
-  respond_error(status, reason, "x-onelayer-forwarded: partial\r\n");
+  respond_error(status, reason, Headers{{"x-onelayer-forwarded", "partial"}});
 }
 
 void Exchange::decline(Decline why, bool mark_exhausted) {
@@ -532,6 +498,18 @@ void Exchange::on_up_error(int err) {
   handle_failure(r, 502, "upstream_reset");
 }
 
+// The upstream refused the stream before its application saw it (HTTP/2
+// REFUSED_STREAM, or above a GOAWAY's last-stream-id): safe to retry
+// whatever the method, on another connection.
+void Exchange::on_up_refused() {
+  if (finished_) return;
+  spdlog::debug("upstream {} refused the stream", attempt_.endpoint ? attempt_.endpoint->label : "?");
+  AttemptResult r;
+  r.outcome = AttemptOutcome::reset;
+  r.request_may_have_reached = false;
+  handle_failure(r, 502, "upstream_reset");
+}
+
 void Exchange::on_tls_failed(const std::string& why, bool verify) {
   if (finished_) return;
   const char* ep = attempt_.endpoint ? attempt_.endpoint->label.c_str() : "?";
@@ -582,55 +560,18 @@ int Exchange::on_up_head(MessageHead& head) {
   if (decide_retry(r, now).retry) return -1;
 
   status_ = head.status;
-  bool http11_down = req_.http_major == 1 && req_.http_minor >= 1;
   resp_no_body_ = head_request_ || head.status == 204 || head.status == 304;
-
-  // The head waits in pending_head_ until the first body bytes (or the end of
-  // this read): head and body then leave in one write.
-  std::string& out = pending_head_;
-  out.clear();
-  size_t head_bytes = 64 + head.reason.size();
-  for (const Header& h : head.headers) head_bytes += h.name.size() + h.value.size() + 4;
-  out.reserve(head_bytes + 128);  // one allocation for the whole head
-  std::optional<std::string> coded = response_transfer_codings(head.headers);
-  if (!coded) {
-    spdlog::info("upstream {}: response Transfer-Encoding applies chunked twice or not last", attempt_.endpoint->label);
+  Headers extra;
+  add_exhausted_field(extra);
+  DownstreamStream::ResponseMeta meta;
+  meta.no_body = resp_no_body_;
+  meta.head_request = head_request_;
+  meta.via = via_member();
+  meta.extra = &extra;
+  if (!down_->send_response_head(head, meta)) {
+    spdlog::info("upstream {}: response cannot be carried to this client", attempt_.endpoint->label);
     return -1;
   }
-  const std::string& codings = *coded;
-  if (!codings.empty() && !resp_no_body_ && !http11_down) {
-    // An HTTP/1.0 client cannot be told of a transfer coding: refuse rather
-    // than hand it coded bytes marked as plain.
-    spdlog::info("upstream {}: response Transfer-Encoding {} cannot reach an HTTP/1.0 client", attempt_.endpoint->label,
-                 codings);
-    return -1;
-  }
-  out += "HTTP/1.1 ";
-  append_decimal(out, static_cast<uint64_t>(head.status));
-  out += ' ';
-  // A reason phrase with a control byte (an escape sequence for the client's
-  // terminal, a NUL) or an empty one is replaced by the standard one.
-  out += is_clean_reason_phrase(head.reason) ? std::string_view(head.reason) : std::string_view(status_text(head.status));
-  out += "\r\n";
-  if (size_t invalid = append_rewritten_response_headers(head.headers, via_member(), out)) {
-    spdlog::info("upstream {}: {} response header(s) with invalid name or value dropped", attempt_.endpoint->label,
-                 invalid);
-  }
-  // Without a length the body is re-framed as chunked (the upstream's
-  // codings in front), or, for an HTTP/1.0 client, ends with the connection.
-  // A response to HEAD and a 304 keep the length they announce.
-  down_body_.set_framing(response_framing(head.has_content_length, resp_no_body_, http11_down));
-  down_body_.append_head_lines(out, head.content_length, codings,
-                               head.has_content_length && (head_request_ || head.status == 304));
-  if (mark_exhausted_) {
-    fmt::format_to(std::back_inserter(out), "{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
-  }
-  const bool close_delimited = down_body_.framing() == BodyFraming::close_delimited;
-  bool close = down_->closes_after_response() || w_->draining() || close_delimited;
-  if (close) down_->close_after_response();
-  if (!close) out += down_->keep_alive_header();
-  out += close ? "Connection: close\r\n\r\n" : "\r\n";
-  bytes_out_ += out.size();
   response_started_ = true;
   if (!resp_no_body_) arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
   return head_request_ ? 1 : 0;
@@ -638,49 +579,46 @@ int Exchange::on_up_head(MessageHead& head) {
 
 int Exchange::on_up_body(const char* data, size_t len) {
   if (finished_) return -1;
-  bytes_out_ += len;
-  uv_buf_t parts[4];
-  unsigned n = 0;
-  if (!pending_head_.empty()) parts[n++] = uv_buf_init(pending_head_.data(), static_cast<unsigned>(pending_head_.size()));
-  n += down_body_.frame(std::string_view(data, len), parts + n);
-  int rc = w_->write(down_, parts, n);
-  pending_head_.clear();
-  if (rc < 0) {
+  if (!down_->send_response_body(std::string_view(data, len))) {
     // The client is gone (reset): stop pulling the body from the upstream.
-    down_->abort_connection();
+    abort("client_closed");
+    down_->abort_stream("client_closed");
     return -1;
   }
-  if (down_->write_queue() > kHighWater && attempt_.stream) attempt_.stream->pause_reading();
-  // Progress pushes the stall guard back. The connection timer re-arms
-  // lazily (Conn::arm_timer), so a later deadline per chunk costs no timer work.
+  if (down_->queued_bytes() > kHighWater && attempt_.stream) attempt_.stream->pause_response();
+  // Progress pushes the stall guard back (a later deadline costs the timer
+  // list no work).
   arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
   return 0;
 }
 
+void Exchange::on_up_trailers(Headers& trailers) {
+  if (finished_ || !response_started_) return;
+  down_->send_response_trailers(trailers);
+}
+
 void Exchange::on_up_end(bool reusable) {
   if (finished_) return;
-  pending_head_ += down_body_.last();
-  flush_head();
-  if (attempt_.stream) {
-    UpConn* u = attempt_.stream;
+  if (UpstreamStream* u = attempt_.stream) {
     attempt_.stream = nullptr;
-    if (reusable && attempt_.request_end_sent) {
-      u->release_to_pool();
-    } else {
-      u->detach_and_close();
-    }
+    u->release(reusable && attempt_.request_end_sent);
   }
-  finish(down_body_.framing() == BodyFraming::close_delimited);
+  down_->send_response_end();
+  finish();
 }
 
-void Exchange::flush_head() {
-  if (pending_head_.empty()) return;
-  int rc = w_->write(down_, pending_head_);
-  pending_head_.clear();
-  if (rc < 0) down_->abort_connection();
+void Exchange::on_up_read_done() {
+  if (!finished_) down_->flush();
 }
 
-void Exchange::respond_error(int status, const char* reason, std::string_view extra_headers) {
+void Exchange::add_exhausted_field(Headers& out) const {
+  if (!mark_exhausted_) return;
+  std::string n;
+  append_decimal(n, rs_->attempts_started());
+  out.push_back({cfg_->headers.retry_exhausted, std::move(n)});
+}
+
+void Exchange::respond_error(int status, const char* reason, Headers extra) {
   if (finished_) return;
   stop_timer();
   drop_upstream();
@@ -690,27 +628,18 @@ void Exchange::respond_error(int status, const char* reason, std::string_view ex
   }
   status_ = status;
   error_reason_ = reason;
-  std::string extra(extra_headers);
-  if (mark_exhausted_) extra += fmt::format("{}: {}\r\n", cfg_->headers.retry_exhausted, rs_->attempts_started());
-  bool close = down_->closes_after_response() || w_->draining() || !request_complete_;
-  if (close) {
-    down_->close_after_response();
-  } else {
-    extra += down_->keep_alive_header();
-  }
-  std::string out;
-  append_proxy_response(out, status, reason, close, extra, head_request_);
-  bytes_out_ += out.size();
+  add_exhausted_field(extra);
   response_started_ = true;
-  w_->write(down_, out);
-  finish(close);
+  down_->send_proxy_response(status, reason, extra, head_request_, request_complete_);
+  finish();
 }
 
 void Exchange::record(int status) {
   TimePoint now = Clock::now();
   double secs = std::chrono::duration<double>(now - started_).count();
   rm_->on_response(status, secs, rs_ ? rs_->attempts_started() : 0, steady_ms(now));
-  w_->runtime().metrics.bytes_out_total.fetch_add(bytes_out_, std::memory_order_relaxed);
+  const uint64_t bytes_out = bytes_out_ + down_->response_bytes();
+  w_->runtime().metrics.bytes_out_total.fetch_add(bytes_out, std::memory_order_relaxed);
   AccessRecord a;
   a.listener = lcfg_->name;
   a.route = route_->name;
@@ -724,28 +653,28 @@ void Exchange::record(int status) {
   a.attempts = rs_ ? rs_->attempts_started() : 0;
   a.duration_ms = secs * 1000.0;
   a.bytes_in = body_.received() + tunnel_bytes_in_;
-  a.bytes_out = bytes_out_;
+  a.bytes_out = bytes_out;
   a.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
   write_access_log(a);
 }
 
-void Exchange::finish(bool close_after) {
+void Exchange::finish() {
   if (finished_) return;
   finished_ = true;
   stop_timer();
   record(status_);
-  down_->exchange_done(close_after);  // may free nothing now; this object dies on the next turn
+  down_->exchange_done();  // this object dies on the next loop turn
 }
 
 void Exchange::finish_aborted() {
-  // The response was cut short after bytes went downstream: close the
-  // downstream connection so the client sees the truncation.
+  // The response was cut short after bytes went downstream: the client must
+  // see the truncation (HTTP/1 closes the connection, HTTP/2 resets the stream).
   if (finished_) return;
   finished_ = true;
   stop_timer();
   drop_upstream();
   record(status_ ? status_ : 502);
-  down_->abort_connection();
+  down_->abort_stream(error_reason_ ? error_reason_ : "upstream_reset");
 }
 
 void Exchange::abort(const char* reason) {

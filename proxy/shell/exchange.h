@@ -13,9 +13,12 @@
 #include "core/retry.h"
 #include "core/upstream_endpoints.h"
 #include "shell/attempt.h"
-#include "shell/http1_encoder.h"
+#include "shell/downstream_stream.h"
 #include "shell/http_codec.h"
+#include "shell/request_admission.h"
 #include "shell/runtime.h"
+#include "shell/timer_list.h"
+#include "shell/upstream_stream.h"
 
 namespace onelayer {
 
@@ -26,18 +29,22 @@ class Worker;
 struct EndpointState;
 struct RouteMetrics;
 
-// One downstream request and all its upstream attempts.
-class Exchange {
+// One downstream request and all its upstream attempts. It talks to the
+// client through a DownstreamStream and to each attempt's upstream through
+// an UpstreamStream (whose events it receives): no byte of HTTP/1 or HTTP/2
+// framing is written here. Its one timer (attempt, backoff, body and stall
+// deadlines) is an entry of the worker's timer list.
+class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry {
  public:
-  Exchange(DownConn* d, GenerationPtr gen, int listener_index, const Route* route,
-           RouteMetrics* rm, MessageHead& head, std::string routing_target);
-  ~Exchange();
+  // `a`: the admitted request (route, metrics, shed permit, target);
+  // `head`: its head, taken over (the codec's storage is reused).
+  Exchange(DownstreamStream* down, Worker* w, Admission& a, MessageHead& head);
+  ~Exchange() override;
 
   void start();
   void on_request_body(const char* data, size_t len);
   void on_request_end();
   void on_down_drained();
-  void on_up_drained();
   // The request turned out malformed or too large after its head was taken:
   // answer `status`/`reason` here. When bytes of it already went upstream
   // (a body past buffer_limit streams), that connection is reset, and the
@@ -45,49 +52,47 @@ class Exchange {
   void refuse_request(int status, const char* reason, const char* detail);
   void abort(const char* reason = "client_closed");  // downstream went away, or drain cut it
 
-  // From the upstream connection.
-  void on_connected();
-  void on_connect_failed(int err, bool dns);
-  int on_up_head(MessageHead& head);
-  int on_up_body(const char* data, size_t len);
-  void on_up_end(bool reusable);
-  void on_up_error(int err);  // reset/EOF/parse error
-  void on_up_bad_response();
+  // UpstreamStream::Receiver: the current attempt's stream. TLS: a
+  // handshake that failed (a certificate that does not verify is final, 502
+  // upstream_tls; anything else is a connect failure), and a TLS error after
+  // it (treated as a reset; 502 upstream_tls when final).
+  void on_connected() override;
+  void on_connect_failed(int err, bool dns) override;
+  void on_tls_failed(const std::string& why, bool verify) override;
+  int on_up_head(MessageHead& head) override;
+  int on_up_body(const char* data, size_t len) override;
+  void on_up_trailers(Headers& trailers) override;
+  void on_up_end(bool reusable) override;
+  void on_up_error(int err) override;  // reset/EOF/parse error
+  void on_up_refused() override;
+  void on_up_tls_error(const std::string& why) override;
+  void on_up_bad_response() override;
+  void on_up_drained() override;
+  void on_up_read_done() override;
 
-  // TLS: a handshake that failed (a certificate that does not verify is
-  // final, 502 upstream_tls; anything else is a connect failure), and a TLS
-  // error after it (treated as a reset; 502 upstream_tls when final).
-  void on_tls_failed(const std::string& why, bool verify);
-  void on_up_tls_error(const std::string& why);
-
-  // Upgrade tunnels (tunnel.cc). set_upgrade: the request asks to switch to
-  // these protocols (check_upgrade). on_up_switching: the upstream's 101
+  // Upgrade tunnels (tunnel.cc), for a request that asked for an allowed
+  // Upgrade (the admission's protocols). on_up_switching: the upstream's 101
   // head; start_tunnel: the bytes after it. From then on both connections'
   // bytes come here until either side closes or idles.
-  void set_upgrade(std::string protocols) { upgrade_ = std::move(protocols); }
   bool wants_upgrade() const { return !upgrade_.empty(); }
-  int on_up_switching(MessageHead& head);
-  void start_tunnel(const char* data, size_t len);
+  int on_up_switching(MessageHead& head) override;
+  void start_tunnel(const char* data, size_t len) override;
   void on_tunnel_down(ssize_t nread, const uv_buf_t* buf);
-  void on_tunnel_up(ssize_t nread, const uv_buf_t* buf);
+  void on_tunnel_up(ssize_t nread, const uv_buf_t* buf) override;
 
   bool response_started() const { return response_started_; }
-  void flush_head();  // writes a response head still waiting for body bytes
   bool request_complete() const { return request_complete_; }
-  // The listener's in-flight slot (max_concurrent_requests), given up when
-  // the exchange is freed.
-  void hold_shed_permit(LoadShedder::Permit permit) { shed_permit_ = std::move(permit); }
-
  private:
   void start_attempt();
   void send_head_and_body();
   void send_body_bytes(const char* data, size_t len);
   void send_request_end();
-  void arm_timer(Millis ms, void (*cb)(uv_timer_t*));
+  void arm_timer(Millis ms, TimerList::Entry::Callback cb);
   void stop_timer();
-  static void on_attempt_timeout(uv_timer_t* t);
-  static void on_backoff_done(uv_timer_t* t);
-  static void on_stream_stalled(uv_timer_t* t);
+  static Exchange* of(TimerList::Entry* e) { return static_cast<Exchange*>(e); }
+  static void on_attempt_timeout(TimerList::Entry* e);
+  static void on_backoff_done(TimerList::Entry* e);
+  static void on_stream_stalled(TimerList::Entry* e);
   // Ends a failed attempt: timer off, breaker told, upstream let go. False
   // when response bytes already went downstream (the exchange is aborted).
   // `ended`: when (the clock read once for the verdict and the decision).
@@ -100,10 +105,10 @@ class Exchange {
   // timer) or records the decline; the caller answers the client otherwise.
   RetryState::Decision decide_retry(const AttemptResult& r, TimePoint now);
   void decline(Decline why, bool mark_exhausted);
-  void respond_error(int status, const char* reason, std::string_view extra_headers = {});
+  void respond_error(int status, const char* reason, Headers extra = {});
   void start_when_body_buffered();
-  static void on_body_deadline(uv_timer_t* t);
-  void finish(bool close_after);
+  static void on_body_deadline(TimerList::Entry* e);
+  void finish();
   void finish_aborted();
   void record(int status);
   void drop_upstream(bool reset = false);
@@ -117,9 +122,12 @@ class Exchange {
   std::string_view via_member() const { return cfg_->via_on(*lcfg_) ? "1.1 onelayer" : ""; }
   void end_tunnel(const char* error);
   void pass_tunnel_bytes(Conn* to, const char* data, size_t len, bool from_down);
-  static void on_tunnel_idle(uv_timer_t* t);
+  static void on_tunnel_idle(TimerList::Entry* e);
+  UpConn* tunnel_upstream() const;  // the HTTP/1 connection of a tunnel's attempt
+  // The x-retry-exhausted field when this answer must carry it.
+  void add_exhausted_field(Headers& out) const;
 
-  DownConn* down_;
+  DownstreamStream* down_;
   Worker* w_;
   GenerationPtr gen_;
   const Config* cfg_;
@@ -160,12 +168,9 @@ class Exchange {
   Decline declined_ = Decline::none;
   std::string endpoints_;  // endpoints tried
   uint64_t bytes_out_ = 0;
-  std::string pending_head_;  // response head (and terminal chunk) not yet written
   std::string upgrade_;        // requested Upgrade protocols ("" : no upgrade)
   bool tunnel_ = false;        // a 101 went downstream: bytes flow both ways
   uint64_t tunnel_bytes_in_ = 0;  // tunnel bytes from the client (the access log's bytes_in)
-  Http1BodyEncoder up_body_;    // the request body's framing upstream
-  Http1BodyEncoder down_body_;  // the response body's framing to the client
 };
 
 }  // namespace onelayer

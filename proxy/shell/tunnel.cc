@@ -14,6 +14,10 @@
 
 namespace onelayer {
 
+UpConn* Exchange::tunnel_upstream() const {
+  return attempt_.stream ? attempt_.stream->http1_connection() : nullptr;
+}
+
 static constexpr size_t kTunnelHighWater = 256 * 1024;
 
 // Whether the upstream's Upgrade names a protocol the request asked for.
@@ -45,28 +49,29 @@ int Exchange::on_up_switching(MessageHead& head) {
   bytes_out_ += out.size();
   response_started_ = true;
   tunnel_ = true;
-  if (w_->write(down_, out) < 0) return -1;
+  if (w_->write(down_->http1_connection(), out) < 0) return -1;
   return 0;
 }
 
 void Exchange::start_tunnel(const char* data, size_t len) {
   if (finished_) return;
-  down_->enter_tunnel();
+  DownConn* client = down_->http1_connection();
+  client->enter_tunnel();
   arm_timer(lcfg_->limits.idle_timeout, on_tunnel_idle);
-  if (len > 0) pass_tunnel_bytes(down_, data, len, false);
+  if (len > 0) pass_tunnel_bytes(client, data, len, false);
   if (finished_) return;
   // Bytes the client sent after its request (it may not wait for the 101).
   std::string early;
-  down_->take_pending_input(early);
+  client->take_pending_input(early);
   if (!early.empty()) {
-    pass_tunnel_bytes(attempt_.stream, early.data(), early.size(), true);
+    pass_tunnel_bytes(tunnel_upstream(), early.data(), early.size(), true);
     if (finished_) return;
   }
-  if (down_->saw_eof()) {
+  if (client->saw_eof()) {
     end_tunnel(nullptr);  // the client had closed its side already
     return;
   }
-  down_->release_reading();
+  client->release_reading();
 }
 
 void Exchange::pass_tunnel_bytes(Conn* to, const char* data, size_t len, bool from_down) {
@@ -84,9 +89,9 @@ void Exchange::pass_tunnel_bytes(Conn* to, const char* data, size_t len, bool fr
   arm_timer(lcfg_->limits.idle_timeout, on_tunnel_idle);  // lazy: progress costs no timer work
   if (to->write_queue() <= kTunnelHighWater) return;
   if (from_down) {
-    down_->hold_reading();
+    down_->hold_request_body();
   } else if (attempt_.stream) {
-    attempt_.stream->pause_reading();
+    attempt_.stream->pause_response();
   }
 }
 
@@ -96,7 +101,7 @@ void Exchange::on_tunnel_down(ssize_t nread, const uv_buf_t* buf) {
     end_tunnel(nread == UV_EOF ? nullptr : "client_reset");
     return;
   }
-  pass_tunnel_bytes(attempt_.stream, buf->base, static_cast<size_t>(nread), true);
+  pass_tunnel_bytes(tunnel_upstream(), buf->base, static_cast<size_t>(nread), true);
 }
 
 void Exchange::on_tunnel_up(ssize_t nread, const uv_buf_t* buf) {
@@ -105,12 +110,12 @@ void Exchange::on_tunnel_up(ssize_t nread, const uv_buf_t* buf) {
     end_tunnel(nread == UV_EOF ? nullptr : "upstream_reset");
     return;
   }
-  pass_tunnel_bytes(down_, buf->base, static_cast<size_t>(nread), false);
+  pass_tunnel_bytes(down_->http1_connection(), buf->base, static_cast<size_t>(nread), false);
 }
 
-void Exchange::on_tunnel_idle(uv_timer_t* t) {
-  Exchange* ex = Conn::of<DownConn>(t)->exchange();
-  if (!ex || ex->finished_) return;
+void Exchange::on_tunnel_idle(TimerList::Entry* e) {
+  Exchange* ex = of(e);
+  if (ex->finished_) return;
   spdlog::info("route {}: tunnel idle for {} ms, closing", ex->route_->name, ex->lcfg_->limits.idle_timeout.count());
   ex->end_tunnel("tunnel_idle");
 }
@@ -120,12 +125,11 @@ void Exchange::on_tunnel_idle(uv_timer_t* t) {
 void Exchange::end_tunnel(const char* error) {
   if (finished_) return;
   if (error) error_reason_ = error;
-  if (attempt_.stream) {
-    UpConn* u = attempt_.stream;
+  if (UpConn* u = tunnel_upstream()) {
     attempt_.stream = nullptr;
     u->close_when_flushed();
   }
-  finish(true);
+  finish();
 }
 
 }  // namespace onelayer

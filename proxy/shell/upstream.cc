@@ -9,7 +9,6 @@
 
 #include "core/request_validation.h"
 #include "shell/endpoint_state.h"
-#include "shell/exchange.h"
 #include "shell/upstream.h"
 #include "shell/worker.h"
 
@@ -30,7 +29,7 @@ void UpConn::connect(Millis timeout) {
   if (!ep_->literal) {
     if (ep_->addrs.empty()) {
       if (!ep_->resolving) {
-        fail_dns(ep_->last_resolve_error ? ep_->last_resolve_error : UV_EAI_FAIL);
+        fail_dns_later(ep_->last_resolve_error ? ep_->last_resolve_error : UV_EAI_FAIL);
         return;
       }
       ep_->waiting.push_back(this);
@@ -44,9 +43,59 @@ void UpConn::connect(Millis timeout) {
   start_connect();
 }
 
-void UpConn::attach(Exchange* ex, bool head_request) {
-  ex_ = ex;
+void UpConn::attach(UpstreamStream::Receiver* rx, bool head_request) {
+  ex_ = rx;
   expect_no_body_ = head_request;
+  upgrade_asked_ = false;
+}
+
+// The request in HTTP/1.1: request line, the rewritten fields, Host when the
+// request had none, Upgrade said anew (it is hop-by-hop), the body framing,
+// and the body bytes given with the head, all in one write.
+int UpConn::send_request(const OutgoingRequest& req) {
+  const MessageHead& head = *req.head;
+  body_.set_framing(head.chunked ? BodyFraming::chunked
+                    : head.has_content_length ? BodyFraming::length
+                                              : BodyFraming::none);
+  std::string& out = worker_->scratch();
+  out.clear();
+  out += head.method;
+  out += ' ';
+  out += req.target;
+  out += " HTTP/1.1\r\n";
+  if (!append_rewritten_request_headers(head.headers, *req.rewrite, out)) {
+    out += "Host: ";
+    out += req.default_host;
+    out += "\r\n";
+  }
+  if (!req.upgrade.empty()) {
+    upgrade_asked_ = true;
+    out += "Connection: Upgrade\r\nUpgrade: ";
+    out += req.upgrade;
+    out += "\r\n";
+  }
+  body_.append_head_lines(out, head.content_length);
+  out += "\r\n";
+  if (!req.body.empty()) body_.append(out, req.body);
+  if (req.end) out += body_.last();
+  return worker_->write(this, out);
+}
+
+void UpConn::send_request_body(std::string_view bytes) {
+  uv_buf_t parts[3];
+  worker_->write(this, parts, body_.frame(bytes, parts));
+}
+
+void UpConn::send_request_end() {
+  if (body_.chunked()) worker_->write(this, body_.last());
+}
+
+void UpConn::release(bool reusable) {
+  if (reusable) {
+    release_to_pool();
+  } else {
+    detach_and_close();
+  }
 }
 
 void UpConn::leave_pool() {
@@ -56,6 +105,16 @@ void UpConn::leave_pool() {
 
 void UpConn::fail_dns(int err) {
   if (ex_) ex_->on_connect_failed(err, true);
+}
+
+// On the next turn: the attempt that opened this stream has not even got
+// it back yet when connect() finds no address.
+void UpConn::fail_dns_later(int err) {
+  dns_error_ = err;
+  arm_timer(0, [](uv_timer_t* t) {
+    auto* u = Conn::of<UpConn>(t);
+    u->fail_dns(u->dns_error_);
+  });
 }
 
 void UpConn::pause_reading() {
@@ -112,7 +171,7 @@ void UpConn::on_tls_error() {
 
 void UpConn::start_connect() {
   if (ep_->addrs.empty()) {
-    fail_dns(UV_EAI_NONAME);
+    fail_dns_later(UV_EAI_NONAME);
     return;
   }
   // The balancer's address when it picked one (a DNS name balances per
@@ -191,8 +250,7 @@ void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
         return;
       }
     }
-    Exchange* ex = ex_;
-    ex->on_up_error(static_cast<int>(nread));
+    ex_->on_up_error(static_cast<int>(nread));
     return;
   }
   size_t len = static_cast<size_t>(nread);
@@ -210,7 +268,7 @@ void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
     ex_->on_up_end(keep_alive_ && !extra);
     return;
   }
-  ex_->flush_head();  // a head without body bytes in this read goes out now
+  ex_->on_up_read_done();  // a head without body bytes in this read goes out now
   if (parser_.error() != HttpParser::Error::none) {
     ex_->on_up_bad_response();
   }
@@ -220,7 +278,7 @@ int UpConn::on_head(MessageHead& head) {
   // llhttp lets 0, 099 and 600-999 through; RFC 9110 15 ends at 599.
   if (head.status < 100 || head.status > 599) return -1;
   if (head.has_content_length && head.content_length > kMaxContentLength) return -1;
-  if (head.status == 101 && ex_ && ex_->wants_upgrade()) {  // the switch was asked for
+  if (head.status == 101 && ex_ && upgrade_asked_) {  // the switch was asked for
     head_seen_ = true;
     if (ex_->on_up_switching(head) < 0) return -1;
     tunnel_ = true;
@@ -303,6 +361,27 @@ void UpConn::detach_and_close(bool reset) {
   idle_ = false;
   worker_->runtime().metrics.upstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
   close_handles(reset);
+}
+
+UpstreamStream* open_upstream_stream(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
+                                     const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
+                                     bool head_request, Millis connect_timeout) {
+  (void)upstream;  // the protocol picks the codec (HTTP/1 only so far)
+  // An idle connection to the address, else a new one. One made under other
+  // TLS settings (before a reload) is never reused.
+  while (UpConn* pooled = ep->take_idle(addr)) {
+    if (pooled->tls_context() != tls.get()) {
+      pooled->detach_and_close();
+      continue;
+    }
+    pooled->attach(r, head_request);
+    return pooled;
+  }
+  auto* u = new UpConn(w, ep, addr);
+  u->use_tls(tls);  // nullptr: cleartext
+  u->attach(r, head_request);
+  u->connect(connect_timeout);
+  return u;
 }
 
 }  // namespace onelayer

@@ -8,15 +8,18 @@
 
 #include "core/clock.h"
 #include "shell/conn.h"
+#include "shell/http1_encoder.h"
 #include "shell/http_codec.h"
 #include "shell/tls_context.h"
+#include "shell/upstream_stream.h"
 
 namespace onelayer {
 
-class Exchange;
 struct EndpointState;
 
-class UpConn final : public Conn, private HttpParser::Handler {
+// The HTTP/1 codec of an upstream attempt: one keep-alive connection serves
+// one attempt at a time as its UpstreamStream.
+class UpConn final : public Conn, public UpstreamStream, private HttpParser::Handler {
  public:
   // `addr_index`: the address of the endpoint to connect to (the balancer's
   // pick), -1 for the endpoint's sticky one.
@@ -28,9 +31,25 @@ class UpConn final : public Conn, private HttpParser::Handler {
   void connect(Millis timeout);
   void start_connect();  // once an address is known
   void fail_dns(int err);
-  // The connection now serves `ex`'s attempt; `head_request`: the response
+  void fail_dns_later(int err);
+  // The connection now serves `rx`'s attempt; `head_request`: the response
   // has no body whatever its head says.
-  void attach(Exchange* ex, bool head_request);
+  void attach(UpstreamStream::Receiver* rx, bool head_request);
+
+  // UpstreamStream.
+  bool ready() const override { return connected_; }
+  bool closing() const override { return Conn::closing(); }
+  Millis connect_timeout() const override { return connect_timeout_; }
+  int send_request(const OutgoingRequest& req) override;
+  void send_request_body(std::string_view bytes) override;
+  void send_request_end() override;
+  size_t queued_bytes() const override { return write_queue(); }
+  void pause_response() override { pause_reading(); }
+  void resume_response() override { resume_reading(); }
+  void release(bool reusable) override;
+  void cancel(bool reset) override { detach_and_close(reset); }
+  UpConn* http1_connection() override { return this; }
+
   // `reset`: the peer gets a TCP RST (a request cut short must never look
   // like a clean end to it).
   void detach_and_close(bool reset = false);
@@ -54,9 +73,7 @@ class UpConn final : public Conn, private HttpParser::Handler {
   void pause_reading();
   void resume_reading();
 
-  bool connected() const { return connected_; }
   int addr_used() const { return addr_used_; }
-  Millis connect_timeout() const { return connect_timeout_; }
 
  private:
   int on_head(MessageHead& head) override;
@@ -66,13 +83,15 @@ class UpConn final : public Conn, private HttpParser::Handler {
   EndpointState* ep_;
   std::shared_ptr<TlsClientContext> tls_ctx_;  // set when the upstream has `tls`
   uint64_t connect_started_ = 0;               // uv_now() when the connect began
-  Exchange* ex_ = nullptr;
+  UpstreamStream::Receiver* ex_ = nullptr;  // the attempt's exchange
   HttpParser parser_;
+  Http1BodyEncoder body_;  // the request body's framing
   uv_connect_t connect_req_;
   bool connected_ = false;
   bool idle_ = false;
   bool head_seen_ = false;
   bool tunnel_ = false;  // after a 101, bytes go to the exchange's tunnel
+  bool upgrade_asked_ = false;  // the request asked for an Upgrade
   bool close_when_flushed_ = false;
   bool keep_alive_ = true;
   bool expect_no_body_ = false;  // HEAD request
@@ -82,6 +101,7 @@ class UpConn final : public Conn, private HttpParser::Handler {
   Millis connect_timeout_{1000};
   int addr_index_ = -1;  // index into ep_->addrs to use (the balancer's pick); -1: the sticky one
   int addr_used_ = -1;   // the index it connected to
+  int dns_error_ = 0;    // reported by fail_dns_later
 };
 
 }  // namespace onelayer

@@ -5,6 +5,8 @@
 // Receiver; framing, pooling and connection reuse are the codec's.
 #pragma once
 
+#include <uv.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -64,6 +66,12 @@ class UpstreamStream {
     virtual void on_up_drained() = 0;
     // The end of one read: a response head held back goes downstream now.
     virtual void on_up_read_done() = 0;
+    // HTTP/1 upgrade tunnels (a request sent with `upgrade`): the 101 head
+    // (0 go on, -1 refuse: a bad response), the bytes after it, then every
+    // read of the tunnel (nread < 0: its end). Only the exchange tunnels.
+    virtual int on_up_switching(MessageHead&) { return -1; }
+    virtual void start_tunnel(const char*, size_t) {}
+    virtual void on_tunnel_up(ssize_t, const uv_buf_t*) {}
   };
 
   virtual ~UpstreamStream() = default;
@@ -91,6 +99,17 @@ class UpstreamStream {
 
   // The HTTP/1 connection behind this stream (upgrade tunnels), else null.
   virtual UpConn* http1_connection() { return nullptr; }
+};
+
+// Opens an attempt's stream. The worker's default opens real connections
+// (open_upstream_stream below); tests of the exchange install their own
+// (Worker::set_upstream_streams) and hand it fake streams.
+class UpstreamStreamFactory {
+ public:
+  virtual ~UpstreamStreamFactory() = default;
+  virtual UpstreamStream* open(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
+                               const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
+                               bool head_request, Millis connect_timeout) = 0;
 };
 
 // A stream for one attempt to `ep` (its address `addr`, -1: the sticky

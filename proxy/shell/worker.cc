@@ -26,6 +26,7 @@ Worker::Worker(Runtime& rt, int index) : rt_(rt), index_(index), read_buf_(new c
   reaper_.data = this;
   uv_check_start(&reaper_, [](uv_check_t* c) { static_cast<Worker*>(c->data)->retired_.clear(); });
   uv_unref(reinterpret_cast<uv_handle_t*>(&reaper_));
+  timers_.emplace(&loop_);
 }
 
 Worker::~Worker() {
@@ -118,6 +119,7 @@ void Worker::close_everything() {
   uv_check_stop(&reaper_);
   uv_close(reinterpret_cast<uv_handle_t*>(&reaper_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
+  timers_->close();
 }
 
 static void on_connection(uv_stream_t* server, int status) {

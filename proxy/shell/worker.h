@@ -8,6 +8,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -16,7 +17,9 @@
 #include "core/clock.h"
 #include "shell/conn.h"
 #include "shell/runtime.h"
+#include "shell/timer_list.h"
 #include "shell/tls_channel.h"
+#include "shell/upstream_stream.h"
 #include "shell/worker_listener.h"
 
 namespace onelayer {
@@ -53,6 +56,8 @@ class Worker {
 
   // Called on the worker thread.
   uv_loop_t* loop() { return &loop_; }
+  // The worker's timers (connections, exchanges): one libuv timer for all.
+  TimerList& timers() { return *timers_; }
   Runtime& runtime() { return rt_; }
   const GenerationPtr& generation() {
     rt_.refresh(gen_);
@@ -80,6 +85,10 @@ class Worker {
   void track(DownConn* d);
   bool draining() const { return draining_; }
   std::string& scratch() { return scratch_; }
+  // Where the exchanges' attempts get their upstream streams (null: real
+  // connections, open_upstream_stream).
+  UpstreamStreamFactory* upstream_streams() const { return upstream_streams_; }
+  void set_upstream_streams(UpstreamStreamFactory* f) { upstream_streams_ = f; }
   DefaultRandom& random() { return random_; }
   int index() const { return index_; }
   std::function<void()> on_stopped;  // called on the worker thread when its loop ends
@@ -99,6 +108,7 @@ class Worker {
   uv_loop_t loop_;
   uv_async_t async_;
   uv_check_t reaper_;
+  std::optional<TimerList> timers_;  // made once loop_ is initialised
   std::vector<std::unique_ptr<Exchange>> retired_;
   std::thread thread_;
   GenerationPtr gen_;
@@ -108,6 +118,7 @@ class Worker {
   static constexpr size_t kGatherSize = 2048;
   std::unique_ptr<char[]> gather_buf_{new char[kGatherSize]};
   std::string scratch_;
+  UpstreamStreamFactory* upstream_streams_ = nullptr;
   std::string tls_out_;  // ciphertext on its way to write_raw
   DefaultRandom random_;
 
