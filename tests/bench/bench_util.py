@@ -277,6 +277,36 @@ upstreams:
 """
 
 
+def haproxy_config(port, upstream_port, maxconn, nofile=None, proto=None, retry_on="503 conn-failure"):
+    """The benchmark's HAProxy 2.6: 1 thread, keep-alive to the origin, 2
+    retries on what retry_on lists; proto (h2) on the bind and the server."""
+    on = f" proto {proto}" if proto else ""
+    ulimit = f"\n  ulimit-n {nofile}" if nofile else ""
+    return f"""global
+  nbthread 1
+  maxconn {maxconn}{ulimit}
+  no strict-limits
+
+defaults
+  mode http
+  timeout connect 1s
+  timeout client 60s
+  timeout server 15s
+  timeout http-request 10s
+  timeout http-keep-alive 60s
+  retries 2
+  retry-on {retry_on}
+  http-reuse always
+
+frontend fe
+  bind 127.0.0.1:{port}{on}
+  default_backend be
+
+backend be
+  server origin 127.0.0.1:{upstream_port}{on}
+"""
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -304,6 +334,12 @@ def main():
     p.add_argument("--budget-mode", choices=["requests", "successes"], default="requests")
     p.add_argument("--listener-protocols", help="comma list, e.g. http1,h2c (default: not written)")
     p.add_argument("--upstream-protocol", help="e.g. h2c (default: not written)")
+    p = sub.add_parser("haproxy-config", help="print the benchmark's HAProxy config")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--upstream-port", type=int, required=True)
+    p.add_argument("--maxconn", type=int, required=True)
+    p.add_argument("--nofile", type=int)
+    p.add_argument("--proto", help="h2: HTTP/2 on the bind and the server line")
     p = sub.add_parser("wrk")
     p.add_argument("--url", required=True)
     p.add_argument("--target", required=True)
@@ -338,6 +374,8 @@ def main():
         protocols = a.listener_protocols.split(",") if a.listener_protocols else None
         sys.stdout.write(onelayer_config(a.upstream_port, a.layer, a.workers, a.max_connections,
                                          a.budget_mode, protocols, a.upstream_protocol))
+    elif a.cmd == "haproxy-config":
+        sys.stdout.write(haproxy_config(a.port, a.upstream_port, a.maxconn, a.nofile, a.proto))
     elif a.cmd == "wrk":
         return run_wrk(a)
     return 0

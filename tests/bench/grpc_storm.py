@@ -28,7 +28,6 @@ import collections
 import datetime
 import json
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -140,30 +139,11 @@ def onelayer_config(upstream_port, layer):
 
 
 def haproxy_config(port, upstream_port):
-    """HAProxy 2.6 with HTTP/2 on both sides and every retry it can make:
-    a gRPC status is in the trailers (or a Trailers-Only HEADERS with HTTP
-    status 200), which retry-on cannot see."""
-    return f"""global
-  nbthread 1
-  maxconn 4096
-
-defaults
-  mode http
-  timeout connect 1s
-  timeout client 60s
-  timeout server 15s
-  timeout http-keep-alive 60s
-  retries 2
-  retry-on 503 response-timeout conn-failure
-  http-reuse always
-
-frontend fe
-  bind 127.0.0.1:{port} proto h2
-  default_backend be
-
-backend be
-  server origin 127.0.0.1:{upstream_port} proto h2
-"""
+    """HAProxy 2.6, the benchmark's settings with HTTP/2 on both sides and
+    every retry it can make: a gRPC status is in the trailers (or a
+    Trailers-Only HEADERS with HTTP status 200), which retry-on cannot see."""
+    return bench_util.haproxy_config(port, upstream_port, maxconn=4096, proto="h2",
+                                     retry_on="503 response-timeout conn-failure")
 
 
 # ---------------------------------------------------------------- the server
@@ -252,16 +232,13 @@ async def callers(args, port, t_start, end):
     async def caller():
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS) as ch:
             stub = ch.unary_unary(f"/{SERVICE}/Call")
-            next_t = t_start + random.random() * args.interval
-            while next_t < end:
-                now = time.monotonic()
-                if now < next_t:
-                    await asyncio.sleep(next_t - now)
+
+            async def one():
                 sent = time.monotonic()
                 code = await one_call(stub, args.call_timeout)
                 records.append((sent, time.monotonic(), code))
-                # Paced; a late caller does not burst to catch up.
-                next_t = max(next_t + args.interval, time.monotonic())
+
+            await load_clients.paced(t_start, end, args.interval, one)
 
     await asyncio.gather(*(caller() for _ in range(args.callers)))
     return records

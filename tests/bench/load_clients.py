@@ -227,17 +227,28 @@ def control(port, path):
         SockReader(s).response()
 
 
+async def paced(t_start, end, interval, one):
+    """await one() every interval seconds, from a random moment in the first
+    interval until end. Paced, not closed-loop flat out: a late call does
+    not make the next ones burst to catch up."""
+    next_t = t_start + random.random() * interval
+    while next_t < end:
+        now = time.monotonic()
+        if now < next_t:
+            await asyncio.sleep(next_t - now)
+        await one()
+        next_t = max(next_t + interval, time.monotonic())
+
+
 async def storm_run(args, t_start, end):
     records = []  # (t_send, t_done, status); status 0 = error or timeout
     req = request_bytes(args.path)
 
     async def worker():
         conn = None
-        next_t = t_start + random.random() * args.interval
-        while next_t < end:
-            now = time.monotonic()
-            if now < next_t:
-                await asyncio.sleep(next_t - now)
+
+        async def one():
+            nonlocal conn
             t_send = time.monotonic()
             status = 0
             try:
@@ -253,8 +264,8 @@ async def storm_run(args, t_start, end):
             if close and conn is not None:
                 conn[1].close()
                 conn = None
-            # Paced, not closed-loop flat out; a late client does not burst to catch up.
-            next_t = max(next_t + args.interval, time.monotonic())
+
+        await paced(t_start, end, args.interval, one)
         if conn is not None:
             conn[1].close()
 

@@ -317,33 +317,10 @@ EOF
 # connection failure. maxconn is what the descriptor limit allows. PROTO
 # (h2 for the h2 phase) goes on both the bind and the server line.
 start_haproxy() {  # NAME PORT UPSTREAM_PORT [PROTO]
-  local name=$1 port=$2 up=$3 proto=${4:+ proto $4} dir="$TMP/$1"
+  local name=$1 port=$2 up=$3 dir="$TMP/$1"
   mkdir -p "$dir"
-  cat >"$dir/haproxy.cfg" <<EOF
-global
-  nbthread 1
-  maxconn $(( (NOFILE - 200) / 2 > IDLE_N + 200 ? (NOFILE - 200) / 2 : IDLE_N + 200 ))
-  ulimit-n $NOFILE
-  no strict-limits
-
-defaults
-  mode http
-  timeout connect 1s
-  timeout client 60s
-  timeout server 15s
-  timeout http-request 10s
-  timeout http-keep-alive 60s
-  retries 2
-  retry-on 503 conn-failure
-  http-reuse always
-
-frontend fe
-  bind 127.0.0.1:$port$proto
-  default_backend be
-
-backend be
-  server origin 127.0.0.1:$up$proto
-EOF
+  "$PY" "$UTIL" haproxy-config --port "$port" --upstream-port "$up" ${4:+--proto "$4"} --nofile "$NOFILE" \
+    --maxconn $(( (NOFILE - 200) / 2 > IDLE_N + 200 ? (NOFILE - 200) / 2 : IDLE_N + 200 )) >"$dir/haproxy.cfg"
   start_bg "$name" haproxy -f "$dir/haproxy.cfg" -db
   PORT_OF[$name]=$port
   wait_ready "$name" "$port"
