@@ -68,7 +68,7 @@ start_h2_onelayer() {  # NAME UPSTREAM_PORT
     --max-connections $((NOFILE - 200)) --listener-protocols http1,h2c --upstream-protocol h2c \
     >"$dir/onelayer.yaml"
   if ! "$ONELAYER_BIN" --check --config "$dir/onelayer.yaml" >"$dir/check.log" 2>&1; then
-    grep -v '^$' "$dir/check.log" | head -n 3 | sed 's/^[^ ]*yaml:[0-9:]* //' | paste -sd';' >"$dir/unavailable"
+    grep -v '^$' "$dir/check.log" | head -n 3 | sed 's/^[^ ]*yaml:[0-9:]* //' | paste -sd';' | sed 's/;/; /g' >"$dir/unavailable"
     return 2
   fi
   launch_onelayer "$name"
