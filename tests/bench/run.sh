@@ -42,6 +42,8 @@ Environment:
   BENCH_H2_REQUESTS    requests per h2load run (default 300000; quick 30000)
   BENCH_H2_ROUNDS      interleaved h2 rounds (default 3; quick 1)
   BENCH_H2_IDLE_CONNS  idle h2c connections per proxy (default 500; quick 200)
+  BENCH_H2_ONELAYER    optional (default): a onelayer that refuses the h2c config is
+                       reported as not available; required: that fails the run
 EOF
 }
 
