@@ -148,6 +148,16 @@ void H2UpConn::become_ready() {
   connected_ = true;
   disarm_timer();
   size_t limit = session_.stream_limit();
+  if (limit == 0) {
+    // The peer takes no streams now: its waiting streams are refused (they
+    // go elsewhere after the retry backoff) rather than moved from one new
+    // connection to the next.
+    no_new_streams_ = true;
+    for (H2UpStream* s : std::vector<H2UpStream*>(streams_))
+      if (attached(s)) s->on_refused();
+    if (streams_.empty()) arm_idle();
+    return;
+  }
   if (streams_.size() > limit) {
     std::vector<H2UpStream*> excess(streams_.begin() + static_cast<std::ptrdiff_t>(limit), streams_.end());
     streams_.resize(limit);
