@@ -1,6 +1,7 @@
-"""HTTP/2 to upstreams (``protocol: h2c``, cleartext with prior knowledge)
-through the real onelayer: HTTP/1.1 clients in front, NGINX (nginx-light,
-``listen ... http2``) and scripted python3-h2 origins behind. Bodies both
+"""HTTP/2 to upstreams (``protocol: h2c``, cleartext with prior knowledge,
+and ``protocol: h2`` over TLS) through the real onelayer: HTTP/1.1 clients
+in front, NGINX (nginx-light, ``listen ... http2``, in clear and with TLS)
+and scripted python3-h2 origins behind. Bodies both
 ways, trailers, many requests multiplexed on one connection, REFUSED_STREAM
 and GOAWAY retried without duplicating a processed request, a stalled
 stream beside a flowing one, and a reset mid-body."""
@@ -292,6 +293,48 @@ class H2UpstreamTest(IntegrationTest):
             self.assertEqual(c.request("GET", "/3", host="a").status, 200)
         self.assertEqual(o.accepted, 2)
         self.assertEqual([q.conn_id for q in o.snapshot()], [1, 1, 2])
+
+
+class H2TlsUpstreamTest(tls.PkiTest):
+    """``protocol: h2``: HTTP/2 over TLS, ALPN h2, against NGINX with a
+    certificate made at test time."""
+
+    def nginx(self, **kw):
+        n = tls.Nginx(self.pki, **kw)
+        self.addCleanup(n.stop)
+        return n
+
+    def proxy_to(self, nginx, tls_block, retry=None):
+        up = {"protocol": "h2", "tls": tls_block}
+        return self.start_proxy(h.simple_config(nginx.port, upstream=up, retry=retry, workers=1))
+
+    def test_requests_go_over_tls_with_alpn_h2_and_share_one_connection(self):
+        n = self.nginx(http2=True)
+        proxy = self.proxy_to(n, {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")})
+        r = get(proxy.port(), "/first")
+        self.assertEqual((r.status, r.body), (200, b"ok sni=origin.test alpn=h2\n"))
+        results = h.concurrent_gets(proxy.port(), 40, concurrency=20, target="/many")
+        self.assertEqual([status for _, status, _ in results], [200] * 40)
+        lines = n.access_lines()
+        self.assertEqual(len(lines), 41)
+        self.assertEqual({(tls.field(l, "alpn"), tls.field(l, "http")) for l in lines}, {("h2", "HTTP/2.0")})
+        self.assertEqual(len({tls.field(l, "conn") for l in lines}), 1, "one HTTP/2 connection for all")
+
+    def test_a_server_that_does_not_choose_h2_is_a_connect_failure(self):
+        n = self.nginx(http2=False)
+        proxy = self.proxy_to(n, {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")},
+                              retry={"max_attempts": 2})
+        r = get(proxy.port(), "/x")
+        self.assertProxyError(r, 502, "connect_failure")
+        self.assertEqual(n.access_lines(), [], "no request may reach a server that would not speak h2")
+
+    def test_a_certificate_that_does_not_verify_is_final_upstream_tls(self):
+        n = self.nginx(http2=True)
+        proxy = self.proxy_to(n, {"sni": "other.test", "ca_file": self.pki.path("ca.pem")},
+                              retry={"max_attempts": 3})
+        r = get(proxy.port(), "/x")
+        self.assertProxyError(r, 502, "upstream_tls")
+        self.assertEqual(n.access_lines(), [])
 
 
 if __name__ == "__main__":
