@@ -243,6 +243,7 @@ class Loader {
   void read_outlier_detection(const At& at, OutlierDetectionConfig& od);
   void read_health_check(const At& at, HealthCheckConfig& hc);
   void read_upgrades(const At& at, std::vector<std::string>& out);
+  void read_listener_protocols(const At& at, ListenerProtocols& out);
   void read_listener_tls(const At& at, ListenerTls& tls);
   // `h2_at`: where `alpn` names h2 (allowed with protocol h2 only, which
   // check_protocol decides once the protocol is known).
@@ -635,6 +636,7 @@ void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& n
          if (read_bool(a, v)) l.via = v;
        }},
       {"upgrades", [&](const At& a) { read_upgrades(a, l.upgrades); }},
+      {"protocols", [&](const At& a) { read_listener_protocols(a, l.protocols); }},
       {"tls",
        [&](const At& a) {
          l.tls.emplace();
@@ -667,6 +669,8 @@ void Loader::read_limits(const At& at, Limits& limits) {
       {"idle_timeout", [&](const At& a) { read_duration(a, false, limits.idle_timeout); }},
       {"max_connections",
        [&](const At& a) { read_uint_as(a, 1, 10'000'000, limits.max_connections); }},
+      {"max_concurrent_streams",
+       [&](const At& a) { read_uint_as(a, 1, 10'000, limits.max_concurrent_streams); }},
   });
 }
 
@@ -1001,6 +1005,25 @@ void Loader::read_upgrades(const At& at, std::vector<std::string>& out) {
       true);
 }
 
+void Loader::read_listener_protocols(const At& at, ListenerProtocols& out) {
+  ListenerProtocols given{false, false};  // a given list replaces the default one
+  read_list(
+      at,
+      [&](const At& item) {
+        std::optional<std::string> s = read_string(item);
+        if (!s) return;
+        if (*s == "http1") {
+          given.http1 = true;
+        } else if (*s == "h2c") {
+          given.h2c = true;
+        } else {
+          error(item, "must be http1 or h2c (HTTP/2 with prior knowledge), not " + quoted(*s));
+        }
+      },
+      false);
+  if (given.http1 || given.h2c) out = given;
+}
+
 bool Loader::read_file_name(const At& at, std::string& out) {
   std::optional<std::string> s = read_string(at);
   if (!s) return false;
@@ -1292,11 +1315,16 @@ void emit_listener(YAML::Emitter& e, const Listener& l) {
   emit_kv(e, "header_timeout", format_duration(l.limits.header_timeout));
   emit_kv(e, "idle_timeout", format_duration(l.limits.idle_timeout));
   e << YAML::Key << "max_connections" << YAML::Value << l.limits.max_connections;
+  e << YAML::Key << "max_concurrent_streams" << YAML::Value << l.limits.max_concurrent_streams;
   e << YAML::EndMap;
   e << YAML::Key << "max_concurrent_requests" << YAML::Value << l.max_concurrent_requests;
   emit_kv(e, "headers_with_underscores", underscore_headers_name(l.headers_with_underscores));
   if (l.via) e << YAML::Key << "via" << YAML::Value << *l.via;
   e << YAML::Key << "upgrades" << YAML::Value << YAML::Flow << l.upgrades;
+  std::vector<std::string> protocols;
+  if (l.protocols.http1) protocols.emplace_back("http1");
+  if (l.protocols.h2c) protocols.emplace_back("h2c");
+  e << YAML::Key << "protocols" << YAML::Value << YAML::Flow << protocols;
   if (l.tls) {
     e << YAML::Key << "tls" << YAML::Value << YAML::BeginMap;
     emit_kv(e, "cert_file", l.tls->cert_file);

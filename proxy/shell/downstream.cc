@@ -8,6 +8,8 @@
 #include "core/http_status.h"
 #include "shell/downstream.h"
 #include "shell/exchange.h"
+#include "shell/h2_downstream.h"
+#include "shell/h2_session.h"
 #include "shell/http1_encoder.h"
 #include "shell/logging.h"
 #include "shell/proxy_responses.h"
@@ -119,6 +121,20 @@ void DownConn::buffer_pipelined(const char* data, size_t len) {
 }
 
 void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
+  if (h2_) {
+    if (nread > 0) {
+      account_in(static_cast<size_t>(nread));
+      h2_->on_input(buf->base, static_cast<size_t>(nread));
+    } else if (nread < 0) {
+      abort_connection();
+    }
+    return;
+  }
+  if (nread > 0 && !protocol_known_) {
+    account_in(static_cast<size_t>(nread));
+    take_first_bytes(buf->base, static_cast<size_t>(nread));
+    return;
+  }
   if (tunnel_ && ex_) {  // after a 101 the bytes are the tunnel's
     if (nread > 0) account_in(static_cast<size_t>(nread));
     if (nread != 0) ex_->on_tunnel_down(nread, buf);
@@ -149,6 +165,43 @@ void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
     return;
   }
   abort_connection();
+}
+
+void DownConn::take_first_bytes(const char* data, size_t len) {
+  std::string joined;
+  if (pending_in_ && !pending_in_->empty()) {
+    joined.swap(*pending_in_);
+    joined.append(data, len);
+    data = joined.data();
+    len = joined.size();
+  }
+  H2Preface p = detect_h2_preface(std::string_view(data, len));
+  if (p == H2Preface::need_more) {
+    buffer_pipelined(data, len);
+    return;
+  }
+  protocol_known_ = true;
+  const GenerationPtr& g = worker_->generation();
+  int li = g->listener_index(listener_->name());
+  ListenerProtocols allowed;
+  if (li >= 0) allowed = g->config->listeners[static_cast<size_t>(li)].protocols;
+  if (p == H2Preface::yes && !allowed.h2c) {
+    reject(400, "bad_request", true, "HTTP/2 preface on a listener without h2c", {}, nullptr,
+           "This listener does not speak HTTP/2 (listeners[].protocols); send HTTP/1.1.");
+    return;
+  }
+  if (p == H2Preface::no && !allowed.http1) {
+    reject(505, "protocol_not_allowed", true, "HTTP/1 request on a listener without http1", {}, nullptr,
+           "This listener speaks HTTP/2 with prior knowledge only (listeners[].protocols: [h2c]).");
+    return;
+  }
+  if (p == H2Preface::yes) {
+    disarm_timer();  // the HTTP/2 side keeps its own
+    h2_ = std::make_unique<H2Downstream>(this, worker_, listener_);
+    h2_->on_input(data, len);
+    return;
+  }
+  process_input(data, len);
 }
 
 // A client whose TLS handshake fails is closed (nothing of HTTP was said).
@@ -251,6 +304,7 @@ void DownConn::on_write_done(int status) {
     close_handles();
     return;
   }
+  if (h2_) h2_->on_write_done();
   if (ex_) ex_->on_down_drained();
 }
 
@@ -460,6 +514,7 @@ void DownConn::reject(int status, const char* reason, bool close_after, const ch
 
 void DownConn::abort_connection(const char* reason) {
   if (closing()) return;
+  if (h2_) h2_->on_connection_lost(reason);
   if (ex_) {
     ex_->abort(reason);
     worker_->retire(std::move(ex_));
@@ -468,6 +523,10 @@ void DownConn::abort_connection(const char* reason) {
 }
 
 void DownConn::drain() {
+  if (h2_) {
+    h2_->drain();
+    return;
+  }
   close_after_ = true;
   if (!ex_ && !parser_.in_message()) close_when_flushed();
 }

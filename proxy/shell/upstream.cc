@@ -270,7 +270,8 @@ void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
     return;
   }
   ex_->on_up_read_done();  // a head without body bytes in this read goes out now
-  if (parser_.error() != HttpParser::Error::none) {
+  // (Writing it may have found the client gone: the exchange let go of us.)
+  if (ex_ && parser_.error() != HttpParser::Error::none) {
     ex_->on_up_bad_response();
   }
 }
