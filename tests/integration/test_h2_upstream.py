@@ -6,7 +6,10 @@ ways, trailers, many requests multiplexed on one connection, REFUSED_STREAM
 and GOAWAY retried without duplicating a processed request, a stalled
 stream beside a flowing one, and a reset mid-body."""
 
+import os
 import socket
+import subprocess
+import tempfile
 import threading
 import time
 import unittest
@@ -105,6 +108,37 @@ class H2UpstreamTest(IntegrationTest):
             self.assertEqual((r.status, r.body, r.header("content-length")), (200, b"data", "4"))
             self.assertIsNone(r.header("x-checksum"))
         self.assertEqual(o.snapshot()[0].field("te"), "trailers")
+
+    def test_an_http2_client_reaches_an_h2c_origin_with_a_body_and_gets_its_trailers(self):
+        def handler(r):
+            r.respond(200, [("content-type", "text/plain")], b"echo:" + r.body, trailers=[("x-checksum", "abc")])
+        o = self.h2origin(handler)
+        proxy = self.proxy_to(o.port)
+        body = b"0123456789" * 9000  # 90,000 bytes: more than one stream window
+        fd, path = tempfile.mkstemp(prefix="onelayer-h2-body-")
+        self.addCleanup(os.unlink, path)
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+        base = "http://127.0.0.1:%d" % proxy.port()
+        r = subprocess.run(["nghttp", "-d", path, base + "/up"], capture_output=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout == b"echo:" + body, "the echo came back cut or changed (%d bytes)" % len(r.stdout))
+        (req,) = o.snapshot()
+        self.assertEqual((req.method, req.path, req.body == body), ("POST", "/up", True))
+        self.assertEqual(req.field(":authority"), "127.0.0.1:%d" % proxy.port())
+        # The origin's trailers reach the HTTP/2 client as a trailing HEADERS.
+        r = subprocess.run(["nghttp", "-v", base + "/small"], capture_output=True, text=True, errors="replace",
+                           timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(":status: 200", r.stdout)
+        self.assertIn(") x-checksum: abc", r.stdout)
+        # 50 streams of one client connection become 50 streams of one
+        # upstream connection.
+        r = subprocess.run(["nghttp", "-n", "-m", "50", base + "/many"], capture_output=True, text=True,
+                           errors="replace", timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(o.snapshot()), 52)
+        self.assertEqual(o.accepted, 1)
 
     # -- multiplexing ----------------------------------------------------
     def test_a_hundred_concurrent_requests_share_one_connection_to_nginx(self):
