@@ -208,6 +208,12 @@ void H2UpConn::become_ready() {
 
 H2UpConn* H2UpConn::for_new_stream(Worker* w, EndpointState* ep, int addr,
                                    const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout) {
+  // An idle connection made under another TLS context (before a reload)
+  // will not serve again.
+  std::vector<H2UpConn*> stale;
+  for (H2UpConn* c : ep->h2)
+    if (c->tls_ctx_ != tls && c->connected_ && c->streams_.empty()) stale.push_back(c);
+  for (H2UpConn* c : stale) c->close_now();
   // A connected connection with a free slot first, then a connecting one.
   H2UpConn* pick = nullptr;
   for (H2UpConn* c : ep->h2) {

@@ -354,6 +354,22 @@ class H2TlsUpstreamTest(tls.PkiTest):
         self.assertEqual({(tls.field(l, "alpn"), tls.field(l, "http")) for l in lines}, {("h2", "HTTP/2.0")})
         self.assertEqual(len({tls.field(l, "conn") for l in lines}), 1, "one HTTP/2 connection for all")
 
+    def test_after_a_reload_to_a_wrong_ca_the_pooled_connection_is_not_used(self):
+        n = self.nginx(http2=True)
+        good = {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")}
+        proxy = self.proxy_to(n, good)
+        self.assertEqual(get(proxy.port(), "/before").status, 200)
+        self.assertEqual(ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active"), 1)
+        up = {"protocol": "h2", "tls": dict(good, ca_file=self.pki.path("other-ca.pem"))}
+        ops.rewrite_config(proxy, h.simple_config(n.port, upstream=up, workers=1))
+        self.assertEqual(ops.admin(proxy, "POST", "/reload").status, 200)
+        # The new context does not verify nginx: a stream on the old
+        # connection would have answered 200.
+        self.assertProxyError(get(proxy.port(), "/after"), 502, "upstream_tls")
+        self.assertEqual([l.split()[1] for l in n.access_lines()], ["/before"])
+        self.assertEqual(ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active"), 0,
+                         "the stale idle connection was closed")
+
     def test_a_server_that_does_not_choose_h2_is_a_connect_failure(self):
         n = self.nginx(http2=False)
         proxy = self.proxy_to(n, {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")},
