@@ -813,6 +813,7 @@ void Loader::read_retry(const At& at, RetryPolicy& p) {
          p.idempotency_key = *s;
        }},
       {"buffer_limit", [&](const At& a) { read_size(a, 0, 1024 * kMiB, p.buffer_limit); }},
+      {"idempotent", [&](const At& a) { read_bool(a, p.idempotent); }},
   });
 }
 
@@ -820,6 +821,7 @@ void Loader::read_retry_on(const At& at, RetryOn& on) {
   // A given list replaces the default one entirely.
   on.connect_failure = on.reset = on.timeout = false;
   on.statuses.clear();
+  on.grpc_statuses.clear();
   read_list(
       at,
       [&](const At& item) {
@@ -840,8 +842,12 @@ void Loader::read_retry_on(const At& at, RetryOn& on) {
           } else if (!on.has_status(code)) {
             on.statuses.push_back(code);
           }
+        } else if (std::optional<GrpcStatus> g = grpc_status_from_name(*s); g && is_retry_on_grpc_status(*g)) {
+          if (!on.has_grpc_status(*g)) on.grpc_statuses.push_back(*g);
         } else {
-          error(item, "must be connect-failure, reset, timeout or a status code (100-599)");
+          error(item,
+                "must be connect-failure, reset, timeout, a status code (100-599) or a gRPC status "
+                "(cancelled, deadline-exceeded, internal, resource-exhausted, unavailable)");
         }
       },
       true);
@@ -1257,6 +1263,7 @@ void emit_retry(YAML::Emitter& e, const RetryPolicy& p) {
   if (p.retry_on.reset) e << "reset";
   if (p.retry_on.timeout) e << "timeout";
   for (int code : p.retry_on.statuses) e << code;
+  for (GrpcStatus g : p.retry_on.grpc_statuses) e << grpc_status_name(g);
   e << YAML::EndSeq;
   e << YAML::Key << "backoff" << YAML::Value << YAML::Flow << YAML::BeginMap;
   emit_kv(e, "base", format_duration(p.backoff.base));
@@ -1269,6 +1276,7 @@ void emit_retry(YAML::Emitter& e, const RetryPolicy& p) {
   e << YAML::EndMap;
   emit_kv(e, "idempotency_key", p.idempotency_key);
   emit_kv(e, "buffer_limit", format_size(p.buffer_limit));
+  e << YAML::Key << "idempotent" << YAML::Value << p.idempotent;
   e << YAML::EndMap;
 }
 

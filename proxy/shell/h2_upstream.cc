@@ -68,7 +68,7 @@ void H2UpConn::connect(Millis timeout) {
     if (!ep_->resolving) {
       pending_error_ = ep_->last_resolve_error ? ep_->last_resolve_error : UV_EAI_FAIL;
       pending_dns_ = true;
-      arm_timer(0, [](uv_timer_t* t) {
+      arm_timer(0, [](TimerList::Entry* t) {
         auto* c = Conn::of<H2UpConn>(t);
         c->fail_connect(c->pending_error_, c->pending_dns_);
       });
@@ -76,7 +76,7 @@ void H2UpConn::connect(Millis timeout) {
     }
     waiting_dns_ = true;
     arm_timer(static_cast<uint64_t>(timeout.count()),
-              [](uv_timer_t* t) { Conn::of<H2UpConn>(t)->fail_connect(UV_ETIMEDOUT, true); });
+              [](TimerList::Entry* t) { Conn::of<H2UpConn>(t)->fail_connect(UV_ETIMEDOUT, true); });
     return;
   }
   start_connect();
@@ -116,14 +116,14 @@ void H2UpConn::start_connect() {
   if (rc != 0) {
     pending_error_ = UV_ECONNREFUSED;
     pending_dns_ = false;
-    arm_timer(0, [](uv_timer_t* t) {
+    arm_timer(0, [](TimerList::Entry* t) {
       auto* c = Conn::of<H2UpConn>(t);
       c->fail_connect(c->pending_error_, c->pending_dns_);
     });
     return;
   }
   arm_timer(static_cast<uint64_t>(connect_timeout_.count()),
-            [](uv_timer_t* t) { Conn::of<H2UpConn>(t)->fail_connect(UV_ETIMEDOUT, false); });
+            [](TimerList::Entry* t) { Conn::of<H2UpConn>(t)->fail_connect(UV_ETIMEDOUT, false); });
 }
 
 std::vector<H2UpStream*> H2UpConn::take_streams() {
@@ -260,7 +260,7 @@ void H2UpConn::arm_idle() {
     return;
   }
   arm_timer(static_cast<uint64_t>(ep_->idle_timeout.count()),
-            [](uv_timer_t* t) { Conn::of<H2UpConn>(t)->close_now(); });
+            [](TimerList::Entry* t) { Conn::of<H2UpConn>(t)->close_now(); });
 }
 
 void H2UpConn::attach(H2UpStream* s) {
@@ -294,7 +294,7 @@ int32_t H2UpConn::open_stream(H2UpStream* s, const H2Session::Head& head, bool e
   if (no_new_streams_ || session_.want_close()) {
     // Nothing will free a slot here: refused on the next turn (not from
     // inside the caller's send).
-    arm_timer(0, [](uv_timer_t* t) { Conn::of<H2UpConn>(t)->refuse_queued(); });
+    arm_timer(0, [](TimerList::Entry* t) { Conn::of<H2UpConn>(t)->refuse_queued(); });
   }
   return 0;
 }
