@@ -71,6 +71,10 @@ class Request:
     def later(self, seconds, fn):
         self._conn.later(seconds, fn)
 
+    def drop_connection(self):
+        """The connection ends (FIN) without GOAWAY, streams still open."""
+        self._conn.closing = True
+
     def goaway(self, last_stream_id, close=True):
         """GOAWAY NO_ERROR naming ``last_stream_id``, then (``close``) the
         socket is closed once the output is written."""

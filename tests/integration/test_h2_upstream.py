@@ -302,6 +302,26 @@ class H2UpstreamTest(IntegrationTest):
         body = raw[raw.index(b"\r\n\r\n") + 4:]
         self.assertEqual(body, b"p" * 1000, "the client must see the cut: fewer bytes than announced")
 
+    def test_a_lost_connection_fails_its_streams_a_get_is_retried_and_a_post_is_not(self):
+        seen = set()
+
+        def handler(r):
+            if r.path not in seen:  # the first try arrives, then its connection is lost
+                seen.add(r.path)
+                r.drop_connection()
+            else:
+                r.respond(200, [], b"second try")
+        o = self.h2origin(handler)
+        proxy = self.proxy_to(o.port, retry={"max_attempts": 2})
+        with h.Conn(proxy.port()) as c:
+            r = c.request("POST", "/order", host="svc.test", body=b"x")
+        self.assertProxyError(r, 502, "upstream_reset")
+        self.assertEqual([(q.path, q.conn_id) for q in o.snapshot()], [("/order", 1)], "a POST was repeated")
+        with h.Conn(proxy.port()) as c:
+            r = c.request("GET", "/item", host="svc.test")
+        self.assertEqual((r.status, r.body), (200, b"second try"))
+        self.assertEqual([(q.path, q.conn_id) for q in o.snapshot()][1:], [("/item", 2), ("/item", 3)])
+
     def test_an_origin_reset_before_the_head_is_a_502_upstream_reset(self):
         o = self.h2origin(lambda r: r._conn.reset(r.stream_id, h2_origin.INTERNAL_ERROR))
         proxy = self.proxy_to(o.port, retry={"max_attempts": 1})
