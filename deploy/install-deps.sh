@@ -15,7 +15,9 @@ TEST_PKGS="python3 curl openssl nginx-light python3-websockets nghttp2-client py
 # kubectl (test_deploy's kustomize cross-check): Debian's kubernetes-client,
 # unless a kubectl from elsewhere is installed already (the two conflict).
 command -v kubectl >/dev/null || TEST_PKGS="$TEST_PKGS kubernetes-client"
-BENCH_PKGS="wrk libnginx-mod-http-echo gnuplot-nox valgrind strace"
+# nghttp2-proxy (nghttpx), python3-grpcio: the HTTP/2 and gRPC benchmarks (h2load, from
+# nghttp2-client, is a test package already).
+BENCH_PKGS="wrk libnginx-mod-http-echo gnuplot-nox valgrind strace nghttp2-proxy python3-grpcio"
 
 case "${1:-all}" in
   build) want="$BUILD_PKGS" ;;
