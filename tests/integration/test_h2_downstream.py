@@ -409,6 +409,27 @@ class H2DownstreamTest(IntegrationTest):
         self.assertGreater(time.monotonic() - start, 0.2)
         self.assertEqual(c.goaway[0], NO_ERROR)
 
+    def test_a_client_that_sends_no_settings_in_header_timeout_gets_goaway_and_is_closed(self):
+        origin = self.start_origin()
+        proxy = self.proxy(origin, limits={"header_timeout": "300ms"})
+        sock = socket.create_connection(("127.0.0.1", proxy.port()), timeout=5)
+        self.addCleanup(sock.close)
+        start = time.monotonic()
+        sock.sendall(PREFACE + frame(FRAME_SETTINGS, 0, 0)[:5])  # half a SETTINGS frame header
+        frames = read_frames(sock, timeout=5)
+        took = time.monotonic() - start
+        self.assertGreater(took, 0.25)
+        self.assertLess(took, 3)
+        self.assertEqual(goaway_codes(frames), [NO_ERROR])
+
+    def test_max_concurrent_streams_is_what_the_listener_advertises(self):
+        origin = self.start_origin()
+        proxy = self.proxy(origin, limits={"max_concurrent_streams": 7})
+        c = self.client(proxy)
+        sid = c.request("GET", "/s")
+        self.assertTrue(c.pump(c.done(sid)))
+        self.assertEqual(c.conn.remote_settings.max_concurrent_streams, 7)
+
     # -- flow control -------------------------------------------------------
 
     def test_a_stalled_stream_does_not_hold_up_a_flowing_one(self):
