@@ -191,8 +191,9 @@ struct HealthCheckConfig {
   bool operator==(const HealthCheckConfig&) const = default;
 };
 
-// What an upstream connection speaks. Only http1 is spoken today; `auto`
-// (TLS only) offers ALPN and speaks what the build can, http/1.1.
+// What an upstream connection speaks: http1, or h2c (HTTP/2 over cleartext
+// TCP with prior knowledge, multiplexed). h2 (HTTP/2 over TLS) is refused
+// at load for now; `auto` (TLS only) offers ALPN and speaks http/1.1.
 enum class UpstreamProtocol { http1, h2c, h2, auto_ };
 
 // TLS to an upstream (`upstreams[].tls`). Empty strings: not given.

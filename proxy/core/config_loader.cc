@@ -963,9 +963,16 @@ void Loader::check_protocol(const At& at, const Upstream& u) {
       if (!u.tls) error(at, "\"auto\" chooses by TLS ALPN and needs a tls block (cleartext: http1)");
       return;
     case UpstreamProtocol::h2c:
+      if (u.tls) error(at, "h2c is HTTP/2 over cleartext TCP and cannot go with a tls block (over TLS: auto)");
+      // The active checker sends an HTTP/1.1 GET, which an h2c-only origin
+      // cannot answer: every endpoint would look dead.
+      if (u.health_check.enabled)
+        error(at, "h2c upstreams cannot have a health_check yet (checks speak HTTP/1.1); passive "
+                  "outlier_detection still applies");
+      return;
     case UpstreamProtocol::h2:
-      error(at, "HTTP/2 to upstreams is not available in this version; use http1, or auto with tls "
-                "(which offers and speaks http/1.1 until then)");
+      error(at, "HTTP/2 over TLS to upstreams is not available in this version; use h2c (cleartext, "
+                "prior knowledge), or auto with tls (which offers and speaks http/1.1 until then)");
       return;
   }
 }
@@ -979,7 +986,7 @@ void Loader::read_upgrades(const At& at, std::vector<std::string>& out) {
         if (!read_token(item, token, "an upgrade protocol name")) return;
         token = to_lower(token);
         if (token == "h2c") {
-          error(item, "h2c is not an upgrade onelayer forwards (HTTP/2 to upstreams is not available)");
+          error(item, "h2c is not an upgrade onelayer forwards (to speak HTTP/2 to an upstream: protocol: h2c)");
           return;
         }
         if (std::find(out.begin(), out.end(), token) == out.end()) out.push_back(token);
@@ -1055,8 +1062,8 @@ void Loader::read_upstream_tls(const At& at, UpstreamTls& tls) {
                std::optional<std::string> p = read_string(item);
                if (!p) return;
                if (*p == "h2") {
-                 error(item, "h2 cannot be spoken yet (HTTP/2 to upstreams is not available); "
-                             "onelayer speaks http/1.1");
+                 error(item, "h2 cannot be spoken over TLS yet (HTTP/2 to upstreams is cleartext only: "
+                             "protocol: h2c); onelayer speaks http/1.1 over TLS");
                } else if (*p != "http/1.1") {
                  error(item, "must be http/1.1 (the protocol onelayer speaks to upstreams)");
                } else if (tls.alpn.empty()) {

@@ -120,15 +120,17 @@ RetryState::Decision RetryState::on_circuit_open() const { return decline(Declin
 
 RetryState::Admission RetryState::admit_attempt(TimePoint now, CircuitBreaker* breaker) {
   Admission a;
-  if (breaker != nullptr && !breaker->allow(now)) {
-    a.declined = Decline::circuit_open;
-    a.mark_exhausted = on_circuit_open().mark_exhausted;
-    return a;
-  }
+  // The deadline first: allow() takes a half-open probe slot, which only an
+  // attempt that really starts gives back (with its verdict).
   a.timeout = attempt_timeout(now);
   if (a.timeout.count() <= 0) {
     a.declined = Decline::deadline;
     a.mark_exhausted = decline(Decline::deadline, {}).mark_exhausted;
+    return a;
+  }
+  if (breaker != nullptr && !breaker->allow(now)) {
+    a.declined = Decline::circuit_open;
+    a.mark_exhausted = on_circuit_open().mark_exhausted;
     return a;
   }
   on_attempt_started();

@@ -570,6 +570,7 @@ int Exchange::on_up_head(MessageHead& head) {
   meta.extra = &extra;
   if (!down_->send_response_head(head, meta)) {
     spdlog::info("upstream {}: response cannot be carried to this client", attempt_.endpoint->label);
+    on_up_bad_response();  // answered here: a codec need not report it again
     return -1;
   }
   response_started_ = true;

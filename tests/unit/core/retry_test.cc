@@ -578,6 +578,20 @@ TEST_CASE("AttemptWithLessThanAMillisecondLeftIsDeclinedDeadlineAndMarked") {
   CHECK_FALSE(o.mark_exhausted);  // the owner decides
 }
 
+TEST_CASE("AttemptDeclinedForTheDeadlineTakesNoHalfOpenProbeSlot") {
+  const RetryPolicy p = plain_policy();
+  CircuitBreaker cb(breaker_config(1, 10s));
+  cb.on_failure(kStart);  // open at kStart, half-open from kStart + 10s with one probe slot
+  const TimePoint half_open = kStart + 10s;
+  RetryState late(p, 1s, half_open - 1s, get_request());  // its deadline is now
+  CHECK(late.admit_attempt(half_open, &cb).declined == Decline::deadline);
+  // The one probe slot is still free for a request that has time.
+  RetryState fresh(p, 2s, half_open, get_request());
+  CHECK(fresh.admit_attempt(half_open, &cb).admitted);
+  RetryState second(p, 2s, half_open, get_request());
+  CHECK(second.admit_attempt(half_open, &cb).declined == Decline::circuit_open);
+}
+
 TEST_CASE("OpenBreakerRefusesTheFirstAttemptUntilOpenForElapsed") {
   const RetryPolicy p = plain_policy();
   CircuitBreaker cb(breaker_config(1, 10s));
