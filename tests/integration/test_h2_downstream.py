@@ -358,6 +358,23 @@ class H2DownstreamTest(IntegrationTest):
         (rec,) = ops.access_records(proxy, 1, lambda rec: rec.get("path") == "/retry")
         self.assertEqual((rec["attempts"], rec["retry_reasons"], rec["protocol"]), ("2", "503", "h2"))
 
+    def test_an_h2c_upstream_answer_with_trailers_reaches_an_http2_client_whole(self):
+        from h2_origin import H2Origin
+        up = H2Origin(lambda r: r.respond(200, [("content-type", "application/grpc")], b"\0\0\0\0\0",
+                                          trailers=[("grpc-status", "0"), ("grpc-message", "fine")]))
+        self.addCleanup(up.stop)
+        proxy2 = self.proxy(up, upstream={"protocol": "h2c"})
+        c2 = self.client(proxy2)
+        sid = c2.request("POST", "/pkg.Svc/Call", headers=[("content-type", "application/grpc"), ("te", "trailers")],
+                         body=b"\0\0\0\0\0")
+        self.assertTrue(c2.pump(c2.done(sid)))
+        self.assertEqual(c2.status(sid), 200)
+        self.assertEqual(bytes(c2.streams[sid]["data"]), b"\0\0\0\0\0")
+        self.assertEqual(c2.streams[sid]["trailers"], [("grpc-status", "0"), ("grpc-message", "fine")])
+        (req,) = up.snapshot()
+        self.assertEqual((req.method, req.path, req.body), ("POST", "/pkg.Svc/Call", b"\0\0\0\0\0"))
+        self.assertEqual(req.field("te"), "trailers")
+
     # -- cancellation and drain -------------------------------------------
 
     def test_a_client_reset_mid_response_cancels_the_upstream_request(self):
@@ -486,6 +503,7 @@ class H2DownstreamTest(IntegrationTest):
         origin = self.start_origin(default=h.delay(0.2, h.respond(200)))
         proxy = self.proxy(origin)
         other = self.client(proxy)
+        before = other.request("GET", "/before")  # in flight during the flood
         attacker = self.client(proxy)
         for _ in range(400):
             sid = attacker.conn.get_next_available_stream_id()
@@ -498,9 +516,12 @@ class H2DownstreamTest(IntegrationTest):
                 break
         codes = goaway_codes(read_frames(attacker.sock))
         self.assertIn(ENHANCE_YOUR_CALM, codes)
+        self.assertTrue(other.pump(other.done(before)))
+        self.assertEqual(other.status(before), 200)
         sid = other.request("GET", "/served")
         self.assertTrue(other.pump(other.done(sid)))
         self.assertEqual(other.status(sid), 200)
+        self.assertIsNone(other.goaway)
 
     def test_continuation_flood_gets_goaway_enhance_your_calm(self):
         origin = self.start_origin()
