@@ -347,6 +347,16 @@ class H2DownstreamTest(IntegrationTest):
     def assertNoArrivals_except(self, origin, targets):
         self.assertEqual([a.target for a in origin.wait_for(len(targets))], targets)
 
+    def test_a_response_with_a_transfer_coding_is_502_for_an_http2_client(self):
+        origin = self.start_origin(default=h.raw(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"))
+        proxy = self.proxy(origin)
+        c = self.client(proxy)
+        sid = c.request("GET", "/gz")
+        self.assertTrue(c.pump(c.done(sid)))
+        self.assertEqual(c.status(sid), 502)
+        self.assertEqual(c.header(sid, "x-onelayer-error"), "bad_upstream_response")
+
     def test_a_get_answered_503_then_200_is_retried_over_h2(self):
         origin = self.start_origin(script=[h.respond(503), h.respond(200, body=b"second")])
         proxy = self.proxy(origin, retry=FAST_RETRY)
