@@ -347,6 +347,19 @@ class H2DownstreamTest(IntegrationTest):
     def assertNoArrivals_except(self, origin, targets):
         self.assertEqual([a.target for a in origin.wait_for(len(targets))], targets)
 
+    def test_head_and_204_answers_end_with_their_headers(self):
+        origin = self.start_origin(handler=lambda a: h.respond(204) if a.target == "/none"
+                                   else h.respond(200, body=b"twelve bytes"))
+        proxy = self.proxy(origin)
+        c = self.client(proxy)
+        head = c.request("HEAD", "/doc")
+        none = c.request("GET", "/none")
+        self.assertTrue(c.pump(c.done(head, none)))
+        self.assertEqual((c.status(head), c.header(head, "content-length")), (200, "12"))
+        self.assertEqual(bytes(c.streams[head]["data"]), b"")
+        self.assertEqual((c.status(none), c.header(none, "content-length")), (204, None))
+        self.assertTrue(c.streams[none]["ended"] and c.streams[head]["ended"])
+
     def test_a_response_with_a_transfer_coding_is_502_for_an_http2_client(self):
         origin = self.start_origin(default=h.raw(
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"))
