@@ -16,6 +16,7 @@ import unittest
 import harness as h
 import ops_helpers as ops
 from harness import IntegrationTest
+from test_tls_upstream import PkiTest  # a CA and certificates made once per class
 
 try:
     import h2.config
@@ -72,12 +73,13 @@ def goaway_codes(frames):
 
 
 class H2Client:
-    """A scripted HTTP/2 client over one socket (python3-h2). Body bytes are
-    acknowledged as they arrive (WINDOW_UPDATE) unless their stream is in
-    `held`: those get only the connection-level update."""
+    """A scripted HTTP/2 client over one socket (python3-h2; `sock`: one
+    given, e.g. TLS). Body bytes are acknowledged as they arrive
+    (WINDOW_UPDATE) unless their stream is in `held`: those get only the
+    connection-level update."""
 
-    def __init__(self, port, timeout=10.0):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port, timeout=10.0, sock=None):
+        self.sock = sock or socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.conn = h2.connection.H2Connection(
             config=h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
         self.conn.initiate_connection()
@@ -599,6 +601,50 @@ class H2DownstreamTest(IntegrationTest):
         entries = b"".join(struct.pack(">HI", 0x4, 65535) for _ in range(40))
         sock.sendall(PREFACE + frame(FRAME_SETTINGS, 0, 0, entries))
         self.assertIn(ENHANCE_YOUR_CALM, goaway_codes(read_frames(sock)))
+
+
+
+class H2OverTlsTest(PkiTest):
+    """A TLS listener offers h2 by ALPN when it speaks h2c, preferred over
+    http/1.1; the client then starts with the preface inside TLS."""
+
+    def tls_proxy(self, origin, protocols=None):
+        listener = {"tls": {"cert_file": self.pki.path("proxy.pem"), "key_file": self.pki.path("proxy.key")}}
+        if protocols:
+            listener["protocols"] = protocols
+        return self.start_proxy(h.simple_config(origin.port, listener=listener))
+
+    def tls_socket(self, proxy, offer):
+        import ssl
+        ctx = ssl.create_default_context(cafile=self.pki.path("ca.pem"))
+        ctx.set_alpn_protocols(offer)
+        raw = socket.create_connection(("127.0.0.1", proxy.port()), timeout=10)
+        s = ctx.wrap_socket(raw, server_hostname="proxy.test")
+        self.addCleanup(s.close)
+        return s
+
+    def test_alpn_chooses_h2_and_the_request_is_served_over_http2_in_tls(self):
+        origin = self.start_origin()
+        proxy = self.tls_proxy(origin)
+        s = self.tls_socket(proxy, ["h2", "http/1.1"])
+        self.assertEqual(s.selected_alpn_protocol(), "h2")
+        c = H2Client(0, sock=s)
+        sid = c.request("GET", "/secure")
+        self.assertTrue(c.pump(c.done(sid)))
+        self.assertEqual((c.status(sid), bytes(c.streams[sid]["data"])), (200, b"ok"))
+        (arrival,) = origin.wait_for(1)
+        self.assertEqual(arrival.header("x-forwarded-proto"), "https")
+        (rec,) = ops.access_records(proxy, 1, lambda rec: rec.get("path") == "/secure")
+        self.assertEqual(rec["protocol"], "h2")
+
+    def test_alpn_follows_the_listener_protocols(self):
+        origin = self.start_origin()
+        http1_only = self.tls_proxy(origin, ["http1"])
+        self.assertEqual(self.tls_socket(http1_only, ["h2", "http/1.1"]).selected_alpn_protocol(), "http/1.1")
+        h2_only = self.tls_proxy(origin, ["h2c"])
+        self.assertEqual(self.tls_socket(h2_only, ["h2", "http/1.1"]).selected_alpn_protocol(), "h2")
+        both = self.tls_proxy(origin)
+        self.assertEqual(self.tls_socket(both, ["http/1.1"]).selected_alpn_protocol(), "http/1.1")
 
 
 if __name__ == "__main__":
