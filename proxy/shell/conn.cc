@@ -10,9 +10,7 @@ namespace onelayer {
 
 Conn::Conn(Worker* w) : worker_(w) {
   uv_tcp_init(w->loop(), &tcp_);
-  uv_timer_init(w->loop(), &timer_);
   adopt(&tcp_);
-  adopt(&timer_);
 }
 
 ssize_t Conn::recv_now(uv_buf_t* buf) {
@@ -28,33 +26,14 @@ ssize_t Conn::recv_now(uv_buf_t* buf) {
   return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
 }
 
-void Conn::arm_timer(uint64_t ms, uv_timer_cb cb) {
-  timer_cb_ = cb;
-  deadline_ = uv_now(timer_.loop) + ms;
-  // uv_timer_get_due_in: how long until the libuv timer fires (0: not active).
-  if (!uv_is_active(reinterpret_cast<uv_handle_t*>(&timer_)) || uv_timer_get_due_in(&timer_) > ms) {
-    uv_timer_start(&timer_, on_timer, ms, 0);
-  }
-}
+void Conn::arm_timer(uint64_t ms, TimerCallback cb) { worker_->timers().arm(*this, ms, cb); }
 
-void Conn::on_timer(uv_timer_t* t) {
-  Conn* c = of(t);
-  if (c->timer_cb_ == nullptr) return;  // disarmed since: nothing is due
-  uint64_t now = uv_now(t->loop);
-  if (now < c->deadline_) {  // pushed back since it was scheduled
-    uv_timer_start(t, on_timer, c->deadline_ - now, 0);
-    return;
-  }
-  uv_timer_cb cb = c->timer_cb_;
-  c->timer_cb_ = nullptr;
-  cb(t);
-}
+void Conn::disarm_timer() { worker_->timers().disarm(*this); }
 
 void Conn::close_handles(bool reset) {
   if (closing()) return;
-  timer_cb_ = nullptr;
-  uv_timer_stop(&timer_);
-  HandleWrap::close_handles(reset ? &tcp_ : nullptr, &tcp_, &timer_);
+  disarm_timer();
+  HandleWrap::close_handles(reset ? &tcp_ : nullptr, &tcp_);
 }
 
 }  // namespace onelayer

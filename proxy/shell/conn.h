@@ -1,6 +1,7 @@
 // Conn, the base of both connection kinds (client and upstream): one TCP
-// handle and one lazily re-armed timer, reads with recv(2) into the worker's
-// buffer, and the close path (HandleWrap: freed once both handles closed).
+// handle and one entry in the worker's timer list, reads with recv(2) into
+// the worker's buffer, and the close path (HandleWrap: freed once the TCP
+// handle has closed).
 #pragma once
 
 #include <uv.h>
@@ -10,29 +11,40 @@
 #include <memory>
 
 #include "shell/handle_wrap.h"
+#include "shell/timer_list.h"
 #include "shell/tls_channel.h"
 
 namespace onelayer {
 
 class Worker;
 
-// Base of both connection kinds: a TCP handle plus one timer, freed once
-// both handles are closed (never from inside one of its own callbacks; see
-// HandleWrap).
-class Conn : public HandleWrap<Conn> {
+// Base of both connection kinds: a TCP handle plus one timer (an entry in
+// the worker's TimerList, 24 bytes where a uv_timer_t is 152: what an idle
+// keep-alive connection holds matters), freed once the handle is closed
+// (never from inside one of its own callbacks; see HandleWrap). The entry
+// is a base so that a timer callback finds its connection exactly
+// (Conn::of); it comes first so HandleWrap's two bytes share a word with
+// connecting_.
+class Conn : private TimerList::Entry, public HandleWrap<Conn> {
  public:
   explicit Conn(Worker* w);
   virtual ~Conn() = default;
   virtual void on_write_done(int status) = 0;
-  // Both handles have closed; the object is deleted next.
+  // The handle has closed; the object is deleted next.
   virtual void on_closed() {}
-  // The connection of one of its handles, as its own kind.
+  // The connection of its handle, as its own kind.
   template <class C = Conn, class H>
   static C* of(const H* handle) {
     return static_cast<C*>(owner_of(handle));
   }
-  // Closes both handles; `reset` sends the peer a TCP RST instead of a FIN
-  // (a request that must not look complete to it).
+  // The connection whose timer this is, as its own kind.
+  template <class C = Conn>
+  static C* of(TimerList::Entry* timer) {
+    return static_cast<C*>(static_cast<Conn*>(timer));
+  }
+  using TimerCallback = TimerList::Entry::Callback;
+  // Closes the handle and disarms the timer; `reset` sends the peer a TCP
+  // RST instead of a FIN (a request that must not look complete to it).
   void close_handles(bool reset = false);
   // Reading, for both connection kinds: libuv's alloc callback hands it no
   // buffer, so libuv calls the read callback with UV_ENOBUFS instead of
@@ -70,14 +82,12 @@ class Conn : public HandleWrap<Conn> {
   // What the socket holds, read into the worker's buffer: bytes, 0 for
   // nothing yet, UV_EOF or a libuv error, as libuv's read callback reports.
   ssize_t recv_now(uv_buf_t* buf);
-  // The connection's one timer: `cb` runs `ms` from now with &timer_ (whose
-  // data is this connection), unless re-armed or disarmed first. Re-arming
-  // is lazy: a deadline later than the one libuv holds (what nearly every
-  // re-arm of a request's life is: header, attempt, stall guard, idle) only
-  // records it, and the libuv timer, when it fires early, re-arms for the
-  // rest. Only an earlier deadline touches libuv's timer heap.
-  void arm_timer(uint64_t ms, uv_timer_cb cb);
-  void disarm_timer() { timer_cb_ = nullptr; }
+  // The connection's one timer: `cb` runs `ms` from now with this
+  // connection's entry (Conn::of gives the connection back), unless re-armed
+  // or disarmed first. Re-arming later (header, idle) costs no heap or libuv
+  // work (see TimerList).
+  void arm_timer(uint64_t ms, TimerCallback cb);
+  void disarm_timer();
   size_t write_queue() const { return tcp_.write_queue_size; }
   // A connect request is in flight: writes must queue behind it.
   bool connecting() const { return connecting_; }
@@ -94,12 +104,6 @@ class Conn : public HandleWrap<Conn> {
   Worker* worker_;
   std::unique_ptr<TlsChannel> tls_;  // set while the connection speaks TLS
   uv_tcp_t tcp_;
-  uv_timer_t timer_;
-
- private:
-  static void on_timer(uv_timer_t* t);
-  uv_timer_cb timer_cb_ = nullptr;
-  uint64_t deadline_ = 0;  // uv_now() value at which timer_cb_ is due
 };
 
 }  // namespace onelayer

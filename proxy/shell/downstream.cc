@@ -2,8 +2,10 @@
 // exchange at a time (pipelined requests wait, parsed in order); write
 // responses; keep-alive, header/idle timeouts, backpressure, drain.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include "core/http_status.h"
 #include "shell/downstream.h"
@@ -19,10 +21,14 @@
 namespace onelayer {
 
 DownConn::DownConn(Worker* w, WorkerListener* l)
-    : Conn(w), listener_(l), parser_(HTTP_REQUEST, this) {
+    : Conn(w), listener_(l) {
 }
 
 DownConn::~DownConn() = default;
+
+// An idle keep-alive connection is mostly this object (docs/benchmarks.md,
+// "Memory per idle keep-alive connection"): what it gains must be worth it.
+static_assert(sizeof(DownConn) <= 424, "DownConn grew: an idle connection holds every byte of it");
 
 static const Limits kDefaultLimits{};
 
@@ -53,6 +59,18 @@ void DownConn::start() {
     reject(503, "max_connections", true, "connection limit reached");
     return;
   }
+  remember_peer();
+  uv_tcp_nodelay(&tcp_, 1);
+  {  // a TLS listener's connections start with a handshake (header_timeout covers it)
+    const GenerationPtr& g = worker_->generation();
+    int li = g->listener_index(listener_->name());
+    if (li >= 0 && g->tls.listeners[static_cast<size_t>(li)]) tls_ = g->tls.listeners[static_cast<size_t>(li)]->open();
+  }
+  arm_header_timer();
+  resume_reading();
+}
+
+void DownConn::remember_peer() {
   sockaddr_storage ss{};
   int len = sizeof ss;
   if (uv_tcp_getpeername(&tcp_, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
@@ -63,15 +81,43 @@ void DownConn::start() {
       uv_ip6_name(reinterpret_cast<sockaddr_in6*>(&ss), ip, sizeof ip);
     peer_ip_ = ip;
   }
-  uv_tcp_nodelay(&tcp_, 1);
-  {  // a TLS listener's connections start with a handshake (header_timeout covers it)
-    const GenerationPtr& g = worker_->generation();
-    int li = g->listener_index(listener_->name());
-    if (li >= 0 && g->tls.listeners[static_cast<size_t>(li)]) tls_ = g->tls.listeners[static_cast<size_t>(li)]->open();
-  }
-  parser_.set_limits(lim.max_header_bytes, 128);
-  arm_header_timer();
+}
+
+// Woken from the parked set: idle still (the first bytes start the header
+// clock); TCP_NODELAY stayed with the socket.
+void DownConn::resume_after_park() {
+  protocol_known_ = true;  // only HTTP/1 connections are parked
+  remember_peer();
+  arm_idle_timer();
   resume_reading();
+}
+
+// Parks the idle connection: its socket (a duplicate of the descriptor, as
+// closing the handle closes its own) goes to the parked set with the rest of
+// the idle time, and this object closes without counting as a closed
+// connection. False (nothing changed) when the set cannot take it.
+bool DownConn::park(uint64_t idle_left_ms) {
+  uv_os_fd_t fd;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&tcp_), &fd) != 0) return false;
+  int kept = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (kept < 0) return false;  // at the descriptor limit: stays whole
+  if (!worker_->parked().park(kept, listener_, idle_left_ms)) {
+    ::close(kept);
+    return false;
+  }
+  parked_ = true;
+  close_handles();
+  return true;
+}
+
+void DownConn::on_idle_long(TimerList::Entry* t) {
+  auto* d = Conn::of<DownConn>(t);
+  uint64_t idle = static_cast<uint64_t>(limits_for(d->worker_, d->listener_->name()).idle_timeout.count());
+  uint64_t left = idle > ParkedConnections::kParkAfterMs ? idle - ParkedConnections::kParkAfterMs : 0;
+  bool quiet = !d->h2_ && !d->ex_ && !d->in_exchange_ && !d->in_request() && !d->pending_in_ && d->reading_ && !d->eof_ &&
+               !d->close_pending_ && d->write_queue() == 0 && !d->tls_ && !d->worker_->draining();
+  if (left > 0 && quiet && d->park(left)) return;
+  d->arm_timer(left, on_head_or_idle_timeout);
 }
 
 void DownConn::resume_reading() {
@@ -90,10 +136,10 @@ void DownConn::pause_reading() {
 
 // Header and idle timeouts share one callback: a partial request head gets
 // 408, an idle keep-alive connection is closed.
-void DownConn::on_head_or_idle_timeout(uv_timer_t* t) {
+void DownConn::on_head_or_idle_timeout(TimerList::Entry* t) {
   auto* d = Conn::of<DownConn>(t);
   if (d->ex_) return;
-  if (d->parser_.in_message()) {
+  if (d->in_request()) {
     d->reject(408, "header_timeout", true, "request head not complete in time");
   } else {
     d->abort_connection();
@@ -107,7 +153,13 @@ void DownConn::arm_header_timer() {
 
 void DownConn::arm_idle_timer() {
   const Limits& lim = limits_for(worker_, listener_->name());
-  arm_timer(static_cast<uint64_t>(lim.idle_timeout.count()), on_head_or_idle_timeout);
+  auto idle = static_cast<uint64_t>(lim.idle_timeout.count());
+  // Idle a while, a connection is parked (a socket alone) for the rest.
+  if (idle > ParkedConnections::kParkAfterMs && !tls_) {
+    arm_timer(ParkedConnections::kParkAfterMs, on_idle_long);
+    return;
+  }
+  arm_timer(idle, on_head_or_idle_timeout);
 }
 
 void DownConn::account_in(size_t n) {
@@ -140,14 +192,14 @@ void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
     if (nread != 0) ex_->on_tunnel_down(nread, buf);
     return;
   }
-  if (nread > 0 && parser_.error() == HttpParser::Error::paused) {
+  if (nread > 0 && parser_paused()) {
     account_in(static_cast<size_t>(nread));
     buffer_pipelined(buf->base, static_cast<size_t>(nread));
     return;
   }
   if (nread > 0) {
     account_in(static_cast<size_t>(nread));
-    if (!ex_ && !parser_.in_message()) arm_header_timer();  // a new request starts: header clock
+    if (!ex_ && !in_request()) arm_header_timer();  // a new request starts: header clock
     process_input(buf->base, static_cast<size_t>(nread));
     return;
   }
@@ -156,7 +208,7 @@ void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
     eof_ = true;
     pause_reading();
     bool has_pending = pending_in_ && !pending_in_->empty();
-    if (ex_ ? ex_->request_complete() : (has_pending || parser_.error() == HttpParser::Error::paused)) {
+    if (ex_ ? ex_->request_complete() : (has_pending || parser_paused())) {
       // Half-closed client: answer what was sent (pipelined requests too),
       // then close.
       return;
@@ -216,10 +268,28 @@ void DownConn::on_tls_error() {
   abort_connection("tls_error");
 }
 
+HttpParser& DownConn::parser() {
+  if (!parser_) {
+    parser_ = worker_->parsers().take(HTTP_REQUEST, this);
+    parser_->set_limits(limits_for(worker_, listener_->name()).max_header_bytes, 128);
+  }
+  return *parser_;
+}
+
+void DownConn::release_if_idle() {
+  if (ex_ || in_exchange_ || closing() || (parser_ && (parser_->feeding() || parser_->in_message()))) return;
+  if (pending_in_ && !pending_in_->empty()) return;
+  pending_in_.reset();
+  worker_->parsers().give_back(parser_);
+}
+
 void DownConn::process_input(const char* data, size_t len) {
-  size_t used = parser_.feed(data, len);
-  HttpParser::Error err = parser_.error();
-  if (err == HttpParser::Error::none) return;
+  size_t used = parser().feed(data, len);
+  HttpParser::Error err = parser_->error();
+  if (err == HttpParser::Error::none) {
+    release_if_idle();
+    return;
+  }
   if (err == HttpParser::Error::paused) {
     if (used < len) buffer_pipelined(data + used, len - used);
     return;
@@ -234,7 +304,7 @@ void DownConn::process_input(const char* data, size_t len) {
     if (err == HttpParser::Error::parse) {
       // The body was malformed (a chunk, a trailer): the exchange answers,
       // and resets an upstream that has part of the request.
-      ex_->refuse_request(400, "bad_request", parser_.error_reason());
+      ex_->refuse_request(400, "bad_request", parser_->error_reason());
       if (!ex_) return;  // answered; the connection closes once flushed
     }
     ex_->abort();
@@ -247,7 +317,7 @@ void DownConn::process_input(const char* data, size_t len) {
     reject(431, "headers_too_large", true, "request head over max_header_bytes or too many fields");
     return;
   }
-  reject(400, "bad_request", true, parser_.error_reason());
+  reject(400, "bad_request", true, parser_->error_reason());
 }
 
 int DownConn::on_head(MessageHead& head) {
@@ -308,9 +378,9 @@ void DownConn::on_write_done(int status) {
   if (ex_) ex_->on_down_drained();
 }
 
-void DownConn::on_resume_timer(uv_timer_t* t) {
+void DownConn::on_resume_timer(TimerList::Entry* t) {
   auto* d = Conn::of<DownConn>(t);
-  d->parser_.resume();
+  d->parser().resume();
   d->arm_idle_timer();
   if (d->pending_in_ && !d->pending_in_->empty()) {
     std::string in;
@@ -322,7 +392,9 @@ void DownConn::on_resume_timer(uv_timer_t* t) {
     d->close_when_flushed();  // the client had half-closed: nothing more will come
     return;
   }
-  if (!d->closing()) d->resume_reading();
+  if (d->closing()) return;
+  d->release_if_idle();
+  d->resume_reading();
 }
 
 void DownConn::exchange_done() {
@@ -343,7 +415,10 @@ void DownConn::exchange_done() {
     return;
   }
   // Nothing buffered: ready for the next request now (no extra loop turn).
-  parser_.resume();
+  // Idle: the parser goes back (unless this runs inside it; then the parse
+  // goes on and process_input gives it back).
+  if (parser_) parser_->resume();
+  release_if_idle();
   arm_idle_timer();
   resume_reading();
 }
@@ -482,10 +557,12 @@ void DownConn::reject(int status, const char* reason, bool close_after, const ch
                       std::string_view extra, RouteMetrics* counted_in, const char* hint) {
   if (closing()) return;
   if (close_after) close_after_ = true;
+  static const MessageHead kNoRequest{};  // refused before a request began
+  const MessageHead& req = parser_ ? parser_->head() : kNoRequest;
   std::string out;
   std::string headers(extra);
   headers += keep_alive_header();
-  append_proxy_response(out, status, reason, close_after_, headers, parser_.head().method == "HEAD",
+  append_proxy_response(out, status, reason, close_after_, headers, req.method == "HEAD",
                         hint ? hint : "");
   worker_->write(this, out);
   spdlog::info("listener {}: {} {} from {}: {}", listener_->name(), status, reason, peer_ip_,
@@ -497,8 +574,8 @@ void DownConn::reject(int status, const char* reason, bool close_after, const ch
   AccessRecord r;
   r.listener = listener_->name();
   if (counted_in) r.route = counted_in->route;
-  r.method = parser_.head().method;
-  r.path = parser_.head().target;
+  r.method = req.method;
+  r.path = req.target;
   r.status = status;
   r.error = reason;
   r.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -528,10 +605,13 @@ void DownConn::drain() {
     return;
   }
   close_after_ = true;
-  if (!ex_ && !parser_.in_message()) close_when_flushed();
+  if (!ex_ && !in_request()) close_when_flushed();
 }
 
-void DownConn::on_closed() { worker_->down_closed(this); }
+void DownConn::on_closed() {
+  worker_->parsers().give_back(parser_);
+  worker_->down_closed(this);
+}
 
 void DownConn::hold_reading() {
   want_read_ = false;

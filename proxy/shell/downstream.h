@@ -77,6 +77,10 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
     DownConn* next = nullptr;
   };
   bool tracked() const { return tracked_; }
+  // Closed as a DownConn but alive as a parked socket (ParkedConnections).
+  bool parked() const { return parked_; }
+  // A parked socket became readable: this connection now holds it.
+  void resume_after_park();
   void set_tracked(bool t) { tracked_ = t; }
   Link& worker_link() { return link_; }
 
@@ -85,8 +89,12 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   int on_body(const char* data, size_t len) override;
   int on_message_end() override;
 
-  static void on_head_or_idle_timeout(uv_timer_t* t);
-  static void on_resume_timer(uv_timer_t* t);
+  static void on_head_or_idle_timeout(TimerList::Entry* t);
+  static void on_resume_timer(TimerList::Entry* t);
+  // Idle long enough to park (ParkedConnections::kParkAfterMs).
+  static void on_idle_long(TimerList::Entry* t);
+  bool park(uint64_t idle_left_ms);
+  void remember_peer();
   void process_input(const char* data, size_t len);
   // `extra`: raw header lines for the answer; `counted_in`: the route's
   // metrics when a route matched (else the listener's unrouted ones).
@@ -103,6 +111,12 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   // the connection over) or HTTP/1, each only where the listener's
   // `protocols` allow it; too few bytes to tell wait in pending_in_.
   void take_first_bytes(const char* data, size_t len);
+  HttpParser& parser();  // the lent parser, taken from the pool if none
+  bool parser_paused() const { return parser_ && parser_->error() == HttpParser::Error::paused; }
+  bool in_request() const { return parser_ && parser_->in_message(); }
+  // Idle (no exchange, no request begun, nothing pipelined): the parser and
+  // an empty pipelining buffer go back. Never from inside the parser.
+  void release_if_idle();
   // What a response that keeps the connection open must say: an HTTP/1.0
   // client is told "Connection: keep-alive", an HTTP/1.1 one nothing.
   std::string_view keep_alive_header() const {
@@ -114,23 +128,27 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   Response& response();
 
   WorkerListener* listener_;  // outlives its connections (it frees itself after the last)
-  HttpParser parser_;
+  // Lent by the worker's pool from a request's first bytes until the
+  // connection is idle again: an idle connection holds none.
+  std::unique_ptr<HttpParser> parser_;
   std::unique_ptr<std::string> pending_in_;  // bytes after a paused (pipelined) message; rare
   std::unique_ptr<Exchange> ex_;
   std::unique_ptr<Response> response_;
   std::unique_ptr<H2Downstream> h2_;  // set once the preface said HTTP/2: every byte goes there
   std::string peer_ip_;
   Link link_;
-  bool tracked_ = false;
-  bool reading_ = false;
-  bool want_read_ = true;       // backpressure may turn this off
-  bool close_after_ = false;    // Connection: close, HTTP/1.0 without keep-alive, drain, errors
-  bool http10_ = false;         // the current request is HTTP/1.0
-  bool close_pending_ = false;  // close once the write queue drains
-  bool eof_ = false;
-  bool in_exchange_ = false;
-  bool tunnel_ = false;  // after a 101, bytes go to the exchange's tunnel
-  bool protocol_known_ = false;  // the first bytes told HTTP/1 from HTTP/2
+  // One bit each: every idle connection holds these.
+  bool tracked_ : 1 = false;
+  bool reading_ : 1 = false;
+  bool want_read_ : 1 = true;       // backpressure may turn this off
+  bool close_after_ : 1 = false;    // Connection: close, HTTP/1.0 without keep-alive, drain, errors
+  bool http10_ : 1 = false;         // the current request is HTTP/1.0
+  bool close_pending_ : 1 = false;  // close once the write queue drains
+  bool eof_ : 1 = false;
+  bool in_exchange_ : 1 = false;
+  bool tunnel_ : 1 = false;  // after a 101, bytes go to the exchange's tunnel
+  bool protocol_known_ : 1 = false;  // the first bytes told HTTP/1 from HTTP/2
+  bool parked_ : 1 = false;
 };
 
 }  // namespace onelayer

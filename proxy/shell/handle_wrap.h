@@ -1,5 +1,5 @@
 // The lifetime of an object that owns libuv handles, after Node's HandleWrap
-// (one object may own several handles: a socket and a timer). States:
+// (one object may own several handles; a connection owns one socket). States:
 //
 //   open --close_handles()--> closing --last close callback--> closed (freed)
 //

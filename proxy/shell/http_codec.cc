@@ -55,6 +55,17 @@ void HttpParser::reset() {
   restart_head_scan();
 }
 
+void HttpParser::start_over(llhttp_type_t type, Handler* handler) {
+  llhttp_init(&llhttp_, type, const_cast<llhttp_settings_t*>(settings()));
+  handler_ = handler;
+  reset();
+  head_.clear();
+  head_bytes_ = 0;
+  max_head_bytes_ = 64 * 1024;
+  max_headers_ = 128;
+  expect_new_field_ = true;
+}
+
 void HttpParser::restart_head_scan() {
   scan_ = Scan::line_start;
   scan_line_bytes_ = 0;
@@ -235,6 +246,13 @@ int HttpParser::s_message_complete(llhttp_t* p) {
 
 size_t HttpParser::feed(const char* data, size_t len) {
   if (error_ != Error::none && error_ != Error::paused) return 0;
+  feeding_ = true;
+  size_t used = feed_some(data, len);
+  feeding_ = false;
+  return used;
+}
+
+size_t HttpParser::feed_some(const char* data, size_t len) {
   const bool request = llhttp_.type == HTTP_REQUEST;
   const char* start = data;
   const char* end = data + len;

@@ -47,7 +47,7 @@ class HttpParser {
     virtual int on_message_end() = 0;
   };
 
-  enum class Error { none, head_too_large, too_many_headers, parse, user, paused };
+  enum class Error : uint8_t { none, head_too_large, too_many_headers, parse, user, paused };
 
   HttpParser(llhttp_type_t type, Handler* handler);
   HttpParser(const HttpParser&) = delete;
@@ -64,11 +64,16 @@ class HttpParser {
   Error finish();  // EOF from the peer
   void resume();
   void reset();    // new connection or after an error
+  // A parser from a pool, for a new owner: as if just constructed, but the
+  // head keeps its capacity (HttpParserPool).
+  void start_over(llhttp_type_t type, Handler* handler);
 
   Error error() const { return error_; }
   const char* error_reason() const { return llhttp_.reason ? llhttp_.reason : ""; }
   bool message_needs_eof() const { return llhttp_message_needs_eof(&llhttp_) != 0; }
   bool in_message() const { return in_message_; }
+  // Inside feed(): a handler callback runs (the parser must outlive it).
+  bool feeding() const { return feeding_; }
   const MessageHead& head() const { return head_; }  // the message being parsed (or the last one)
 
  private:
@@ -83,6 +88,7 @@ class HttpParser {
   static int s_body(llhttp_t*, const char*, size_t);
   static int s_message_complete(llhttp_t*);
 
+  size_t feed_some(const char* data, size_t len);  // feed() without the guard
   int count_head_bytes(size_t n);
   // Runs the request-head scan over [data, data + len): the offset of the
   // first LF without CR before it, or len.
@@ -97,9 +103,10 @@ class HttpParser {
   // holds a parser.
   uint64_t head_bytes_ = 0;
   uint64_t max_head_bytes_ = 64 * 1024;
-  Error error_ = Error::none;
   uint32_t max_headers_ = 128;
+  Error error_ = Error::none;
   bool in_message_ = false;
+  bool feeding_ = false;
   bool expect_new_field_ = true;   // the next header-field callback starts a field
   // A message llhttp finished inside a buffer that goes on: feed() resumes
   // and scans the rest as the next message's head.

@@ -34,7 +34,7 @@ void UpConn::connect(Millis timeout) {
         return;
       }
       ep_->waiting.push_back(this);
-      arm_timer(static_cast<uint64_t>(timeout.count()), [](uv_timer_t* t) {
+      arm_timer(static_cast<uint64_t>(timeout.count()), [](TimerList::Entry* t) {
         auto* u = Conn::of<UpConn>(t);
         if (u->ex_) u->ex_->on_connect_failed(UV_ETIMEDOUT, true);
       });
@@ -112,7 +112,7 @@ void UpConn::fail_dns(int err) {
 // it back yet when connect() finds no address.
 void UpConn::fail_dns_later(int err) {
   dns_error_ = err;
-  arm_timer(0, [](uv_timer_t* t) {
+  arm_timer(0, [](TimerList::Entry* t) {
     auto* u = Conn::of<UpConn>(t);
     u->fail_dns(u->dns_error_);
   });
@@ -136,7 +136,7 @@ void UpConn::start_tls() {
   tls_ = tls_ctx_->open(ep_->hp.host, ep_->label);
   uint64_t spent = uv_now(worker_->loop()) - connect_started_;
   uint64_t budget = static_cast<uint64_t>(connect_timeout_.count());
-  arm_timer(spent < budget ? budget - spent : 1, [](uv_timer_t* t) {
+  arm_timer(spent < budget ? budget - spent : 1, [](TimerList::Entry* t) {
     auto* u = Conn::of<UpConn>(t);
     spdlog::info("upstream {}: TLS handshake not done within connect_timeout", u->ep_->label);
     if (u->ex_) u->ex_->on_connect_failed(UV_ETIMEDOUT, false);
@@ -206,13 +206,13 @@ void UpConn::start_connect() {
   connecting_ = rc == 0;
   if (rc != 0) {
     // Report on the next turn so the caller's stack unwinds first.
-    arm_timer(0, [](uv_timer_t* t) {
+    arm_timer(0, [](TimerList::Entry* t) {
       auto* u = Conn::of<UpConn>(t);
       if (u->ex_) u->ex_->on_connect_failed(UV_ECONNREFUSED, false);
     });
     return;
   }
-  arm_timer(static_cast<uint64_t>(connect_timeout_.count()), [](uv_timer_t* t) {
+  arm_timer(static_cast<uint64_t>(connect_timeout_.count()), [](TimerList::Entry* t) {
     auto* u = Conn::of<UpConn>(t);
     if (u->ex_) u->ex_->on_connect_failed(UV_ETIMEDOUT, false);
   });
@@ -340,7 +340,7 @@ void UpConn::release_to_pool() {
   parser_.reset();
   resume_reading();  // notices an upstream close while pooled
   ep_->idle.push_back(this);
-  arm_timer(static_cast<uint64_t>(ep_->idle_timeout.count()), [](uv_timer_t* t) {
+  arm_timer(static_cast<uint64_t>(ep_->idle_timeout.count()), [](TimerList::Entry* t) {
     Conn::of<UpConn>(t)->detach_and_close();
   });
 }
@@ -353,7 +353,7 @@ void UpConn::close_when_flushed() {
     return;
   }
   close_when_flushed_ = true;
-  arm_timer(10'000, [](uv_timer_t* t) { Conn::of<UpConn>(t)->detach_and_close(); });
+  arm_timer(10'000, [](TimerList::Entry* t) { Conn::of<UpConn>(t)->detach_and_close(); });
 }
 
 void UpConn::detach_and_close(bool reset) {
@@ -368,7 +368,7 @@ void UpConn::detach_and_close(bool reset) {
 UpstreamStream* open_upstream_stream(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
                                      const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                      bool head_request, Millis connect_timeout) {
-  if (upstream.protocol == UpstreamProtocol::h2c)
+  if (upstream.protocol == UpstreamProtocol::h2c || upstream.protocol == UpstreamProtocol::h2)
     return open_h2_upstream_stream(w, ep, upstream, addr, tls, r, head_request, connect_timeout);
   // An idle connection to the address, else a new one. One made under other
   // TLS settings (before a reload) is never reused.

@@ -28,6 +28,7 @@ Worker::Worker(Runtime& rt, int index) : rt_(rt), index_(index), read_buf_(new c
   uv_check_start(&reaper_, [](uv_check_t* c) { static_cast<Worker*>(c->data)->retired_.clear(); });
   uv_unref(reinterpret_cast<uv_handle_t*>(&reaper_));
   timers_.emplace(&loop_);
+  parked_.emplace(this);
 }
 
 Worker::~Worker() {
@@ -76,6 +77,7 @@ void Worker::post_drain() {
         if (l->listening()) close_listener(l);
       // Copy: drain() may close connections and unlink them.
       for (DownConn* d : connections()) d->drain();
+      parked_->close_all();  // idle: closed as drain closes idle connections
       maybe_finish_drain();
     });
   }
@@ -90,6 +92,7 @@ void Worker::post_force_close() {
       for (WorkerListener* l : listeners_)
         if (l->listening()) close_listener(l);
       for (DownConn* d : connections()) d->abort_connection("drain_timeout");
+      parked_->close_all();
       close_everything();
     });
   }
@@ -121,6 +124,7 @@ void Worker::close_everything() {
   uv_check_stop(&reaper_);
   uv_close(reinterpret_cast<uv_handle_t*>(&reaper_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
+  parked_->close();
   timers_->close();
 }
 
@@ -141,15 +145,36 @@ static void on_connection(uv_stream_t* server, int status) {
 }
 
 void Worker::track(DownConn* d) {
+  link(d);
+  d->listener()->connection_opened();
+  rt_.metrics.downstream_connections_active.fetch_add(1, std::memory_order_relaxed);
+  rt_.metrics.downstream_connections_total.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Worker::unpark(WorkerListener* l, int fd) {
+  DownConn* d = new DownConn(this, l);
+  if (uv_tcp_open(reinterpret_cast<uv_tcp_t*>(d->stream()), fd) != 0) {
+    ::close(fd);
+    d->close_handles();
+    parked_closed(l);
+    return;
+  }
+  link(d);
+  d->resume_after_park();
+}
+
+void Worker::link(DownConn* d) {
   DownConn::Link& link = d->worker_link();
   link.next = conns_;
   if (conns_) conns_->worker_link().prev = d;
   conns_ = d;
   d->set_tracked(true);
   ++conn_count_;
-  d->listener()->connection_opened();
-  rt_.metrics.downstream_connections_active.fetch_add(1, std::memory_order_relaxed);
-  rt_.metrics.downstream_connections_total.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Worker::parked_closed(WorkerListener* l) {
+  l->connection_closed();  // may free a closed listener
+  rt_.metrics.downstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void Worker::retire(std::unique_ptr<Exchange> ex) {
@@ -164,8 +189,8 @@ void Worker::down_closed(DownConn* d) {
     link = DownConn::Link{};
     d->set_tracked(false);
     --conn_count_;
-    d->listener()->connection_closed();  // may free a closed listener
-    rt_.metrics.downstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
+    // A parked connection lives on as its socket (counted until it closes).
+    if (!d->parked()) parked_closed(d->listener());
   }
   maybe_finish_drain();
 }

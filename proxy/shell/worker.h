@@ -16,6 +16,8 @@
 
 #include "core/clock.h"
 #include "shell/conn.h"
+#include "shell/http_parser_pool.h"
+#include "shell/parked_connections.h"
 #include "shell/runtime.h"
 #include "shell/timer_list.h"
 #include "shell/tls_channel.h"
@@ -58,6 +60,14 @@ class Worker {
   uv_loop_t* loop() { return &loop_; }
   // The worker's timers (connections, exchanges): one libuv timer for all.
   TimerList& timers() { return *timers_; }
+  // Parsers lent to connections while a message is in progress.
+  HttpParserPool& parsers() { return parsers_; }
+  // Idle keep-alive connections held as their sockets alone.
+  ParkedConnections& parked() { return *parked_; }
+  // A parked socket became readable: a DownConn again (counted already).
+  void unpark(WorkerListener* l, int fd);
+  // A parked socket was closed: its connection is gone.
+  void parked_closed(WorkerListener* l);
   Runtime& runtime() { return rt_; }
   const GenerationPtr& generation() {
     rt_.refresh(gen_);
@@ -102,6 +112,7 @@ class Worker {
   void on_async();
   void maybe_finish_drain();
   void close_everything();
+  void link(DownConn* d);  // into the list of connections (not counted)
 
   Runtime& rt_;
   int index_;
@@ -109,6 +120,8 @@ class Worker {
   uv_async_t async_;
   uv_check_t reaper_;
   std::optional<TimerList> timers_;  // made once loop_ is initialised
+  HttpParserPool parsers_;
+  std::optional<ParkedConnections> parked_;  // after timers_: its records hold entries
   std::vector<std::unique_ptr<Exchange>> retired_;
   std::thread thread_;
   GenerationPtr gen_;

@@ -292,8 +292,8 @@ def targets_table(tp, mem, st, wk=None):
                      f"{fmt(wk.get('rps_ratio'), 2, 'x')} req/s on shared cores", cap >= 1.6))
     m = mem.get("onelayer")
     per = m.get("bytes_per_conn") if m else None
-    rows.append(("<= 1 KiB RSS per idle keep-alive connection",
-                 "n/a" if per is None else f"{per:,.0f} B", None if per is None else per <= 1024))
+    rows.append(("<= 400 B RSS per idle keep-alive connection",
+                 "n/a" if per is None else f"{per:,.0f} B", None if per is None else per <= 400))
     start = m.get("rss_start_kib") if m else None
     rows.append(("<= 8 MiB RSS at start (the bench config)", kib(start), None if start is None else start <= 8192))
     for d in (1, 3):
