@@ -94,6 +94,11 @@ void H2DownStream::on_drained() {
 
 void H2DownStream::retire_exchange() {
   if (ex_) worker()->retire(std::move(ex_));
+  held_ = false;
+  if (unconsumed_ > 0) {  // nobody reads them now: the window must not stay shut
+    session().consume(id_, unconsumed_);
+    unconsumed_ = 0;
+  }
 }
 
 bool H2DownStream::submit_pending_head(bool end) {

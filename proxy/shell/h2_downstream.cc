@@ -167,8 +167,9 @@ void H2Downstream::on_timer(TimerList::Entry* e) {
                self->settings_seen_ ? "idle" : "sent no SETTINGS in header_timeout");
   self->session_.drain();
   self->write_out();
-  if (!self->lost_) {
+  if (!self->lost_) {  // the GOAWAY is queued: close behind it whatever the session says
     self->lost_ = true;
+    self->session_.close_streams(H2Session::kCancel);
     self->conn_->close_when_flushed();
   }
 }

@@ -177,20 +177,27 @@ std::unique_ptr<TlsChannel> TlsClientContext::open(const std::string& host, cons
 
 TlsServerContext::~TlsServerContext() { SSL_CTX_free(ctx_); }
 
+// What a listener offers, in its order of preference (the wire form).
+static const std::string_view kAlpnBoth("\x02h2\x08http/1.1", 12);
+static const std::string_view kAlpnH2("\x02h2", 3);
+static const std::string_view kAlpnHttp1("\x08http/1.1", 9);
+
 static int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-                       unsigned inlen, void*) {
-  // Downstream speaks HTTP/1.x only: take http/1.1 when offered, else no
-  // ALPN at all (the client then speaks what it would without it).
-  static const unsigned char kOurs[] = "\x08http/1.1";
+                       unsigned inlen, void* arg) {
+  // The first of ours the client offers; none: no ALPN at all (the client
+  // then speaks what it would without it, and the first bytes decide).
+  const auto* ours = static_cast<const std::string_view*>(arg);
   unsigned char* sel = nullptr;
-  if (SSL_select_next_proto(&sel, outlen, kOurs, sizeof kOurs - 1, in, inlen) == OPENSSL_NPN_NEGOTIATED) {
+  if (SSL_select_next_proto(&sel, outlen, reinterpret_cast<const unsigned char*>(ours->data()),
+                            static_cast<unsigned>(ours->size()), in, inlen) == OPENSSL_NPN_NEGOTIATED) {
     *out = sel;
     return SSL_TLSEXT_ERR_OK;
   }
   return SSL_TLSEXT_ERR_NOACK;
 }
 
-std::shared_ptr<TlsServerContext> TlsServerContext::create(const ListenerTls& tls, std::string* error,
+std::shared_ptr<TlsServerContext> TlsServerContext::create(const ListenerTls& tls,
+                                                           const ListenerProtocols& protocols, std::string* error,
                                                            std::string* error_key) {
   std::shared_ptr<TlsServerContext> c(new TlsServerContext);
   c->ctx_ = SSL_CTX_new(TLS_server_method());
@@ -201,7 +208,8 @@ std::shared_ptr<TlsServerContext> TlsServerContext::create(const ListenerTls& tl
   }
   SSL_CTX_set_min_proto_version(c->ctx_, TLS1_2_VERSION);
   if (!load_pair(c->ctx_, tls.cert_file, tls.key_file, error, error_key)) return nullptr;
-  SSL_CTX_set_alpn_select_cb(c->ctx_, select_alpn, nullptr);
+  const std::string_view* ours = protocols.h2c ? (protocols.http1 ? &kAlpnBoth : &kAlpnH2) : &kAlpnHttp1;
+  SSL_CTX_set_alpn_select_cb(c->ctx_, select_alpn, const_cast<std::string_view*>(ours));
   return c;
 }
 
@@ -232,7 +240,7 @@ std::vector<ConfigError> build_tls_contexts(const Config& cfg, TlsContexts& out)
     const Listener& l = cfg.listeners[i];
     if (!l.tls) continue;
     std::string error, key;
-    out.listeners[i] = TlsServerContext::create(*l.tls, &error, &key);
+    out.listeners[i] = TlsServerContext::create(*l.tls, l.protocols, &error, &key);
     if (!out.listeners[i]) problem("listeners[" + std::to_string(i) + "].tls", key, error);
   }
   return errors;

@@ -51,8 +51,10 @@ class TlsClientContext {
 class TlsServerContext {
  public:
   ~TlsServerContext();
-  static std::shared_ptr<TlsServerContext> create(const ListenerTls& tls, std::string* error,
-                                                  std::string* error_key);
+  // ALPN follows the listener's `protocols`: h2 (preferred) when it
+  // speaks h2c, http/1.1 when it speaks http1.
+  static std::shared_ptr<TlsServerContext> create(const ListenerTls& tls, const ListenerProtocols& protocols,
+                                                  std::string* error, std::string* error_key);
   SSL_CTX* ctx() { return ctx_; }
   std::unique_ptr<TlsChannel> open();
 

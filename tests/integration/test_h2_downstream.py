@@ -16,6 +16,7 @@ import unittest
 import harness as h
 import ops_helpers as ops
 from harness import IntegrationTest
+from test_tls_upstream import PkiTest  # a CA and certificates made once per class
 
 try:
     import h2.config
@@ -72,12 +73,13 @@ def goaway_codes(frames):
 
 
 class H2Client:
-    """A scripted HTTP/2 client over one socket (python3-h2). Body bytes are
-    acknowledged as they arrive (WINDOW_UPDATE) unless their stream is in
-    `held`: those get only the connection-level update."""
+    """A scripted HTTP/2 client over one socket (python3-h2; `sock`: one
+    given, e.g. TLS). Body bytes are acknowledged as they arrive
+    (WINDOW_UPDATE) unless their stream is in `held`: those get only the
+    connection-level update."""
 
-    def __init__(self, port, timeout=10.0):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port, timeout=10.0, sock=None):
+        self.sock = sock or socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.conn = h2.connection.H2Connection(
             config=h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
         self.conn.initiate_connection()
@@ -347,6 +349,29 @@ class H2DownstreamTest(IntegrationTest):
     def assertNoArrivals_except(self, origin, targets):
         self.assertEqual([a.target for a in origin.wait_for(len(targets))], targets)
 
+    def test_head_and_204_answers_end_with_their_headers(self):
+        origin = self.start_origin(handler=lambda a: h.respond(204) if a.target == "/none"
+                                   else h.respond(200, body=b"twelve bytes"))
+        proxy = self.proxy(origin)
+        c = self.client(proxy)
+        head = c.request("HEAD", "/doc")
+        none = c.request("GET", "/none")
+        self.assertTrue(c.pump(c.done(head, none)))
+        self.assertEqual((c.status(head), c.header(head, "content-length")), (200, "12"))
+        self.assertEqual(bytes(c.streams[head]["data"]), b"")
+        self.assertEqual((c.status(none), c.header(none, "content-length")), (204, None))
+        self.assertTrue(c.streams[none]["ended"] and c.streams[head]["ended"])
+
+    def test_a_response_with_a_transfer_coding_is_502_for_an_http2_client(self):
+        origin = self.start_origin(default=h.raw(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"))
+        proxy = self.proxy(origin)
+        c = self.client(proxy)
+        sid = c.request("GET", "/gz")
+        self.assertTrue(c.pump(c.done(sid)))
+        self.assertEqual(c.status(sid), 502)
+        self.assertEqual(c.header(sid, "x-onelayer-error"), "bad_upstream_response")
+
     def test_a_get_answered_503_then_200_is_retried_over_h2(self):
         origin = self.start_origin(script=[h.respond(503), h.respond(200, body=b"second")])
         proxy = self.proxy(origin, retry=FAST_RETRY)
@@ -357,6 +382,23 @@ class H2DownstreamTest(IntegrationTest):
         self.assertEqual((first.header("x-retry-attempt"), second.header("x-retry-attempt")), ("1", "2"))
         (rec,) = ops.access_records(proxy, 1, lambda rec: rec.get("path") == "/retry")
         self.assertEqual((rec["attempts"], rec["retry_reasons"], rec["protocol"]), ("2", "503", "h2"))
+
+    def test_an_h2c_upstream_answer_with_trailers_reaches_an_http2_client_whole(self):
+        from h2_origin import H2Origin
+        up = H2Origin(lambda r: r.respond(200, [("content-type", "application/grpc")], b"\0\0\0\0\0",
+                                          trailers=[("grpc-status", "0"), ("grpc-message", "fine")]))
+        self.addCleanup(up.stop)
+        proxy2 = self.proxy(up, upstream={"protocol": "h2c"})
+        c2 = self.client(proxy2)
+        sid = c2.request("POST", "/pkg.Svc/Call", headers=[("content-type", "application/grpc"), ("te", "trailers")],
+                         body=b"\0\0\0\0\0")
+        self.assertTrue(c2.pump(c2.done(sid)))
+        self.assertEqual(c2.status(sid), 200)
+        self.assertEqual(bytes(c2.streams[sid]["data"]), b"\0\0\0\0\0")
+        self.assertEqual(c2.streams[sid]["trailers"], [("grpc-status", "0"), ("grpc-message", "fine")])
+        (req,) = up.snapshot()
+        self.assertEqual((req.method, req.path, req.body), ("POST", "/pkg.Svc/Call", b"\0\0\0\0\0"))
+        self.assertEqual(req.field("te"), "trailers")
 
     # -- cancellation and drain -------------------------------------------
 
@@ -408,6 +450,27 @@ class H2DownstreamTest(IntegrationTest):
         self.assertTrue(c.pump(lambda: c.closed, timeout=5))
         self.assertGreater(time.monotonic() - start, 0.2)
         self.assertEqual(c.goaway[0], NO_ERROR)
+
+    def test_a_client_that_sends_no_settings_in_header_timeout_gets_goaway_and_is_closed(self):
+        origin = self.start_origin()
+        proxy = self.proxy(origin, limits={"header_timeout": "300ms"})
+        sock = socket.create_connection(("127.0.0.1", proxy.port()), timeout=5)
+        self.addCleanup(sock.close)
+        start = time.monotonic()
+        sock.sendall(PREFACE + frame(FRAME_SETTINGS, 0, 0)[:5])  # half a SETTINGS frame header
+        frames = read_frames(sock, timeout=5)
+        took = time.monotonic() - start
+        self.assertGreater(took, 0.25)
+        self.assertLess(took, 3)
+        self.assertEqual(goaway_codes(frames), [NO_ERROR])
+
+    def test_max_concurrent_streams_is_what_the_listener_advertises(self):
+        origin = self.start_origin()
+        proxy = self.proxy(origin, limits={"max_concurrent_streams": 7})
+        c = self.client(proxy)
+        sid = c.request("GET", "/s")
+        self.assertTrue(c.pump(c.done(sid)))
+        self.assertEqual(c.conn.remote_settings.max_concurrent_streams, 7)
 
     # -- flow control -------------------------------------------------------
 
@@ -465,6 +528,7 @@ class H2DownstreamTest(IntegrationTest):
         origin = self.start_origin(default=h.delay(0.2, h.respond(200)))
         proxy = self.proxy(origin)
         other = self.client(proxy)
+        before = other.request("GET", "/before")  # in flight during the flood
         attacker = self.client(proxy)
         for _ in range(400):
             sid = attacker.conn.get_next_available_stream_id()
@@ -477,9 +541,12 @@ class H2DownstreamTest(IntegrationTest):
                 break
         codes = goaway_codes(read_frames(attacker.sock))
         self.assertIn(ENHANCE_YOUR_CALM, codes)
+        self.assertTrue(other.pump(other.done(before)))
+        self.assertEqual(other.status(before), 200)
         sid = other.request("GET", "/served")
         self.assertTrue(other.pump(other.done(sid)))
         self.assertEqual(other.status(sid), 200)
+        self.assertIsNone(other.goaway)
 
     def test_continuation_flood_gets_goaway_enhance_your_calm(self):
         origin = self.start_origin()
@@ -534,6 +601,50 @@ class H2DownstreamTest(IntegrationTest):
         entries = b"".join(struct.pack(">HI", 0x4, 65535) for _ in range(40))
         sock.sendall(PREFACE + frame(FRAME_SETTINGS, 0, 0, entries))
         self.assertIn(ENHANCE_YOUR_CALM, goaway_codes(read_frames(sock)))
+
+
+
+class H2OverTlsTest(PkiTest):
+    """A TLS listener offers h2 by ALPN when it speaks h2c, preferred over
+    http/1.1; the client then starts with the preface inside TLS."""
+
+    def tls_proxy(self, origin, protocols=None):
+        listener = {"tls": {"cert_file": self.pki.path("proxy.pem"), "key_file": self.pki.path("proxy.key")}}
+        if protocols:
+            listener["protocols"] = protocols
+        return self.start_proxy(h.simple_config(origin.port, listener=listener))
+
+    def tls_socket(self, proxy, offer):
+        import ssl
+        ctx = ssl.create_default_context(cafile=self.pki.path("ca.pem"))
+        ctx.set_alpn_protocols(offer)
+        raw = socket.create_connection(("127.0.0.1", proxy.port()), timeout=10)
+        s = ctx.wrap_socket(raw, server_hostname="proxy.test")
+        self.addCleanup(s.close)
+        return s
+
+    def test_alpn_chooses_h2_and_the_request_is_served_over_http2_in_tls(self):
+        origin = self.start_origin()
+        proxy = self.tls_proxy(origin)
+        s = self.tls_socket(proxy, ["h2", "http/1.1"])
+        self.assertEqual(s.selected_alpn_protocol(), "h2")
+        c = H2Client(0, sock=s)
+        sid = c.request("GET", "/secure")
+        self.assertTrue(c.pump(c.done(sid)))
+        self.assertEqual((c.status(sid), bytes(c.streams[sid]["data"])), (200, b"ok"))
+        (arrival,) = origin.wait_for(1)
+        self.assertEqual(arrival.header("x-forwarded-proto"), "https")
+        (rec,) = ops.access_records(proxy, 1, lambda rec: rec.get("path") == "/secure")
+        self.assertEqual(rec["protocol"], "h2")
+
+    def test_alpn_follows_the_listener_protocols(self):
+        origin = self.start_origin()
+        http1_only = self.tls_proxy(origin, ["http1"])
+        self.assertEqual(self.tls_socket(http1_only, ["h2", "http/1.1"]).selected_alpn_protocol(), "http/1.1")
+        h2_only = self.tls_proxy(origin, ["h2c"])
+        self.assertEqual(self.tls_socket(h2_only, ["h2", "http/1.1"]).selected_alpn_protocol(), "h2")
+        both = self.tls_proxy(origin)
+        self.assertEqual(self.tls_socket(both, ["http/1.1"]).selected_alpn_protocol(), "http/1.1")
 
 
 if __name__ == "__main__":
