@@ -9,7 +9,8 @@ BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlo
 # haproxy, nginx-light: the inner-peer chain tests (test_inner_peers) run real ones.
 # openssl, nginx-light, python3-websockets: the TLS and tunnel tests (certificates
 # made at test time, NGINX as the TLS origin, a WebSocket client and origin).
-TEST_PKGS="python3 curl openssl nginx-light python3-websockets clang libclang-rt-14-dev prometheus podman buildah debootstrap haproxy"
+# nghttp2-client, python3-h2: the HTTP/2 tests (nghttp, h2load, scripted clients and origins).
+TEST_PKGS="python3 curl openssl nginx-light python3-websockets nghttp2-client python3-h2 clang libclang-rt-14-dev prometheus podman buildah debootstrap haproxy"
 # kubectl (test_deploy's kustomize cross-check): Debian's kubernetes-client,
 # unless a kubectl from elsewhere is installed already (the two conflict).
 command -v kubectl >/dev/null || TEST_PKGS="$TEST_PKGS kubernetes-client"

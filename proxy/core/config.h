@@ -35,6 +35,9 @@ struct Limits {
   Millis header_timeout{10'000};
   Millis idle_timeout{60'000};
   uint32_t max_connections = 10'000;
+  // HTTP/2: streams one client connection may have open at once
+  // (SETTINGS_MAX_CONCURRENT_STREAMS).
+  uint32_t max_concurrent_streams = 100;
   bool operator==(const Limits&) const = default;
 };
 
@@ -112,6 +115,14 @@ struct ListenerTls {
   bool operator==(const ListenerTls&) const = default;
 };
 
+// What a listener speaks on its port: HTTP/1.x, HTTP/2 with prior
+// knowledge (h2c, told apart by the connection preface), or both.
+struct ListenerProtocols {
+  bool http1 = true;
+  bool h2c = true;
+  bool operator==(const ListenerProtocols&) const = default;
+};
+
 struct Listener {
   std::string name;
   HostPort listen;
@@ -125,6 +136,7 @@ struct Listener {
   // Upgrade tokens forwarded (lower case); others are refused.
   std::vector<std::string> upgrades{"websocket"};
   std::optional<ListenerTls> tls;
+  ListenerProtocols protocols;
   bool operator==(const Listener&) const = default;
 };
 
@@ -179,8 +191,9 @@ struct HealthCheckConfig {
   bool operator==(const HealthCheckConfig&) const = default;
 };
 
-// What an upstream connection speaks. Only http1 is spoken today; `auto`
-// (TLS only) offers ALPN and speaks what the build can, http/1.1.
+// What an upstream connection speaks: http1, or h2c (HTTP/2 over cleartext
+// TCP with prior knowledge, multiplexed). h2 (HTTP/2 over TLS) is refused
+// at load for now; `auto` (TLS only) offers ALPN and speaks http/1.1.
 enum class UpstreamProtocol { http1, h2c, h2, auto_ };
 
 // TLS to an upstream (`upstreams[].tls`). Empty strings: not given.

@@ -241,6 +241,7 @@ class Loader {
   void read_outlier_detection(const At& at, OutlierDetectionConfig& od);
   void read_health_check(const At& at, HealthCheckConfig& hc);
   void read_upgrades(const At& at, std::vector<std::string>& out);
+  void read_listener_protocols(const At& at, ListenerProtocols& out);
   void read_listener_tls(const At& at, ListenerTls& tls);
   void read_upstream_tls(const At& at, UpstreamTls& tls);
   bool read_file_name(const At& at, std::string& out);
@@ -631,6 +632,7 @@ void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& n
          if (read_bool(a, v)) l.via = v;
        }},
       {"upgrades", [&](const At& a) { read_upgrades(a, l.upgrades); }},
+      {"protocols", [&](const At& a) { read_listener_protocols(a, l.protocols); }},
       {"tls",
        [&](const At& a) {
          l.tls.emplace();
@@ -663,6 +665,8 @@ void Loader::read_limits(const At& at, Limits& limits) {
       {"idle_timeout", [&](const At& a) { read_duration(a, false, limits.idle_timeout); }},
       {"max_connections",
        [&](const At& a) { read_uint_as(a, 1, 10'000'000, limits.max_connections); }},
+      {"max_concurrent_streams",
+       [&](const At& a) { read_uint_as(a, 1, 10'000, limits.max_concurrent_streams); }},
   });
 }
 
@@ -959,9 +963,16 @@ void Loader::check_protocol(const At& at, const Upstream& u) {
       if (!u.tls) error(at, "\"auto\" chooses by TLS ALPN and needs a tls block (cleartext: http1)");
       return;
     case UpstreamProtocol::h2c:
+      if (u.tls) error(at, "h2c is HTTP/2 over cleartext TCP and cannot go with a tls block (over TLS: auto)");
+      // The active checker sends an HTTP/1.1 GET, which an h2c-only origin
+      // cannot answer: every endpoint would look dead.
+      if (u.health_check.enabled)
+        error(at, "h2c upstreams cannot have a health_check yet (checks speak HTTP/1.1); passive "
+                  "outlier_detection still applies");
+      return;
     case UpstreamProtocol::h2:
-      error(at, "HTTP/2 to upstreams is not available in this version; use http1, or auto with tls "
-                "(which offers and speaks http/1.1 until then)");
+      error(at, "HTTP/2 over TLS to upstreams is not available in this version; use h2c (cleartext, "
+                "prior knowledge), or auto with tls (which offers and speaks http/1.1 until then)");
       return;
   }
 }
@@ -975,12 +986,31 @@ void Loader::read_upgrades(const At& at, std::vector<std::string>& out) {
         if (!read_token(item, token, "an upgrade protocol name")) return;
         token = to_lower(token);
         if (token == "h2c") {
-          error(item, "h2c is not an upgrade onelayer forwards (HTTP/2 to upstreams is not available)");
+          error(item, "h2c is not an upgrade onelayer forwards (to speak HTTP/2 to an upstream: protocol: h2c)");
           return;
         }
         if (std::find(out.begin(), out.end(), token) == out.end()) out.push_back(token);
       },
       true);
+}
+
+void Loader::read_listener_protocols(const At& at, ListenerProtocols& out) {
+  ListenerProtocols given{false, false};  // a given list replaces the default one
+  read_list(
+      at,
+      [&](const At& item) {
+        std::optional<std::string> s = read_string(item);
+        if (!s) return;
+        if (*s == "http1") {
+          given.http1 = true;
+        } else if (*s == "h2c") {
+          given.h2c = true;
+        } else {
+          error(item, "must be http1 or h2c (HTTP/2 with prior knowledge), not " + quoted(*s));
+        }
+      },
+      false);
+  if (given.http1 || given.h2c) out = given;
 }
 
 bool Loader::read_file_name(const At& at, std::string& out) {
@@ -1032,8 +1062,8 @@ void Loader::read_upstream_tls(const At& at, UpstreamTls& tls) {
                std::optional<std::string> p = read_string(item);
                if (!p) return;
                if (*p == "h2") {
-                 error(item, "h2 cannot be spoken yet (HTTP/2 to upstreams is not available); "
-                             "onelayer speaks http/1.1");
+                 error(item, "h2 cannot be spoken over TLS yet (HTTP/2 to upstreams is cleartext only: "
+                             "protocol: h2c); onelayer speaks http/1.1 over TLS");
                } else if (*p != "http/1.1") {
                  error(item, "must be http/1.1 (the protocol onelayer speaks to upstreams)");
                } else if (tls.alpn.empty()) {
@@ -1276,11 +1306,16 @@ void emit_listener(YAML::Emitter& e, const Listener& l) {
   emit_kv(e, "header_timeout", format_duration(l.limits.header_timeout));
   emit_kv(e, "idle_timeout", format_duration(l.limits.idle_timeout));
   e << YAML::Key << "max_connections" << YAML::Value << l.limits.max_connections;
+  e << YAML::Key << "max_concurrent_streams" << YAML::Value << l.limits.max_concurrent_streams;
   e << YAML::EndMap;
   e << YAML::Key << "max_concurrent_requests" << YAML::Value << l.max_concurrent_requests;
   emit_kv(e, "headers_with_underscores", underscore_headers_name(l.headers_with_underscores));
   if (l.via) e << YAML::Key << "via" << YAML::Value << *l.via;
   e << YAML::Key << "upgrades" << YAML::Value << YAML::Flow << l.upgrades;
+  std::vector<std::string> protocols;
+  if (l.protocols.http1) protocols.emplace_back("http1");
+  if (l.protocols.h2c) protocols.emplace_back("h2c");
+  e << YAML::Key << "protocols" << YAML::Value << YAML::Flow << protocols;
   if (l.tls) {
     e << YAML::Key << "tls" << YAML::Value << YAML::BeginMap;
     emit_kv(e, "cert_file", l.tls->cert_file);

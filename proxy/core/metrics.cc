@@ -131,10 +131,13 @@ struct Aggregate {
 void accumulate(Aggregate& agg, const RouteMetrics& rm, int64_t now_ms) {
   const std::string route_label = label("route", rm.route);
   for (int code = kMinStatus; code <= kMaxStatus; ++code) {
-    uint64_t n = rm.requests(code);
-    if (n == 0) continue;
-    agg.requests[join_labels({label("listener", rm.listener), route_label,
-                              label("code", std::to_string(code))})] += n;
+    uint64_t http1 = rm.requests_http1_by_code[code - kMinStatus].load(kRelaxed);
+    uint64_t h2 = rm.requests_h2_by_code[code - kMinStatus].load(kRelaxed);
+    if (http1 == 0 && h2 == 0) continue;
+    const std::string listener_label = label("listener", rm.listener);
+    const std::string code_label = label("code", std::to_string(code));
+    if (http1 > 0) agg.requests[join_labels({listener_label, route_label, code_label, label("protocol", "http1")})] += http1;
+    if (h2 > 0) agg.requests[join_labels({listener_label, route_label, code_label, label("protocol", "h2")})] += h2;
   }
   agg.attempts[join_labels({route_label, label("upstream", rm.upstream)})] += rm.attempts();
 
@@ -170,7 +173,7 @@ void accumulate(Aggregate& agg, const RouteMetrics& rm, int64_t now_ms) {
 
 void render_routes(Writer& w, const Aggregate& agg) {
   w.family("onelayer_requests_total", "counter",
-           "Downstream requests answered, by listener, route and status code.");
+           "Downstream requests answered, by listener, route, status code and protocol (http1 or h2).");
   for (const auto& [labels, n] : agg.requests) w.sample("onelayer_requests_total", labels, n);
 
   w.family("onelayer_upstream_attempts_total", "counter",
@@ -254,8 +257,14 @@ void render_process(Writer& w, const Metrics& m) {
            "Generation of the configuration in force (1 for the first load, +1 per successful reload).");
   w.sample("onelayer_config_generation", "", load(m.config_generation));
 
-  w.family("onelayer_downstream_connections_active", "gauge", "Open downstream (client) connections.");
-  w.sample("onelayer_downstream_connections_active", "", load(m.downstream_connections_active));
+  w.family("onelayer_downstream_connections_active", "gauge",
+           "Open downstream (client) connections, by protocol (http1 or h2).");
+  {
+    uint64_t all = m.downstream_connections_active.load(kRelaxed);
+    uint64_t h2 = std::min(all, m.downstream_h2_connections_active.load(kRelaxed));
+    w.sample("onelayer_downstream_connections_active", label("protocol", "http1"), all - h2);
+    w.sample("onelayer_downstream_connections_active", label("protocol", "h2"), h2);
+  }
   w.family("onelayer_downstream_connections_total", "counter", "Downstream (client) connections accepted.");
   w.sample("onelayer_downstream_connections_total", "", load(m.downstream_connections_total));
   w.family("onelayer_upstream_connections_active", "gauge", "Open upstream connections, in use or idle in a pool.");
@@ -447,8 +456,10 @@ double AmplificationWindow::ratio(int64_t now_ms) const {
 RouteMetrics::RouteMetrics(std::string listener_name, std::string route_name, std::string upstream_name)
     : listener(std::move(listener_name)), route(std::move(route_name)), upstream(std::move(upstream_name)) {}
 
-void RouteMetrics::on_response(int status, double seconds, uint32_t attempts, int64_t now_ms) {
-  if (status >= kMinStatus && status <= kMaxStatus) requests_by_code[status - kMinStatus].fetch_add(1, kRelaxed);
+void RouteMetrics::on_response(int status, double seconds, uint32_t attempts, int64_t now_ms, bool over_h2) {
+  if (status >= kMinStatus && status <= kMaxStatus) {
+    (over_h2 ? requests_h2_by_code : requests_http1_by_code)[status - kMinStatus].fetch_add(1, kRelaxed);
+  }
   duration.observe(seconds);
   amplification.add_request(now_ms, attempts);
 }
@@ -522,12 +533,19 @@ uint64_t RouteMetrics::faults(std::string_view kind) const {
 
 uint64_t RouteMetrics::requests(int status) const {
   if (status < kMinStatus || status > kMaxStatus) return 0;
-  return requests_by_code[status - kMinStatus].load(kRelaxed);
+  return requests_http1_by_code[status - kMinStatus].load(kRelaxed) +
+         requests_h2_by_code[status - kMinStatus].load(kRelaxed);
+}
+
+uint64_t RouteMetrics::requests_over_h2(int status) const {
+  if (status < kMinStatus || status > kMaxStatus) return 0;
+  return requests_h2_by_code[status - kMinStatus].load(kRelaxed);
 }
 
 uint64_t RouteMetrics::requests_total() const {
   uint64_t n = 0;
-  for (const auto& c : requests_by_code) n += c.load(kRelaxed);
+  for (const auto& c : requests_http1_by_code) n += c.load(kRelaxed);
+  for (const auto& c : requests_h2_by_code) n += c.load(kRelaxed);
   return n;
 }
 

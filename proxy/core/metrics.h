@@ -88,10 +88,11 @@ struct RouteMetrics {
 
   const std::string listener, route, upstream;
 
-  // A downstream response was sent: requests_total{code}, the duration
-  // histogram and the amplification window. Codes outside 100..599 are only
-  // timed and windowed.
-  void on_response(int status, double seconds, uint32_t attempts, int64_t now_ms);
+  // A downstream response was sent: requests_total{code,protocol}, the
+  // duration histogram and the amplification window. Codes outside 100..599
+  // are only timed and windowed. `over_h2`: the request came over HTTP/2
+  // (the `protocol` label h2, else http1).
+  void on_response(int status, double seconds, uint32_t attempts, int64_t now_ms, bool over_h2 = false);
   // One attempt was sent upstream.
   void on_attempt();
   // A retry was started after `outcome` (for a response, its `status`; a
@@ -108,8 +109,9 @@ struct RouteMetrics {
   // A fault was injected into an attempt: "abort" or "delay".
   void on_fault(std::string_view kind);
 
-  // Readers (tests, rendering).
+  // Readers (tests, rendering). requests(): both protocols together.
   uint64_t requests(int status) const;
+  uint64_t requests_over_h2(int status) const;
   uint64_t requests_total() const;
   uint64_t attempts() const { return attempts_total.load(std::memory_order_relaxed); }
   uint64_t retries(AttemptOutcome outcome, int status = 0) const;
@@ -117,7 +119,9 @@ struct RouteMetrics {
   uint64_t attempt_failures(bool first, RetryTrigger trigger) const;
   uint64_t faults(std::string_view kind) const;
 
-  StatusCounters requests_by_code{};
+  // One set per protocol, so each rendered series only ever grows.
+  StatusCounters requests_http1_by_code{};
+  StatusCounters requests_h2_by_code{};
   std::atomic<uint64_t> attempts_total{0};
   std::atomic<uint64_t> retries_connect_failure{0};
   std::atomic<uint64_t> retries_reset{0};
@@ -156,6 +160,10 @@ class Metrics {
   // config reloads for unchanged names.
   RouteMetrics* route(std::string_view listener, std::string_view route, std::string_view upstream);
 
+  // downstream_connections_active counts every client connection; the h2
+  // gauge the share of them that speaks HTTP/2 (rendered as the `protocol`
+  // label: http1 = all - h2).
+  std::atomic<uint64_t> downstream_h2_connections_active{0};
   std::atomic<uint64_t> downstream_connections_active{0}, downstream_connections_total{0},
       upstream_connections_active{0}, upstream_connections_total{0}, bytes_in_total{0},
       bytes_out_total{0}, config_generation{0}, config_reloads_ok{0}, config_reloads_error{0};

@@ -72,7 +72,9 @@ RequestVerdict check_request_head(const RequestHeadFacts& head, Headers& headers
         "(verified against the system store; ca_file, sni and client certificates are optional).";
     return v;
   }
-  if (head.http_major != 1) return bad_request("only HTTP/1.x is served");
+  // HTTP/2 heads come translated by the HTTP/2 codec (the HTTP/1 parser
+  // refuses a request line that says HTTP/2.0).
+  if (head.http_major != 1 && head.http_major != 2) return bad_request("only HTTP/1.x and HTTP/2 are served");
   for (unsigned char c : head.target) {
     if (c <= 0x20 || c >= 0x7f) return bad_request("invalid byte in the request target");  // RFC 9112 3.2
   }
@@ -84,7 +86,8 @@ RequestVerdict check_request_head(const RequestHeadFacts& head, Headers& headers
   }
   if (head.has_content_length && head.content_length > kMaxContentLength)
     return bad_request("Content-Length above 2^53-1");
-  bool http11 = head.http_major == 1 && head.http_minor >= 1;
+  // HTTP/2 needs an authority as HTTP/1.1 needs Host (RFC 9113 8.3.1).
+  bool http11 = head.http_major == 2 || (head.http_major == 1 && head.http_minor >= 1);
   RequestHeaderProblem problem =
       head.obs_fold ? RequestHeaderProblem::obs_fold : validate_request_headers(headers, http11, 0);
   if (problem != RequestHeaderProblem::none) return bad_request(to_string(problem));

@@ -27,7 +27,7 @@ inline constexpr uint64_t kMaxContentLength = (uint64_t{1} << 53) - 1;
 struct RequestHeadFacts {
   std::string_view method;
   std::string_view target;
-  uint8_t http_major = 1;
+  uint8_t http_major = 1;  // 2: an HTTP/2 stream's head, translated
   uint8_t http_minor = 1;
   bool obs_fold = false;  // a header line continued another one
   bool chunked = false;

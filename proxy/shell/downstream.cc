@@ -10,6 +10,8 @@
 #include "core/http_status.h"
 #include "shell/downstream.h"
 #include "shell/exchange.h"
+#include "shell/h2_downstream.h"
+#include "shell/h2_session.h"
 #include "shell/http1_encoder.h"
 #include "shell/logging.h"
 #include "shell/proxy_responses.h"
@@ -24,9 +26,10 @@ DownConn::DownConn(Worker* w, WorkerListener* l)
 
 DownConn::~DownConn() = default;
 
-// An idle keep-alive connection is mostly this object (docs/benchmarks.md,
-// "Memory per idle keep-alive connection"): what it gains must be worth it.
-static_assert(sizeof(DownConn) <= 424, "DownConn grew: an idle connection holds every byte of it");
+// Every open connection holds this object until it has been idle long
+// enough to be parked (docs/architecture.md, "An idle connection"): what it
+// gains must be worth it.
+static_assert(sizeof(DownConn) <= 432, "DownConn grew: every open connection holds every byte of it");
 
 static const Limits kDefaultLimits{};
 
@@ -84,6 +87,7 @@ void DownConn::remember_peer() {
 // Woken from the parked set: idle still (the first bytes start the header
 // clock); TCP_NODELAY stayed with the socket.
 void DownConn::resume_after_park() {
+  protocol_known_ = true;  // it spoke HTTP/1 before it was parked
   remember_peer();
   arm_idle_timer();
   resume_reading();
@@ -111,7 +115,7 @@ void DownConn::on_idle_long(TimerList::Entry* t) {
   auto* d = Conn::of<DownConn>(t);
   uint64_t idle = static_cast<uint64_t>(limits_for(d->worker_, d->listener_->name()).idle_timeout.count());
   uint64_t left = idle > ParkedConnections::kParkAfterMs ? idle - ParkedConnections::kParkAfterMs : 0;
-  bool quiet = !d->ex_ && !d->in_exchange_ && !d->in_request() && !d->pending_in_ && d->reading_ && !d->eof_ &&
+  bool quiet = !d->h2_ && d->protocol_known_ && !d->ex_ && !d->in_exchange_ && !d->in_request() && !d->pending_in_ && d->reading_ && !d->eof_ &&
                !d->close_pending_ && d->write_queue() == 0 && !d->tls_ && !d->worker_->draining();
   if (left > 0 && quiet && d->park(left)) return;
   d->arm_timer(left, on_head_or_idle_timeout);
@@ -170,6 +174,20 @@ void DownConn::buffer_pipelined(const char* data, size_t len) {
 }
 
 void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
+  if (h2_) {
+    if (nread > 0) {
+      account_in(static_cast<size_t>(nread));
+      h2_->on_input(buf->base, static_cast<size_t>(nread));
+    } else if (nread < 0) {
+      abort_connection();
+    }
+    return;
+  }
+  if (nread > 0 && !protocol_known_) {
+    account_in(static_cast<size_t>(nread));
+    take_first_bytes(buf->base, static_cast<size_t>(nread));
+    return;
+  }
   if (tunnel_ && ex_) {  // after a 101 the bytes are the tunnel's
     if (nread > 0) account_in(static_cast<size_t>(nread));
     if (nread != 0) ex_->on_tunnel_down(nread, buf);
@@ -200,6 +218,43 @@ void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
     return;
   }
   abort_connection();
+}
+
+void DownConn::take_first_bytes(const char* data, size_t len) {
+  std::string joined;
+  if (pending_in_ && !pending_in_->empty()) {
+    joined.swap(*pending_in_);
+    joined.append(data, len);
+    data = joined.data();
+    len = joined.size();
+  }
+  H2Preface p = detect_h2_preface(std::string_view(data, len));
+  if (p == H2Preface::need_more) {
+    buffer_pipelined(data, len);
+    return;
+  }
+  protocol_known_ = true;
+  const GenerationPtr& g = worker_->generation();
+  int li = g->listener_index(listener_->name());
+  ListenerProtocols allowed;
+  if (li >= 0) allowed = g->config->listeners[static_cast<size_t>(li)].protocols;
+  if (p == H2Preface::yes && !allowed.h2c) {
+    reject(400, "bad_request", true, "HTTP/2 preface on a listener without h2c", {}, nullptr,
+           "This listener does not speak HTTP/2 (listeners[].protocols); send HTTP/1.1.");
+    return;
+  }
+  if (p == H2Preface::no && !allowed.http1) {
+    reject(505, "protocol_not_allowed", true, "HTTP/1 request on a listener without http1", {}, nullptr,
+           "This listener speaks HTTP/2 with prior knowledge only (listeners[].protocols: [h2c]).");
+    return;
+  }
+  if (p == H2Preface::yes) {
+    disarm_timer();  // the HTTP/2 side keeps its own
+    h2_ = std::make_unique<H2Downstream>(this, worker_, listener_);
+    h2_->on_input(data, len);
+    return;
+  }
+  process_input(data, len);
 }
 
 // A client whose TLS handshake fails is closed (nothing of HTTP was said).
@@ -320,6 +375,7 @@ void DownConn::on_write_done(int status) {
     close_handles();
     return;
   }
+  if (h2_) h2_->on_write_done();
   if (ex_) ex_->on_down_drained();
 }
 
@@ -536,6 +592,7 @@ void DownConn::reject(int status, const char* reason, bool close_after, const ch
 
 void DownConn::abort_connection(const char* reason) {
   if (closing()) return;
+  if (h2_) h2_->on_connection_lost(reason);
   if (ex_) {
     ex_->abort(reason);
     worker_->retire(std::move(ex_));
@@ -544,6 +601,10 @@ void DownConn::abort_connection(const char* reason) {
 }
 
 void DownConn::drain() {
+  if (h2_) {
+    h2_->drain();
+    return;
+  }
   close_after_ = true;
   if (!ex_ && !in_request()) close_when_flushed();
 }

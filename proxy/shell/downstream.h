@@ -13,6 +13,7 @@
 namespace onelayer {
 
 class Exchange;
+class H2Downstream;
 class WorkerListener;
 struct RouteMetrics;
 
@@ -49,6 +50,8 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   DownConn* http1_connection() override { return this; }
 
   void abort_connection(const char* reason = "client_closed");
+  // Closes once what is written has gone (HTTP/2: after the GOAWAY).
+  void close_when_flushed();
   // Backpressure: the upstream cannot take the body as fast as it comes.
   void hold_reading();
   void release_reading();
@@ -98,7 +101,6 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   // `hint`: a sentence for the answer's body that says what to do instead.
   void reject(int status, const char* reason, bool close_after, const char* log_detail,
               std::string_view extra = {}, RouteMetrics* counted_in = nullptr, const char* hint = nullptr);
-  void close_when_flushed();
   void arm_idle_timer();
   void arm_header_timer();
   void pause_reading();
@@ -111,6 +113,10 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   // Idle (no exchange, no request begun, nothing pipelined): the parser and
   // an empty pipelining buffer go back. Never from inside the parser.
   void release_if_idle();
+  // The connection's first bytes: the HTTP/2 preface (an H2Downstream takes
+  // the connection over) or HTTP/1, each only where the listener's
+  // `protocols` allow it; too few bytes to tell wait in pending_in_.
+  void take_first_bytes(const char* data, size_t len);
   // What a response that keeps the connection open must say: an HTTP/1.0
   // client is told "Connection: keep-alive", an HTTP/1.1 one nothing.
   std::string_view keep_alive_header() const {
@@ -128,6 +134,7 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   std::unique_ptr<std::string> pending_in_;  // bytes after a paused (pipelined) message; rare
   std::unique_ptr<Exchange> ex_;
   std::unique_ptr<Response> response_;
+  std::unique_ptr<H2Downstream> h2_;  // set once the preface said HTTP/2: every byte goes there
   std::string peer_ip_;
   Link link_;
   bool tracked_ = false;
@@ -140,6 +147,7 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   bool in_exchange_ = false;
   bool tunnel_ = false;  // after a 101, bytes go to the exchange's tunnel
   bool parked_ = false;
+  bool protocol_known_ = false;  // the first bytes told HTTP/1 from HTTP/2
 };
 
 }  // namespace onelayer

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "shell/h2_upstream.h"
 #include "shell/upstream.h"
 #include "shell/worker.h"
 
@@ -60,6 +61,7 @@ static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
       u->start_connect();
     }
   }
+  for (H2UpConn* c : std::vector<H2UpConn*>(ep->h2)) c->on_addresses_resolved(status);
 }
 
 void EndpointState::refresh_addresses() {

@@ -16,6 +16,7 @@
 
 namespace onelayer {
 
+class H2UpConn;
 class UpConn;
 class Worker;
 
@@ -32,6 +33,7 @@ struct EndpointState {
   Millis idle_timeout{60'000};
   std::vector<UpConn*> idle;
   std::vector<UpConn*> waiting;  // connections waiting for DNS
+  std::vector<H2UpConn*> h2;     // HTTP/2 connections (h2_upstream.h), in use or idle
   uv_getaddrinfo_t gai_req;
   Worker* worker = nullptr;
   size_t next_addr = 0;

@@ -570,6 +570,7 @@ int Exchange::on_up_head(MessageHead& head) {
   meta.extra = &extra;
   if (!down_->send_response_head(head, meta)) {
     spdlog::info("upstream {}: response cannot be carried to this client", attempt_.endpoint->label);
+    on_up_bad_response();  // answered here: a codec need not report it again
     return -1;
   }
   response_started_ = true;
@@ -637,7 +638,8 @@ void Exchange::respond_error(int status, const char* reason, Headers extra) {
 void Exchange::record(int status) {
   TimePoint now = Clock::now();
   double secs = std::chrono::duration<double>(now - started_).count();
-  rm_->on_response(status, secs, rs_ ? rs_->attempts_started() : 0, steady_ms(now));
+  const WireProtocol protocol = down_->protocol();
+  rm_->on_response(status, secs, rs_ ? rs_->attempts_started() : 0, steady_ms(now), protocol == WireProtocol::h2);
   const uint64_t bytes_out = bytes_out_ + down_->response_bytes();
   w_->runtime().metrics.bytes_out_total.fetch_add(bytes_out, std::memory_order_relaxed);
   AccessRecord a;
@@ -654,6 +656,8 @@ void Exchange::record(int status) {
   a.duration_ms = secs * 1000.0;
   a.bytes_in = body_.received() + tunnel_bytes_in_;
   a.bytes_out = bytes_out;
+  a.protocol = wire_protocol_name(protocol);
+  a.stream_id = down_->stream_id();
   a.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
   write_access_log(a);
 }

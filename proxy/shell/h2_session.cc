@@ -206,6 +206,9 @@ struct H2Session::Callbacks {
         }
         return 0;
       }
+      case NGHTTP2_SETTINGS:
+        if (!(frame->hd.flags & NGHTTP2_FLAG_ACK)) s.peer_settings_received_ = true;
+        return 0;
       case NGHTTP2_GOAWAY:
         s.goaway_received_ = true;
         if (s.handler_) s.handler_->on_goaway(frame->goaway.last_stream_id, frame->goaway.error_code);
@@ -526,10 +529,14 @@ bool H2Session::want_close() const {
   return failed_ && !w;
 }
 
+uint32_t H2Session::stream_limit() const {
+  uint32_t peer = nghttp2_session_get_remote_settings(session_, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+  return std::min(peer, limits_.max_concurrent_streams);
+}
+
 bool H2Session::can_submit_request() const {
   if (role_ != Role::client || failed_ || goaway_sent_ || goaway_received_) return false;
-  uint32_t peer = nghttp2_session_get_remote_settings(session_, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
-  uint32_t cap = std::min(peer, limits_.max_concurrent_streams);
+  uint32_t cap = stream_limit();
   size_t mine = 0;
   for (const auto& [id, st] : streams_)
     if (!st->peer_opened) ++mine;

@@ -157,6 +157,12 @@ class H2Session {
   // received, or the session ended.
   int32_t submit_request(const Head& head, bool end_stream);
   bool can_submit_request() const;
+  // Client: how many of our streams may be open at once: the peer's
+  // SETTINGS_MAX_CONCURRENT_STREAMS (unlimited until its SETTINGS arrive),
+  // never above Limits::max_concurrent_streams.
+  uint32_t stream_limit() const;
+  // The peer's first SETTINGS frame has arrived (its limits are known).
+  bool peer_settings_received() const { return peer_settings_received_; }
   // Server: the response head (status and fields of `head`).
   bool submit_response(int32_t stream, const Head& head, bool end_stream);
   // Body bytes after a head submitted without end_stream: queued per stream
@@ -214,6 +220,7 @@ class H2Session {
   std::string close_reason_;
   bool goaway_sent_ = false;
   bool goaway_received_ = false;
+  bool peer_settings_received_ = false;
   bool failed_ = false;       // terminate()d or a fatal error: no more events
   bool send_broken_ = false;
   bool error_goaway_written_ = false;  // nghttp2_session_mem_send failed: nothing more to write

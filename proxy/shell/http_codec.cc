@@ -196,6 +196,13 @@ int HttpParser::s_headers_complete(llhttp_t* p) {
     llhttp_set_error_reason(p, "Transfer-Encoding does not end in chunked");
     return -1;
   }
+  if (p->type == HTTP_REQUEST && p->http_major != 1) {
+    // "HTTP/2.0" in a request line is not HTTP/2 (that starts with the
+    // connection preface, told apart before this parser runs).
+    s->error_ = Error::parse;
+    llhttp_set_error_reason(p, "only HTTP/1.x is served in HTTP/1 syntax");
+    return -1;
+  }
   h.obs_fold = s->scan_fold_;
   h.status = p->status_code;
   h.http_major = p->http_major;

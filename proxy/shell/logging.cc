@@ -170,6 +170,8 @@ void format_access_log(const AccessRecord& r, LogFormat format, std::string& lin
   append_millis3(line, r.duration_ms);
   num("bytes_in", r.bytes_in);
   num("bytes_out", r.bytes_out);
+  str("protocol", r.protocol);
+  num("stream", r.stream_id);
   line += json ? "}\n" : "\n";
 }
 

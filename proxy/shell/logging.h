@@ -18,6 +18,8 @@ LogFormat log_format();
 
 struct AccessRecord {
   std::string_view listener, route, method, path, upstream_endpoints, retry_reasons, declined, error;
+  std::string_view protocol = "http1";  // what the client spoke: http1 or h2
+  uint32_t stream_id = 0;               // the HTTP/2 stream (0 on HTTP/1)
   int status = 0;
   uint32_t attempts = 0;
   double duration_ms = 0;

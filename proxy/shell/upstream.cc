@@ -9,6 +9,7 @@
 
 #include "core/request_validation.h"
 #include "shell/endpoint_state.h"
+#include "shell/h2_upstream.h"
 #include "shell/upstream.h"
 #include "shell/worker.h"
 
@@ -269,7 +270,8 @@ void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
     return;
   }
   ex_->on_up_read_done();  // a head without body bytes in this read goes out now
-  if (parser_.error() != HttpParser::Error::none) {
+  // (Writing it may have found the client gone: the exchange let go of us.)
+  if (ex_ && parser_.error() != HttpParser::Error::none) {
     ex_->on_up_bad_response();
   }
 }
@@ -366,7 +368,8 @@ void UpConn::detach_and_close(bool reset) {
 UpstreamStream* open_upstream_stream(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
                                      const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                      bool head_request, Millis connect_timeout) {
-  (void)upstream;  // the protocol picks the codec (HTTP/1 only so far)
+  if (upstream.protocol == UpstreamProtocol::h2c)
+    return open_h2_upstream_stream(w, ep, upstream, addr, tls, r, head_request, connect_timeout);
   // An idle connection to the address, else a new one. One made under other
   // TLS settings (before a reload) is never reused.
   while (UpConn* pooled = ep->take_idle(addr)) {

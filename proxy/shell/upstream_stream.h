@@ -50,7 +50,8 @@ class UpstreamStream {
     // TLS handshake failed (`verify`: the certificate did not verify).
     virtual void on_tls_failed(const std::string& why, bool verify) = 0;
     // The final response head (1xx skipped). 0 go on, 1 no body follows,
-    // -1 refuse (the stream is then cancelled as a bad response).
+    // -1 stop: the exchange has let go of the stream already (a retry, or
+    // it answered the client itself); the codec stops reading it.
     virtual int on_up_head(MessageHead& head) = 0;
     virtual int on_up_body(const char* data, size_t len) = 0;  // 0, or -1 to stop
     virtual void on_up_trailers(Headers& trailers) = 0;

@@ -12,6 +12,7 @@
 #include "shell/downstream.h"
 #include "shell/endpoint_state.h"
 #include "shell/exchange.h"
+#include "shell/h2_upstream.h"
 #include "shell/upstream.h"
 #include "shell/socket_address.h"
 
@@ -118,6 +119,7 @@ void Worker::close_everything() {
     std::vector<UpConn*> idle = ep->idle;
     for (UpConn* u : idle) u->detach_and_close();
     ep->idle.clear();
+    for (H2UpConn* c : std::vector<H2UpConn*>(ep->h2)) c->close_for_shutdown();
   }
   uv_check_stop(&reaper_);
   uv_close(reinterpret_cast<uv_handle_t*>(&reaper_), nullptr);

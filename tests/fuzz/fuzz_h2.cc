@@ -20,6 +20,11 @@
 //   on_closed) per stream, nothing after it;
 // - flow control bounds memory: a stream whose body is never consumed has
 //   received at most the initial 65,535-byte window;
+// - every request head translates (shell/h2_request_head.cc) into a
+//   MessageHead or a reason: HTTP/2.0, `:authority` as the one Host field
+//   and first, cookies in one field, chunked exactly when a body of unknown
+//   length follows; request validation takes the result; the head's fields
+//   as a response head come out in lower case without framing fields;
 // - no crash, leak or undefined behaviour (ASan + UBSan).
 #include <cstddef>
 #include <cstdint>
@@ -27,13 +32,65 @@
 #include <string>
 #include <string_view>
 
+#include "core/http_headers.h"
+#include "core/request_validation.h"
 #include "fuzz_util.h"
+#include "shell/h2_request_head.h"
 #include "shell/h2_session.h"
 
 namespace {
 
 using onelayer::H2Session;
+using onelayer::Header;
 using onelayer::Headers;
+using onelayer::MessageHead;
+
+// The HTTP/2 downstream's head translations on what the session decoded.
+void check_translations(const H2Session::Head& decoded, bool end_stream) {
+  H2Session::Head in = decoded;
+  MessageHead m;
+  const char* bad = onelayer::translate_h2_request(in, end_stream, m);
+  if (bad) {
+    FUZZ_REQUIRE(*bad != '\0');
+    return;
+  }
+  FUZZ_REQUIRE(m.http_major == 2 && m.http_minor == 0);
+  FUZZ_REQUIRE(m.method == decoded.method && m.target == decoded.path);
+  size_t hosts = 0, cookies = 0;
+  for (const Header& h : m.headers) {
+    hosts += onelayer::iequals(h.name, "host");
+    cookies += onelayer::iequals(h.name, "cookie");
+  }
+  FUZZ_REQUIRE(cookies <= 1);
+  if (!decoded.authority.empty()) {
+    FUZZ_REQUIRE(hosts == 1 && m.headers[0].name == "Host" && m.headers[0].value == decoded.authority);
+  }
+  FUZZ_REQUIRE(m.chunked == (!end_stream && !m.has_content_length));
+  if (end_stream) FUZZ_REQUIRE(!m.chunked && (m.has_content_length || m.content_length == 0));
+  onelayer::RequestHeadFacts facts{m.method, m.target, m.http_major, m.http_minor, m.obs_fold,
+                                   m.chunked, m.has_content_length, m.content_length};
+  Headers fields = m.headers;
+  onelayer::check_request_head(facts, fields, onelayer::UnderscoreHeaders::drop);
+
+  // The same fields as an upstream's response, on their way to the client.
+  MessageHead resp;
+  resp.status = 200;
+  resp.headers = decoded.fields;
+  resp.has_content_length = m.has_content_length;
+  resp.content_length = m.content_length;
+  onelayer::DownstreamStream::ResponseMeta meta;
+  meta.via = "1.1 onelayer";
+  H2Session::Head out;
+  if (!onelayer::translate_response_for_h2(resp, meta, out)) return;
+  FUZZ_REQUIRE(out.status == 200);
+  size_t lengths = 0;
+  for (const Header& h : out.fields) {
+    for (char c : h.name) FUZZ_REQUIRE(!(c >= 'A' && c <= 'Z'));
+    FUZZ_REQUIRE(h.name != "transfer-encoding" && h.name != "connection");
+    lengths += h.name == "content-length";
+  }
+  FUZZ_REQUIRE(lengths == (m.has_content_length ? 1u : 0u));
+}
 
 constexpr std::string_view kClientMagic = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 constexpr size_t kPieces[16] = {1, 2, 3, 5, 9, 17, 64, 100, 512, 1000, 4096, 9000, 16384, 65536, 1 << 20, 1 << 20};
@@ -58,11 +115,12 @@ struct Owner : H2Session::Handler {
     FUZZ_REQUIRE(!s.terminal);
     return s;
   }
-  void on_head(int32_t id, H2Session::Head& head, bool) override {
+  void on_head(int32_t id, H2Session::Head& head, bool end_stream) override {
     StreamState& s = streams[id];
     FUZZ_REQUIRE(!s.head && !s.terminal);
     s.head = true;
     FUZZ_REQUIRE(!head.method.empty());
+    check_translations(head, end_stream);
     if (!answer) return;
     H2Session::Head r;
     r.status = 200;

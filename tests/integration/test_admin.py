@@ -14,7 +14,7 @@ from harness import IntegrationTest
 
 # The retry metrics of docs/operations.md: every family, with its labels.
 RETRY_METRICS = {
-    "onelayer_requests_total": {"listener", "route", "code"},
+    "onelayer_requests_total": {"listener", "route", "code", "protocol"},
     "onelayer_upstream_attempts_total": {"route", "upstream"},
     "onelayer_retries_total": {"route", "reason"},
     "onelayer_retries_declined_total": {"route", "reason"},

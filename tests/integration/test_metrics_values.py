@@ -231,14 +231,14 @@ class ProcessMetricsTest(IntegrationTest):
         self.addCleanup(c.close)
         self.assertEqual(c.request("POST", "/", body=b"y" * 500).status, 200)
         during = ops.settled_metrics(self, proxy, "default", 1)
-        self.assertEqual(ops.value(during, "onelayer_downstream_connections_active"), 1)
+        self.assertEqual(ops.value(during, "onelayer_downstream_connections_active", protocol="http1"), 1)
         self.assertEqual(ops.value(during, "onelayer_downstream_connections_total"), 1)
         self.assertGreaterEqual(ops.value(during, "onelayer_upstream_connections_total"), 1)
         self.assertGreaterEqual(ops.value(during, "onelayer_bytes_in_total"), 500)
         self.assertGreaterEqual(ops.value(during, "onelayer_bytes_out_total"), 1000)
         c.close()
         after = ops.wait_until(lambda: (lambda t: t if ops.value(
-            t, "onelayer_downstream_connections_active") == 0 else None)(ops.metrics(self, proxy)), 3)
+            t, "onelayer_downstream_connections_active", protocol="http1") == 0 else None)(ops.metrics(self, proxy)), 3)
         self.assertIsNotNone(after, "downstream_connections_active did not go back to 0")
 
 

@@ -39,7 +39,7 @@ def parked_sockets(pid):
 
 class ParkedConnectionTest(IntegrationTest):
     def active(self, proxy):
-        return ops.value(ops.metrics(self, proxy), "onelayer_downstream_connections_active")
+        return ops.value(ops.metrics(self, proxy), "onelayer_downstream_connections_active", protocol="http1")
 
     def wait_parked(self, proxy, n):
         got = ops.wait_until(lambda: parked_sockets(proxy.proc.pid) == n or None, 5)

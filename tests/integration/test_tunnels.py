@@ -119,7 +119,7 @@ class TunnelTest(IntegrationTest):
         line = h.wait_until(lambda: [l for l in proxy.access_log() if "/echo" in l])
         self.assertIn("status=101", line[0])
         metrics = proxy.admin_get("/metrics").body.decode()
-        self.assertIn('onelayer_requests_total{listener="main",route="default",code="101"} 1', metrics)
+        self.assertIn('onelayer_requests_total{listener="main",route="default",code="101",protocol="http1"} 1', metrics)
 
     def test_close_from_the_origin_reaches_the_client_with_its_code(self):
         origin = self.ws_origin()

@@ -69,14 +69,15 @@ class Pki:
 
 LOG_FORMAT = ("$request_method $request_uri sni=$ssl_server_name alpn=$ssl_alpn_protocol "
               "reused=$ssl_session_reused client=$ssl_client_verify proto=$ssl_protocol "
-              "conn=$connection via=\"$http_via\"")
+              "conn=$connection via=\"$http_via\" http=$server_protocol")
 
 
 class Nginx:
     """NGINX serving TLS on 127.0.0.1 with the PKI's origin certificate.
     ``client_ca``: client certificates are required and checked against it.
     ``http2``: the listener offers h2 by ALPN too. ``locations``: extra
-    configuration inside the server block."""
+    configuration inside the server block. With ``pki=None`` the listener
+    is cleartext and speaks HTTP/2 with prior knowledge (h2c) instead."""
 
     def __init__(self, pki, *, client_ca=None, http2=True, locations=""):
         self.dir = tempfile.mkdtemp(prefix="onelayer-nginx-")
@@ -103,19 +104,13 @@ http {
   scgi_temp_path %(d)s/scgi;
   keepalive_requests 100000;
   server {
-    listen 127.0.0.1:%(port)d ssl%(h2)s;
-    server_name origin.test;
-    ssl_certificate %(cert)s;
-    ssl_certificate_key %(key)s;
-    ssl_protocols TLSv1.2 TLSv1.3;
-    ssl_session_cache shared:t:1m;
+    %(listen)s
     %(verify)s
     %(locations)s
     location / { return 200 "ok sni=$ssl_server_name alpn=$ssl_alpn_protocol\\n"; }
   }
 }
-""" % {"d": self.dir, "fmt": LOG_FORMAT, "port": self.port, "h2": " http2" if http2 else "",
-       "cert": pki.path("origin.pem"), "key": pki.path("origin.key"), "verify": verify,
+""" % {"d": self.dir, "fmt": LOG_FORMAT, "listen": self._listen(pki, http2), "verify": verify,
        "locations": locations}
         self.conf = os.path.join(self.dir, "nginx.conf")
         with open(self.conf, "w") as f:
@@ -130,6 +125,17 @@ http {
                     self.proc.stderr.read().decode(errors="replace") if self.proc.poll() is not None else "",
                     self.error_log()))
             time.sleep(0.02)
+
+    def _listen(self, pki, http2):
+        if pki is None:
+            return "listen 127.0.0.1:%d http2;" % self.port
+        return """listen 127.0.0.1:%(port)d ssl%(h2)s;
+    server_name origin.test;
+    ssl_certificate %(cert)s;
+    ssl_certificate_key %(key)s;
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:t:1m;""" % {"port": self.port, "h2": " http2" if http2 else "",
+                                         "cert": pki.path("origin.pem"), "key": pki.path("origin.key")}
 
     def _accepts(self):
         try:

@@ -65,19 +65,42 @@ TEST_CASE("config tls: every upstream tls key as written, and the round trip kee
   check_round_trip(c);
 }
 
-TEST_CASE("config tls: HTTP/2 protocols are refused with what to write instead") {
-  for (const char* p : {"h2", "h2c"}) {
-    auto e = errors_of(with("", std::string("    protocol: ") + p + "\n    tls: {}\n"));
-    REQUIRE(e.size() == 1);
-    CHECK(e[0].find("upstreams[0].protocol: HTTP/2 to upstreams is not available") != std::string::npos);
-    CHECK(e[0].find("auto with tls") != std::string::npos);
-  }
-  auto e = errors_of(with("", "    protocol: auto\n"));
+TEST_CASE("config tls: h2 over TLS is refused with what to write instead, and h2c does not go with tls") {
+  auto e = errors_of(with("", "    protocol: h2\n    tls: {}\n"));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("upstreams[0].protocol: HTTP/2 over TLS to upstreams is not available") != std::string::npos);
+  CHECK(e[0].find("use h2c") != std::string::npos);
+  CHECK(e[0].find("auto with tls") != std::string::npos);
+  e = errors_of(with("", "    protocol: h2c\n    tls: {}\n"));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("upstreams[0].protocol: h2c is HTTP/2 over cleartext TCP and cannot go with a tls block") !=
+        std::string::npos);
+  e = errors_of(with("", "    protocol: auto\n"));
   REQUIRE(e.size() == 1);
   CHECK(e[0].find("needs a tls block") != std::string::npos);
   e = errors_of(with("", "    protocol: spdy\n"));
   REQUIRE(e.size() == 1);
   CHECK(e[0].find("must be one of http1, h2c, h2, auto") != std::string::npos);
+}
+
+TEST_CASE("config h2c: an upstream speaks HTTP/2 over cleartext, and the round trip keeps it") {
+  ConfigPtr c = load_ok(with("", "    protocol: h2c\n"));
+  CHECK(c->upstreams[0].protocol == UpstreamProtocol::h2c);
+  CHECK_FALSE(c->upstreams[0].tls);
+  check_round_trip(c);
+  // Pool settings apply to h2c connections too (idle_timeout closes an
+  // idle one).
+  ConfigPtr p = load_ok(with("", "    protocol: h2c\n    pool: { idle_timeout: 5s }\n"));
+  CHECK(p->upstreams[0].pool.idle_timeout == Millis(5'000));
+  check_round_trip(p);
+}
+
+TEST_CASE("config h2c: an active health check is refused (it speaks HTTP/1.1), outlier detection is not") {
+  auto e = errors_of(with("", "    protocol: h2c\n    health_check: { path: /healthz }\n"));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("upstreams[0].protocol: h2c upstreams cannot have a health_check yet") != std::string::npos);
+  ConfigPtr c = load_ok(with("", "    protocol: h2c\n    outlier_detection: { consecutive_failures: 3 }\n"));
+  CHECK(c->upstreams[0].outlier_detection.consecutive_failures == 3);
 }
 
 TEST_CASE("config tls: a client certificate needs its key and the other way round; alpn names http/1.1") {
@@ -89,7 +112,7 @@ TEST_CASE("config tls: a client certificate needs its key and the other way roun
   CHECK(e[0].find("upstreams[0].tls.key_file: needs cert_file too") != std::string::npos);
   e = errors_of(with("", "    tls: { alpn: [h2] }\n"));
   REQUIRE(e.size() == 1);
-  CHECK(e[0].find("h2 cannot be spoken yet") != std::string::npos);
+  CHECK(e[0].find("h2 cannot be spoken over TLS yet") != std::string::npos);
   e = errors_of(with("", "    tls: { alpn: [spdy/3] }\n"));
   REQUIRE(e.size() == 1);
   CHECK(e[0].find("must be http/1.1") != std::string::npos);

@@ -56,7 +56,7 @@ TEST_CASE("TenRequestsWithTwoRetriesEachGiveTenRequestsThirtyAttemptsRatioThree"
   CHECK(rm->amplification.ratio(kT0 + 1000) == doctest::Approx(3.0));
 
   const std::string text = m.render_prometheus(kT0 + 1000, {});
-  CHECK(contains_line(text, R"(onelayer_requests_total{listener="outbound",route="inventory-read",code="200"} 10)"));
+  CHECK(contains_line(text, R"(onelayer_requests_total{listener="outbound",route="inventory-read",code="200",protocol="http1"} 10)"));
   CHECK(contains_line(text, R"(onelayer_upstream_attempts_total{route="inventory-read",upstream="inventory"} 30)"));
   CHECK(contains_line(text, R"(onelayer_retries_total{route="inventory-read",reason="503"} 20)"));
   CHECK(contains_line(text, R"(onelayer_amplification_ratio{route="inventory-read"} 3)"));
@@ -85,11 +85,11 @@ TEST_CASE("RenderingOfAScriptedSequenceIsExact") {
       {"onelayer_upstream_pool_idle_connections", R"(upstream="inventory")", 2, "Idle pooled connections."},
   };
 
-  const std::string expected = std::string(R"(# HELP onelayer_requests_total Downstream requests answered, by listener, route and status code.
+  const std::string expected = std::string(R"(# HELP onelayer_requests_total Downstream requests answered, by listener, route, status code and protocol (http1 or h2).
 # TYPE onelayer_requests_total counter
-onelayer_requests_total{listener="outbound",route="items",code="200"} 1
-onelayer_requests_total{listener="outbound",route="items",code="404"} 1
-onelayer_requests_total{listener="outbound",route="items",code="503"} 1
+onelayer_requests_total{listener="outbound",route="items",code="200",protocol="http1"} 1
+onelayer_requests_total{listener="outbound",route="items",code="404",protocol="http1"} 1
+onelayer_requests_total{listener="outbound",route="items",code="503",protocol="http1"} 1
 # HELP onelayer_upstream_attempts_total Attempts sent upstream (first attempts and retries), by route and upstream.
 # TYPE onelayer_upstream_attempts_total counter
 onelayer_upstream_attempts_total{route="items",upstream="inventory"} 6
@@ -144,9 +144,10 @@ onelayer_config_reloads_total{result="ok"} 1
 # HELP onelayer_config_generation Generation of the configuration in force (1 for the first load, +1 per successful reload).
 # TYPE onelayer_config_generation gauge
 onelayer_config_generation 2
-# HELP onelayer_downstream_connections_active Open downstream (client) connections.
+# HELP onelayer_downstream_connections_active Open downstream (client) connections, by protocol (http1 or h2).
 # TYPE onelayer_downstream_connections_active gauge
-onelayer_downstream_connections_active 4
+onelayer_downstream_connections_active{protocol="http1"} 4
+onelayer_downstream_connections_active{protocol="h2"} 0
 # HELP onelayer_downstream_connections_total Downstream (client) connections accepted.
 # TYPE onelayer_downstream_connections_total counter
 onelayer_downstream_connections_total 9
@@ -310,8 +311,8 @@ TEST_CASE("SameRouteNameOnTwoListenersIsSummedIntoOneSeries") {
         "onelayer_upstream_attempts_total{route=\"api\",upstream=\"svc\"} 3\n");
   CHECK(lines_starting(text, "onelayer_amplification_ratio{") == "onelayer_amplification_ratio{route=\"api\"} 1.5\n");
   CHECK(lines_starting(text, "onelayer_requests_total{") ==
-        "onelayer_requests_total{listener=\"inbound\",route=\"api\",code=\"200\"} 1\n"
-        "onelayer_requests_total{listener=\"outbound\",route=\"api\",code=\"200\"} 1\n");
+        "onelayer_requests_total{listener=\"inbound\",route=\"api\",code=\"200\",protocol=\"http1\"} 1\n"
+        "onelayer_requests_total{listener=\"outbound\",route=\"api\",code=\"200\",protocol=\"http1\"} 1\n");
   CHECK(contains_line(text, R"(onelayer_request_duration_seconds_count{route="api"} 2)"));
 }
 
@@ -405,6 +406,27 @@ TEST_CASE("metrics: attempt failures by first/retry and outcome, and injected fa
   CHECK(text.find("onelayer_faults_injected_total{route=\"r\",kind=\"delay\"} 2\n") != std::string::npos);
   CHECK(text.find("# TYPE onelayer_shed_total counter\n") != std::string::npos);
   CHECK(text.find("# TYPE onelayer_hidden_retries_total counter\n") != std::string::npos);
+}
+
+TEST_CASE("RequestsOverHttp2AreTheirOwnSeriesWithProtocolH2") {
+  Metrics m;
+  RouteMetrics* rm = m.route("edge", "api", "svc");
+  rm->on_response(200, 0.01, 1, kT0);
+  rm->on_response(200, 0.01, 1, kT0, true);
+  rm->on_response(200, 0.01, 1, kT0, true);
+  rm->on_response(503, 0.01, 1, kT0, true);
+  CHECK(rm->requests(200) == 3);
+  CHECK(rm->requests_over_h2(200) == 2);
+  CHECK(rm->requests_total() == 4);
+  m.downstream_connections_active = 5;
+  m.downstream_h2_connections_active = 2;
+  const std::string text = m.render_prometheus(kT0, {});
+  CHECK(lines_starting(text, "onelayer_requests_total{") ==
+        "onelayer_requests_total{listener=\"edge\",route=\"api\",code=\"200\",protocol=\"h2\"} 2\n"
+        "onelayer_requests_total{listener=\"edge\",route=\"api\",code=\"200\",protocol=\"http1\"} 1\n"
+        "onelayer_requests_total{listener=\"edge\",route=\"api\",code=\"503\",protocol=\"h2\"} 1\n");
+  CHECK(contains_line(text, R"(onelayer_downstream_connections_active{protocol="http1"} 3)"));
+  CHECK(contains_line(text, R"(onelayer_downstream_connections_active{protocol="h2"} 2)"));
 }
 
 }  // namespace onelayer

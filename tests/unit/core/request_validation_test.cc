@@ -32,6 +32,21 @@ TEST_CASE("request: an origin-form request goes on, routed by Host, target uncha
   CHECK(h == host_a());
 }
 
+TEST_CASE("request: an HTTP/2 head (translated, authority as Host) goes on; without an authority it is refused") {
+  RequestHeadFacts f = get("/rpc", 0);
+  f.http_major = 2;
+  f.chunked = true;  // a body of unknown length follows
+  Headers h = host_a();
+  RequestVerdict v = check_request_head(f, h, UnderscoreHeaders::drop);
+  CHECK_FALSE(v.refused());
+  CHECK(v.host == "a");
+  CHECK(v.upstream_target == "/rpc");
+  Headers none;
+  v = check_request_head(f, none, UnderscoreHeaders::drop);
+  CHECK(v.status == 400);
+  CHECK(std::string_view(v.detail) == "missing_host");
+}
+
 TEST_CASE("request: the absolute-form authority replaces Host and is what routing sees") {
   Headers h{{"Host", "internal.admin"}, {"Accept", "*/*"}};
   RequestVerdict v = check_request_head(get("http://public/adm"), h, UnderscoreHeaders::drop);
@@ -83,8 +98,9 @@ TEST_CASE("request: each refusal before routing is 400 bad_request with its own 
   };
   RequestHeadFacts connect = get("a:443");
   connect.method = "CONNECT";
-  RequestHeadFacts h2 = get("/");
-  h2.http_major = 2;
+  RequestHeadFacts h09 = get("/");
+  h09.http_major = 0;
+  h09.http_minor = 9;
   RequestHeadFacts folded = get("/");
   folded.obs_fold = true;
   RequestHeadFacts huge = get("/");
@@ -92,7 +108,7 @@ TEST_CASE("request: each refusal before routing is 400 bad_request with its own 
   huge.content_length = kMaxContentLength + 1;
   Case cases[] = {
       {connect, host_a(), "CONNECT is not supported: onelayer originates TLS itself"},
-      {h2, host_a(), "only HTTP/1.x is served"},
+      {h09, host_a(), "only HTTP/1.x and HTTP/2 are served"},
       {get("/a\tb"), host_a(), "invalid byte in the request target"},
       {get("/\x7f"), host_a(), "invalid byte in the request target"},
       {get("/\xa0"), host_a(), "invalid byte in the request target"},

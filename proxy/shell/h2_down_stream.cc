@@ -1,0 +1,232 @@
+// One HTTP/2 request stream as the exchange's DownstreamStream
+// (h2_down_stream.h).
+#include "shell/h2_down_stream.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "shell/downstream.h"
+#include "shell/exchange.h"
+#include "shell/h2_downstream.h"
+#include "shell/h2_request_head.h"
+#include "shell/logging.h"
+#include "shell/request_admission.h"
+#include "shell/worker.h"
+
+namespace onelayer {
+
+namespace {
+
+// What a head costs on the wire, roughly (HPACK makes it less): for the
+// access log's bytes_out.
+uint64_t head_size(const H2Session::Head& h) {
+  uint64_t n = 9 + 4;  // frame header, :status
+  for (const Header& f : h.fields) n += f.name.size() + f.value.size() + 2;
+  return n;
+}
+
+}  // namespace
+
+H2DownStream::H2DownStream(H2Downstream* conn, int32_t id) : conn_(conn), id_(id) {}
+
+H2DownStream::~H2DownStream() {
+  if (ex_) on_gone("client_closed");
+}
+
+H2Session& H2DownStream::session() const { return conn_->session(); }
+Worker* H2DownStream::worker() const { return conn_->worker(); }
+const std::string& H2DownStream::peer_ip() const { return conn_->connection()->peer_ip(); }
+bool H2DownStream::over_tls() const { return conn_->connection()->over_tls(); }
+
+void H2DownStream::on_head(H2Session::Head& head, bool end_stream) {
+  MessageHead mh;
+  const char* malformed = translate_h2_request(head, end_stream, mh);
+  method_ = mh.method;
+  path_ = mh.target;
+  if (malformed) {
+    refuse(400, "bad_request", malformed, {}, nullptr, {});
+    return;
+  }
+  Admission a = admit_request(*worker(), *conn_->listener(), mh);
+  if (a.refused()) {
+    refuse(a.status, a.reason, a.detail, a.extra, a.counted_in, a.hint);
+    return;
+  }
+  // An Upgrade cannot reach here (HTTP/2 forbids the field); Expect:
+  // 100-continue gets no 100 (the client sends its body after its own
+  // wait), the exchange reads the body as usual.
+  ex_ = std::make_unique<Exchange>(this, worker(), a, mh);
+  ex_->start();
+}
+
+void H2DownStream::on_data(const uint8_t* data, size_t len) {
+  if (ex_) ex_->on_request_body(reinterpret_cast<const char*>(data), len);
+  // The window reopens for bytes the exchange took and did not ask to hold;
+  // held ones wait for release_request_body(). Bytes of a request answered
+  // already are dropped.
+  if (ex_ && held_) {
+    unconsumed_ += len;
+  } else {
+    session().consume(id_, len);
+  }
+}
+
+void H2DownStream::on_end() {
+  if (ex_) ex_->on_request_end();
+}
+
+void H2DownStream::on_gone(const char* reason) {
+  ended_ = true;
+  head_pending_ = false;
+  if (!ex_) return;
+  ex_->abort(reason);
+  retire_exchange();
+}
+
+void H2DownStream::on_drained() {
+  if (ex_) ex_->on_down_drained();
+}
+
+void H2DownStream::retire_exchange() {
+  if (ex_) worker()->retire(std::move(ex_));
+}
+
+bool H2DownStream::submit_pending_head(bool end) {
+  head_pending_ = false;
+  if (!session().submit_response(id_, pending_head_, end)) {
+    ended_ = true;
+    return false;
+  }
+  response_bytes_ += head_size(pending_head_);
+  if (end) ended_ = true;
+  return true;
+}
+
+bool H2DownStream::send_response_head(const MessageHead& head, const ResponseMeta& meta) {
+  if (ended_) return false;
+  if (!translate_response_for_h2(head, meta, pending_head_)) {
+    spdlog::info("listener {}: response with a transfer coding cannot reach an HTTP/2 client",
+                 conn_->listener()->name());
+    return false;
+  }
+  head_pending_ = true;
+  return true;
+}
+
+bool H2DownStream::send_response_body(std::string_view bytes) {
+  if (ended_) return false;
+  if (head_pending_ && !submit_pending_head(false)) return false;
+  if (!session().send_data(id_, bytes)) return false;
+  response_bytes_ += bytes.size();
+  conn_->write_out();
+  return !ended_;
+}
+
+void H2DownStream::send_response_trailers(const Headers& trailers) {
+  if (ended_) return;
+  if (head_pending_ && !submit_pending_head(false)) return;
+  Headers kept;
+  rewrite_response_headers(trailers, "", kept);
+  for (const Header& f : kept) response_bytes_ += f.name.size() + f.value.size() + 2;
+  session().send_trailers(id_, kept);
+  ended_ = true;
+  conn_->write_out();
+}
+
+void H2DownStream::send_response_end() {
+  if (head_pending_) {
+    submit_pending_head(true);
+  } else if (!ended_) {
+    session().end_stream(id_);
+  }
+  ended_ = true;
+  conn_->write_out();
+}
+
+void H2DownStream::flush() {
+  if (head_pending_) submit_pending_head(false);
+  conn_->write_out();
+}
+
+void H2DownStream::answer(int status, const char* reason, const Headers& extra, bool head_request,
+                          std::string_view hint) {
+  if (ended_) return;
+  std::string body(reason);
+  body += '\n';
+  if (!hint.empty()) {
+    body.append(hint);
+    body += '\n';
+  }
+  H2Session::Head h;
+  h.status = status;
+  h.fields.push_back({"content-type", "text/plain"});
+  std::string length;
+  append_decimal(length, body.size());
+  h.fields.push_back({"content-length", std::move(length)});
+  h.fields.push_back({"x-onelayer-error", reason});
+  h.fields.insert(h.fields.end(), extra.begin(), extra.end());
+  ended_ = true;
+  head_pending_ = false;
+  if (!session().submit_response(id_, h, head_request)) return;
+  response_bytes_ += head_size(h);
+  if (!head_request) {
+    session().send_data(id_, body);
+    session().end_stream(id_);
+    response_bytes_ += body.size();
+  }
+  conn_->write_out();
+}
+
+void H2DownStream::send_proxy_response(int status, const char* reason, const Headers& extra, bool head_request,
+                                       bool /*request_complete: HTTP/2 may answer before the body ends*/) {
+  answer(status, reason, extra, head_request, {});
+}
+
+void H2DownStream::refuse(int status, const char* reason, const char* detail, const Headers& extra,
+                          RouteMetrics* counted_in, std::string_view hint) {
+  WorkerListener* l = conn_->listener();
+  answer(status, reason, extra, method_ == "HEAD", hint);
+  spdlog::info("listener {}: {} {} from {} (HTTP/2 stream {}): {}", l->name(), status, reason, peer_ip(), id_,
+               detail ? detail : "");
+  if (!counted_in && !l->unrouted()) l->unrouted() = worker()->runtime().metrics.route(l->name(), "", "");
+  auto now_ms = std::chrono::duration_cast<Millis>(Clock::now().time_since_epoch()).count();
+  (counted_in ? counted_in : l->unrouted())->on_response(status, 0, 0, now_ms, true);
+  worker()->runtime().metrics.bytes_out_total.fetch_add(response_bytes_, std::memory_order_relaxed);
+  AccessRecord r;
+  r.listener = l->name();
+  if (counted_in) r.route = counted_in->route;
+  r.method = method_;
+  r.path = path_;
+  r.status = status;
+  r.error = reason;
+  r.protocol = wire_protocol_name(WireProtocol::h2);
+  r.stream_id = stream_id();
+  r.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+  r.bytes_out = response_bytes_;
+  write_access_log(r);
+}
+
+size_t H2DownStream::queued_bytes() const { return session().queued_bytes(id_); }
+
+void H2DownStream::release_request_body() {
+  held_ = false;
+  if (unconsumed_ == 0) return;
+  session().consume(id_, unconsumed_);
+  unconsumed_ = 0;
+  conn_->write_out();  // the WINDOW_UPDATE
+}
+
+void H2DownStream::exchange_done() { retire_exchange(); }
+
+void H2DownStream::abort_stream(const char* reason) {
+  retire_exchange();
+  ended_ = true;
+  head_pending_ = false;
+  session().reset_stream(id_, std::strcmp(reason, "client_closed") == 0 ? H2Session::kCancel
+                                                                         : H2Session::kInternalError);
+  conn_->write_out();
+}
+
+}  // namespace onelayer

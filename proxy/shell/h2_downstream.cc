@@ -1,0 +1,235 @@
+// The HTTP/2 side of one client connection (h2_downstream.h).
+#include "shell/h2_downstream.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "shell/downstream.h"
+#include "shell/h2_down_stream.h"
+#include "shell/worker.h"
+
+namespace onelayer {
+
+namespace {
+
+// The socket's queue above which the session keeps its frames (the streams'
+// queues then grow, which pauses their upstreams).
+constexpr size_t kSocketHighWater = 64 * 1024;
+
+// The preface and the frame header of the client's first SETTINGS.
+constexpr size_t kPrefaceBytes = 24;
+constexpr size_t kFrameHeaderBytes = 9;
+
+const Listener* listener_config(Worker* w, const WorkerListener* l) {
+  const GenerationPtr& g = w->generation();
+  int i = g->listener_index(l->name());
+  return i < 0 ? nullptr : &g->config->listeners[static_cast<size_t>(i)];
+}
+
+H2Session::Limits limits_for(Worker* w, const WorkerListener* l) {
+  H2Session::Limits lim;
+  if (const Listener* cfg = listener_config(w, l)) {
+    lim.max_concurrent_streams = cfg->limits.max_concurrent_streams;
+    lim.max_header_list_bytes = static_cast<uint32_t>(
+        std::min<uint64_t>(cfg->limits.max_header_bytes, std::numeric_limits<uint32_t>::max()));
+  }
+  return lim;
+}
+
+}  // namespace
+
+H2Downstream::H2Downstream(DownConn* conn, Worker* w, WorkerListener* listener)
+    : conn_(conn), worker_(w), listener_(listener), session_(H2Session::Role::server, this, limits_for(w, listener)) {
+  reaper_.owner = this;
+  Limits lim;
+  if (const Listener* cfg = listener_config(w, listener)) lim = cfg->limits;
+  header_timeout_ms_ = static_cast<uint64_t>(lim.header_timeout.count());
+  idle_timeout_ms_ = static_cast<uint64_t>(lim.idle_timeout.count());
+  worker_->runtime().metrics.downstream_h2_connections_active.fetch_add(1, std::memory_order_relaxed);
+  worker_->timers().arm(*this, header_timeout_ms_, on_timer);
+}
+
+H2Downstream::~H2Downstream() {
+  worker_->runtime().metrics.downstream_h2_connections_active.fetch_sub(1, std::memory_order_relaxed);
+  // Streams before the session (a stream still holding an exchange aborts
+  // it; nothing of that reaches the session).
+  streams_.clear();
+  buried_.clear();
+}
+
+H2DownStream* H2Downstream::find(int32_t id) {
+  auto it = streams_.find(id);
+  return it == streams_.end() ? nullptr : it->second.get();
+}
+
+void H2Downstream::on_input(const char* data, size_t len) {
+  if (lost_) return;
+  if (!settings_seen_) note_settings(data, len);
+  in_recv_ = true;
+  bool ok = session_.recv(reinterpret_cast<const uint8_t*>(data), len, uv_now(worker_->loop()));
+  in_recv_ = false;
+  if (!ok) {
+    spdlog::info("listener {}: HTTP/2 connection from {} ended: GOAWAY code {} ({})", listener_->name(),
+                 conn_->peer_ip(), session_.goaway_code(), session_.close_reason());
+  }
+  write_out();
+  // WINDOW_UPDATEs in this input may have let queued DATA go.
+  wake_waiting_streams();
+}
+
+// header_timeout runs until the client's first SETTINGS frame is complete:
+// the preface, a 9-byte frame header (its length in the first 3 bytes),
+// that many bytes of payload.
+void H2Downstream::note_settings(const char* data, size_t len) {
+  const uint64_t before = bytes_seen_;
+  bytes_seen_ += len;
+  for (size_t i = 0; i < len; ++i) {
+    uint64_t at = before + i;
+    if (at >= kPrefaceBytes + 3) break;
+    if (at >= kPrefaceBytes) first_frame_length_ = (first_frame_length_ << 8) | static_cast<uint8_t>(data[i]);
+  }
+  if (bytes_seen_ < kPrefaceBytes + kFrameHeaderBytes + first_frame_length_) return;
+  settings_seen_ = true;
+  arm_idle_timer();
+}
+
+void H2Downstream::write_out() {
+  if (lost_ || conn_->closing()) return;
+  if (in_recv_ || writing_) {
+    write_wanted_ = true;
+    return;
+  }
+  writing_ = true;
+  do {
+    write_wanted_ = false;
+    if (conn_->write_queue() > kSocketHighWater) break;  // on_write_done() goes on
+    out_.clear();
+    session_.flush(out_);
+    if (out_.empty()) continue;
+    if (worker_->write(conn_, out_) < 0) {
+      writing_ = false;
+      conn_->abort_connection("client_closed");
+      return;
+    }
+  } while (write_wanted_ && !lost_);
+  writing_ = false;
+  close_if_done();
+}
+
+void H2Downstream::close_if_done() {
+  if (lost_ || !session_.want_close()) return;
+  lost_ = true;
+  worker_->timers().disarm(*this);
+  conn_->close_when_flushed();
+}
+
+void H2Downstream::on_write_done() {
+  write_out();
+  wake_waiting_streams();
+}
+
+void H2Downstream::wake_waiting_streams() {
+  if (lost_) return;
+  // Copy the ids: an exchange woken here may end its stream.
+  std::vector<int32_t> ids;
+  for (const auto& [id, s] : streams_)
+    if (s->has_exchange()) ids.push_back(id);
+  for (int32_t id : ids)
+    if (H2DownStream* s = find(id)) s->on_drained();
+}
+
+void H2Downstream::on_connection_lost(const char* reason) {
+  if (lost_ && streams_.empty()) return;
+  lost_ = true;
+  worker_->timers().disarm(*this);
+  lost_reason_ = reason;
+  session_.close_streams(H2Session::kCancel);
+}
+
+void H2Downstream::drain() {
+  if (lost_) return;
+  session_.drain();
+  write_out();
+}
+
+void H2Downstream::arm_idle_timer() {
+  if (lost_ || !settings_seen_ || !streams_.empty()) return;
+  worker_->timers().arm(*this, idle_timeout_ms_, on_timer);
+}
+
+void H2Downstream::on_timer(TimerList::Entry* e) {
+  auto* self = static_cast<H2Downstream*>(e);
+  if (self->lost_) return;
+  if (self->settings_seen_ && !self->streams_.empty()) return;  // a stream came: not idle
+  spdlog::info("listener {}: HTTP/2 connection from {} {}, closed", self->listener_->name(), self->conn_->peer_ip(),
+               self->settings_seen_ ? "idle" : "sent no SETTINGS in header_timeout");
+  self->session_.drain();
+  self->write_out();
+  if (!self->lost_) {
+    self->lost_ = true;
+    self->conn_->close_when_flushed();
+  }
+}
+
+void H2Downstream::bury(int32_t id) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  buried_.push_back(std::move(it->second));
+  streams_.erase(it);
+  worker_->timers().arm(reaper_, 0, on_reap);
+  arm_idle_timer();
+}
+
+void H2Downstream::on_reap(TimerList::Entry* e) {
+  H2Downstream* self = static_cast<Reaper*>(e)->owner;
+  std::vector<std::unique_ptr<H2DownStream>> dead;
+  dead.swap(self->buried_);
+}
+
+// ---- H2Session::Handler
+
+void H2Downstream::on_head(int32_t stream, H2Session::Head& head, bool end_stream) {
+  worker_->timers().disarm(*this);  // not idle while a stream is open
+  auto s = std::make_unique<H2DownStream>(this, stream);
+  H2DownStream* raw = s.get();
+  streams_[stream] = std::move(s);
+  raw->on_head(head, end_stream);
+}
+
+void H2Downstream::on_data(int32_t stream, const uint8_t* data, size_t len) {
+  if (H2DownStream* s = find(stream)) {
+    s->on_data(data, len);
+  } else {
+    session_.consume(stream, len);
+  }
+}
+
+// Request trailers have nowhere to go: the exchange forwards a body and its
+// end (docs/http2.md).
+void H2Downstream::on_trailers(int32_t, Headers&) {}
+
+void H2Downstream::on_end(int32_t stream) {
+  if (H2DownStream* s = find(stream)) s->on_end();
+}
+
+void H2Downstream::on_reset(int32_t stream, uint32_t) {
+  if (H2DownStream* s = find(stream)) s->on_gone(lost_ ? lost_reason_ : "client_reset");
+  bury(stream);
+}
+
+void H2Downstream::on_closed(int32_t stream) {
+  // Both sides ended (an exchange that ended our side is just finishing),
+  // or we reset it (its exchange has ended already).
+  bury(stream);
+}
+
+void H2Downstream::on_goaway(int32_t, uint32_t error_code) {
+  if (error_code != H2Session::kNoError) {
+    spdlog::info("listener {}: HTTP/2 client {} sent GOAWAY code {}", listener_->name(), conn_->peer_ip(),
+                 error_code);
+  }
+}
+
+}  // namespace onelayer

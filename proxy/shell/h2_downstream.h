@@ -1,0 +1,106 @@
+// The HTTP/2 side of one client connection whose first bytes were the
+// HTTP/2 connection preface (h2c, prior knowledge). The connection
+// (DownConn) keeps the socket and hands every byte it reads to on_input();
+// this object owns the H2Session (server role) and one H2DownStream per
+// request stream, and writes what the session has to say through
+// Worker::write on the connection.
+//
+// Writing stops while the socket's queue is above a high-water mark (the
+// session then keeps unsent DATA per stream, which is what each exchange's
+// backpressure reads), and goes on from on_write_done().
+//
+// Timers (its own entry of the worker's timer list): header_timeout until
+// the client's first SETTINGS frame is in, then idle_timeout whenever no
+// stream is open (GOAWAY NO_ERROR, then the connection closes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "shell/h2_session.h"
+#include "shell/timer_list.h"
+
+namespace onelayer {
+
+class DownConn;
+class H2DownStream;
+class Worker;
+class WorkerListener;
+
+class H2Downstream final : private H2Session::Handler, private TimerList::Entry {
+ public:
+  H2Downstream(DownConn* conn, Worker* w, WorkerListener* listener);
+  ~H2Downstream() override;
+  H2Downstream(const H2Downstream&) = delete;
+  H2Downstream& operator=(const H2Downstream&) = delete;
+
+  // Bytes read from the connection, the preface first.
+  void on_input(const char* data, size_t len);
+  // The socket took queued bytes: write more, wake exchanges that wait.
+  void on_write_done();
+  // EOF, a read or write error, or a forced close: every open stream ends
+  // (its exchange is aborted with `reason`). The connection closes itself.
+  void on_connection_lost(const char* reason);
+  // Graceful drain: GOAWAY NO_ERROR; open streams finish, then the
+  // connection closes.
+  void drain();
+
+  // For the streams.
+  H2Session& session() { return session_; }
+  Worker* worker() const { return worker_; }
+  WorkerListener* listener() const { return listener_; }
+  DownConn* connection() const { return conn_; }
+  // Writes what the session has (now, or after the current input or once
+  // the socket drains).
+  void write_out();
+
+ private:
+  // H2Session::Handler.
+  void on_head(int32_t stream, H2Session::Head& head, bool end_stream) override;
+  void on_data(int32_t stream, const uint8_t* data, size_t len) override;
+  void on_trailers(int32_t stream, Headers& trailers) override;
+  void on_end(int32_t stream) override;
+  void on_reset(int32_t stream, uint32_t error_code) override;
+  void on_closed(int32_t stream) override;
+  void on_goaway(int32_t last_stream_id, uint32_t error_code) override;
+
+  H2DownStream* find(int32_t id);
+  // A stream the session closed: freed on the next loop turn (an exchange
+  // or this object may be inside one of its calls).
+  void bury(int32_t id);
+  static void on_reap(TimerList::Entry* e);
+  static void on_timer(TimerList::Entry* e);
+  void arm_idle_timer();
+  void note_settings(const char* data, size_t len);
+  void close_if_done();
+  void wake_waiting_streams();
+
+  // Frees buried streams (an entry of its own, apart from the idle timer).
+  struct Reaper : TimerList::Entry {
+    H2Downstream* owner = nullptr;
+  };
+
+  DownConn* conn_;
+  Worker* worker_;
+  WorkerListener* listener_;
+  H2Session session_;
+  std::unordered_map<int32_t, std::unique_ptr<H2DownStream>> streams_;
+  std::vector<std::unique_ptr<H2DownStream>> buried_;
+  Reaper reaper_;
+  std::string out_;      // flush() output, reused
+  uint64_t header_timeout_ms_ = 0, idle_timeout_ms_ = 0;
+  uint64_t bytes_seen_ = 0;          // input so far, until the first SETTINGS is complete
+  uint32_t first_frame_length_ = 0;  // that SETTINGS frame's payload length, once known
+  bool settings_seen_ = false;
+  bool in_recv_ = false;     // inside session_.recv(): writes wait until it returns
+  bool writing_ = false;     // inside write_out(): a nested call only asks for another round
+  bool write_wanted_ = false;
+  bool lost_ = false;        // the connection is gone or closing: nothing more is written
+  const char* lost_reason_ = "client_closed";  // what the exchanges of streams it cut are told
+};
+
+}  // namespace onelayer

@@ -1,0 +1,94 @@
+// Head translations of the HTTP/2 downstream (h2_request_head.h).
+#include "shell/h2_request_head.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace onelayer {
+
+namespace {
+
+void lower_in_place(std::string& s) {
+  for (char& c : s)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+}
+
+// 2^53-1 is the most either side accepts (kMaxContentLength); more digits
+// than 16 are refused before they could overflow.
+bool parse_length(std::string_view v, uint64_t& out) {
+  if (v.empty() || v.size() > 16) return false;
+  uint64_t n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return false;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  out = n;
+  return true;
+}
+
+}  // namespace
+
+const char* translate_h2_request(H2Session::Head& in, bool end_stream, MessageHead& out) {
+  out.clear();
+  out.method = std::move(in.method);
+  out.target = std::move(in.path);
+  out.http_major = 2;
+  out.http_minor = 0;
+  out.keep_alive = true;
+  if (out.method.empty()) return "HTTP/2 request without :method";
+  out.headers.reserve(in.fields.size() + 1);
+  if (!in.authority.empty()) out.headers.push_back(Header{"Host", std::move(in.authority)});
+  const bool authority_given = !out.headers.empty();
+  size_t cookie_at = SIZE_MAX;  // where the joined cookie field sits
+  bool length_seen = false;
+  for (Header& f : in.fields) {
+    if (iequals(f.name, "host") && authority_given) continue;
+    if (iequals(f.name, "cookie")) {
+      if (cookie_at != SIZE_MAX) {
+        std::string& joined = out.headers[cookie_at].value;
+        joined += "; ";
+        joined += f.value;
+        continue;
+      }
+      cookie_at = out.headers.size();
+    } else if (iequals(f.name, "content-length")) {
+      uint64_t n = 0;
+      if (!parse_length(f.value, n)) return "invalid content-length";
+      if (length_seen && n != out.content_length) return "content-length given twice with different values";
+      length_seen = true;
+      out.has_content_length = true;
+      out.content_length = n;
+    }
+    out.headers.push_back(Header{std::move(f.name), std::move(f.value)});
+  }
+  in.fields.clear();
+  if (end_stream) {
+    // No DATA follows whatever content-length says (nghttp2 checks they agree).
+    out.chunked = false;
+    if (!out.has_content_length) out.content_length = 0;
+  } else {
+    out.chunked = !out.has_content_length;
+  }
+  return nullptr;
+}
+
+bool translate_response_for_h2(const MessageHead& in, const DownstreamStream::ResponseMeta& meta,
+                               H2Session::Head& out) {
+  std::optional<std::string> codings = response_transfer_codings(in.headers);
+  if (!codings || (!codings->empty() && !meta.no_body)) return false;
+  out = H2Session::Head();
+  out.status = in.status;
+  rewrite_response_headers(in.headers, meta.via, out.fields);
+  // A length says how long the body is; a 204 has none, and a response
+  // without a body keeps it only for HEAD and 304 (what the body would be).
+  if (in.has_content_length && in.status != 204 && (!meta.no_body || meta.head_request || in.status == 304)) {
+    std::string n;
+    append_decimal(n, in.content_length);
+    out.fields.push_back(Header{"content-length", std::move(n)});
+  }
+  if (meta.extra) out.fields.insert(out.fields.end(), meta.extra->begin(), meta.extra->end());
+  for (Header& f : out.fields) lower_in_place(f.name);
+  return true;
+}
+
+}  // namespace onelayer

@@ -1,0 +1,387 @@
+// HTTP/2 upstream connections: connect with a timeout, the session's bytes
+// in and out, stream events routed to their H2UpStream, pooling per
+// endpoint address within the peer's stream limit, GOAWAY and idle close.
+#include "shell/h2_upstream.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "shell/endpoint_state.h"
+#include "shell/h2_upstream_stream.h"
+#include "shell/worker.h"
+
+namespace onelayer {
+
+namespace {
+
+// Socket bytes queued past this: the session's output waits (and its
+// streams' queued_bytes() say so) until the socket drains.
+constexpr size_t kMaxWriteQueue = 256 * 1024;
+
+H2Session::Limits client_limits() {
+  H2Session::Limits l;
+  l.max_header_list_bytes = 64 * 1024;  // the HTTP/1 side's response head limit
+  return l;
+}
+
+}  // namespace
+
+H2UpConn::H2UpConn(Worker* w, EndpointState* ep, int addr_index)
+    : Conn(w), ep_(ep), session_(H2Session::Role::client, this, client_limits()), addr_index_(addr_index) {
+  connect_req_.data = this;
+  ep_->h2.push_back(this);
+  auto& m = w->runtime().metrics;
+  m.upstream_connections_active.fetch_add(1, std::memory_order_relaxed);
+  m.upstream_connections_total.fetch_add(1, std::memory_order_relaxed);
+}
+
+H2UpConn::~H2UpConn() = default;
+
+bool H2UpConn::has_free_slot() const {
+  return !closing() && !no_new_streams_ && !session_.want_close() && streams_.size() < session_.stream_limit();
+}
+
+bool H2UpConn::serves_address(int addr) const {
+  return addr < 0 || addr_index_ == addr || addr_used_ == addr;
+}
+
+bool H2UpConn::attached(const H2UpStream* s) const {
+  return std::find(streams_.begin(), streams_.end(), s) != streams_.end();
+}
+
+H2UpStream* H2UpConn::find(int32_t id) const {
+  for (H2UpStream* s : streams_)
+    if (s->id() == id) return s;
+  return nullptr;
+}
+
+void H2UpConn::connect(Millis timeout) {
+  connect_timeout_ = timeout;
+  ep_->refresh_addresses();  // stale addresses are still used while the refresh runs
+  if (!ep_->literal && ep_->addrs.empty()) {
+    if (!ep_->resolving) {
+      pending_error_ = ep_->last_resolve_error ? ep_->last_resolve_error : UV_EAI_FAIL;
+      pending_dns_ = true;
+      arm_timer(0, [](TimerList::Entry* t) {
+        auto* c = Conn::of<H2UpConn>(t);
+        c->fail_connect(c->pending_error_, c->pending_dns_);
+      });
+      return;
+    }
+    waiting_dns_ = true;
+    arm_timer(static_cast<uint64_t>(timeout.count()),
+              [](TimerList::Entry* t) { Conn::of<H2UpConn>(t)->fail_connect(UV_ETIMEDOUT, true); });
+    return;
+  }
+  start_connect();
+}
+
+void H2UpConn::on_addresses_resolved(int status) {
+  if (!waiting_dns_ || closing()) return;
+  waiting_dns_ = false;
+  if (ep_->addrs.empty()) {
+    fail_connect(status ? status : UV_EAI_NONAME, true);
+    return;
+  }
+  start_connect();
+}
+
+void H2UpConn::start_connect() {
+  // The balancer's address when it picked one, else the endpoint's sticky
+  // one (it moves on after a failure), as for HTTP/1 connections.
+  size_t n = ep_->addrs.size();
+  size_t at = addr_index_ >= 0 && static_cast<size_t>(addr_index_) < n ? static_cast<size_t>(addr_index_)
+                                                                        : ep_->next_addr % n;
+  addr_used_ = static_cast<int>(at);
+  int rc = uv_tcp_connect(&connect_req_, &tcp_, reinterpret_cast<const sockaddr*>(&ep_->addrs[at]),
+                          [](uv_connect_t* req, int status) {
+                            auto* c = static_cast<H2UpConn*>(req->data);
+                            c->connecting_ = false;
+                            if (status == UV_ECANCELED || c->closing()) return;
+                            if (status < 0) {
+                              c->disarm_timer();
+                              c->ep_->next_addr++;
+                              c->fail_connect(status, false);
+                              return;
+                            }
+                            // Usable once the peer's SETTINGS arrive (its
+                            // stream limit), within what is left of the
+                            // connect timeout.
+                            uv_tcp_nodelay(&c->tcp_, 1);
+                            c->tcp_up_ = true;
+                            if (uv_read_start(c->stream(), Conn::no_read_buffer, Conn::on_readable<H2UpConn>) == 0)
+                              c->reading_ = true;
+                            c->flush();  // the preface and our SETTINGS
+                          });
+  connecting_ = rc == 0;
+  if (rc != 0) {
+    pending_error_ = UV_ECONNREFUSED;
+    pending_dns_ = false;
+    arm_timer(0, [](TimerList::Entry* t) {
+      auto* c = Conn::of<H2UpConn>(t);
+      c->fail_connect(c->pending_error_, c->pending_dns_);
+    });
+    return;
+  }
+  arm_timer(static_cast<uint64_t>(connect_timeout_.count()),
+            [](TimerList::Entry* t) { Conn::of<H2UpConn>(t)->fail_connect(UV_ETIMEDOUT, false); });
+}
+
+std::vector<H2UpStream*> H2UpConn::take_streams() {
+  std::vector<H2UpStream*> all;
+  all.swap(streams_);
+  queued_.clear();
+  touched_.clear();
+  return all;
+}
+
+void H2UpConn::fail_connect(int err, bool dns) {
+  if (closing()) return;
+  close_now();
+  for (H2UpStream* s : take_streams()) s->on_connect_failed(err, dns);
+}
+
+// The peer's SETTINGS came: streams beyond its limit move to another
+// connection (they have sent nothing yet), the rest may send now.
+void H2UpConn::become_ready() {
+  connected_ = true;
+  disarm_timer();
+  size_t limit = session_.stream_limit();
+  if (streams_.size() > limit) {
+    std::vector<H2UpStream*> excess(streams_.begin() + static_cast<std::ptrdiff_t>(limit), streams_.end());
+    streams_.resize(limit);
+    for (H2UpStream* s : excess) {
+      H2UpConn* other = for_new_stream(worker_, ep_, addr_index_, connect_timeout_);
+      s->move_to(other);
+      other->attach(s);
+    }
+  }
+  for (H2UpStream* s : std::vector<H2UpStream*>(streams_))
+    if (attached(s)) s->on_connected();
+  if (streams_.empty()) arm_idle();
+}
+
+H2UpConn* H2UpConn::for_new_stream(Worker* w, EndpointState* ep, int addr, Millis connect_timeout) {
+  // A connected connection with a free slot first, then a connecting one.
+  H2UpConn* pick = nullptr;
+  for (H2UpConn* c : ep->h2) {
+    if (!c->serves_address(addr) || !c->has_free_slot()) continue;
+    if (c->connected()) return c;
+    if (!pick) pick = c;
+  }
+  if (pick) return pick;
+  pick = new H2UpConn(w, ep, addr);
+  pick->connect(connect_timeout);
+  return pick;
+}
+
+void H2UpConn::lose(int err) {
+  if (closing()) return;
+  if (!connected_) {  // before its SETTINGS: the peer does not speak HTTP/2 (or went away)
+    spdlog::info("upstream {}: connection ended before HTTP/2 SETTINGS: {}", ep_->label, uv_strerror(err));
+    fail_connect(err, false);
+    return;
+  }
+  spdlog::debug("upstream {}: HTTP/2 connection lost with {} streams: {}", ep_->label, streams_.size(),
+                uv_strerror(err));
+  close_now();
+  for (H2UpStream* s : take_streams()) s->on_lost(err);
+}
+
+void H2UpConn::close_now() {
+  if (closing()) return;
+  auto it = std::find(ep_->h2.begin(), ep_->h2.end(), this);
+  if (it != ep_->h2.end()) ep_->h2.erase(it);
+  if (counted_) {
+    counted_ = false;
+    worker_->runtime().metrics.upstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
+  }
+  if (reading_) uv_read_stop(stream());
+  reading_ = false;
+  close_handles();
+}
+
+void H2UpConn::arm_idle() {
+  if (closing()) return;
+  if (no_new_streams_ || worker_->draining() || session_.want_close()) {
+    close_now();
+    return;
+  }
+  arm_timer(static_cast<uint64_t>(ep_->idle_timeout.count()),
+            [](TimerList::Entry* t) { Conn::of<H2UpConn>(t)->close_now(); });
+}
+
+void H2UpConn::attach(H2UpStream* s) {
+  streams_.push_back(s);
+  if (connected_) disarm_timer();  // no longer idle
+}
+
+void H2UpConn::detach(H2UpStream* s) {
+  auto it = std::find(streams_.begin(), streams_.end(), s);
+  if (it == streams_.end()) return;
+  streams_.erase(it);
+  auto q = std::find(queued_.begin(), queued_.end(), s);
+  if (q != queued_.end()) queued_.erase(q);
+  auto t = std::find(touched_.begin(), touched_.end(), s);
+  if (t != touched_.end()) *t = nullptr;
+  open_queued();
+  flush();
+  if (streams_.empty() && connected_) arm_idle();
+}
+
+int32_t H2UpConn::open_stream(H2UpStream* s, const H2Session::Head& head, bool end_stream) {
+  // Streams queued first go first.
+  if (queued_.empty() || queued_.front() == s) {
+    int32_t id = session_.submit_request(head, end_stream);
+    if (id > 0) {
+      if (!queued_.empty()) queued_.erase(queued_.begin());
+      return id;
+    }
+  }
+  if (std::find(queued_.begin(), queued_.end(), s) == queued_.end()) queued_.push_back(s);
+  if (no_new_streams_ || session_.want_close()) {
+    // Nothing will free a slot here: refused on the next turn (not from
+    // inside the caller's send).
+    arm_timer(0, [](TimerList::Entry* t) { Conn::of<H2UpConn>(t)->refuse_queued(); });
+  }
+  return 0;
+}
+
+void H2UpConn::open_queued() {
+  while (!queued_.empty() && session_.can_submit_request()) {
+    H2UpStream* s = queued_.front();
+    size_t before = queued_.size();
+    s->open_queued();
+    if (queued_.size() == before && !queued_.empty() && queued_.front() == s) break;  // still waiting
+  }
+}
+
+void H2UpConn::refuse_queued() {
+  std::vector<H2UpStream*> q;
+  q.swap(queued_);
+  for (H2UpStream* s : q)
+    if (attached(s)) s->on_refused();
+}
+
+void H2UpConn::flush() {
+  if (closing() || !tcp_up_) return;
+  if (in_read_) return;  // on_read flushes once the read is done
+  if (write_queue() > kMaxWriteQueue) return;  // on_write_done flushes again
+  out_.clear();
+  session_.flush(out_);
+  for (H2UpStream* s : streams_) s->mark_sent();
+  if (!out_.empty()) {
+    int rc = worker_->write(this, out_);
+    if (rc < 0) {
+      lose(rc);
+      return;
+    }
+  }
+  if (session_.want_close()) {
+    // A GOAWAY we sent (the peer misbehaved) or the session's end: close
+    // once it is written.
+    if (write_queue() == 0) {
+      lose(UV_ECONNRESET);
+    } else {
+      close_when_flushed_ = true;
+    }
+    return;
+  }
+  notify_drained();
+}
+
+void H2UpConn::notify_drained() {
+  for (H2UpStream* s : std::vector<H2UpStream*>(streams_))
+    if (attached(s)) s->on_drained();
+}
+
+void H2UpConn::on_write_done(int status) {
+  if (closing()) return;
+  if (status < 0) {
+    if (status != UV_ECANCELED) lose(status);
+    return;
+  }
+  if (close_when_flushed_) {
+    if (write_queue() == 0) lose(UV_ECONNRESET);
+    return;
+  }
+  flush();
+}
+
+void H2UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
+  if (nread == 0 || closing()) return;
+  if (nread < 0) {
+    lose(static_cast<int>(nread));
+    return;
+  }
+  in_read_ = true;
+  session_.recv(reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(nread),
+                uv_now(worker_->loop()));
+  in_read_ = false;
+  if (closing()) return;
+  if (!connected_ && session_.peer_settings_received()) become_ready();
+  flush();  // WINDOW_UPDATEs, SETTINGS ACK, a GOAWAY of ours
+  std::vector<H2UpStream*> touched;
+  touched.swap(touched_);
+  for (H2UpStream* s : touched)
+    if (s && attached(s)) s->on_read_done();
+  if (!closing() && no_new_streams_ && streams_.empty()) close_now();
+}
+
+void H2UpConn::on_head(int32_t stream, H2Session::Head& head, bool end_stream) {
+  if (H2UpStream* s = find(stream)) {
+    touched_.push_back(s);
+    s->on_head(head, end_stream);
+  }
+}
+
+void H2UpConn::on_data(int32_t stream, const uint8_t* data, size_t len) {
+  H2UpStream* s = find(stream);
+  if (!s) {
+    session_.consume(stream, len);  // nobody wants these: keep the window open
+    return;
+  }
+  touched_.push_back(s);
+  s->on_data(data, len);
+}
+
+void H2UpConn::on_trailers(int32_t stream, Headers& trailers) {
+  if (H2UpStream* s = find(stream)) s->on_trailers(trailers);
+}
+
+void H2UpConn::on_end(int32_t stream) {
+  if (H2UpStream* s = find(stream)) s->on_end();
+}
+
+void H2UpConn::on_reset(int32_t stream, uint32_t error_code) {
+  // A peer that refuses streams gets no new ones here: they go to another
+  // connection, and this one closes once its streams are done.
+  if (error_code == H2Session::kRefusedStream) no_new_streams_ = true;
+  if (H2UpStream* s = find(stream)) s->on_reset(error_code);
+  open_queued();
+}
+
+void H2UpConn::on_closed(int32_t stream) {
+  if (H2UpStream* s = find(stream)) s->on_closed();
+  open_queued();
+}
+
+void H2UpConn::on_goaway(int32_t last_stream_id, uint32_t error_code) {
+  spdlog::debug("upstream {}: GOAWAY last-stream-id {} code {}", ep_->label, last_stream_id, error_code);
+  no_new_streams_ = true;
+  // Streams above last_stream_id hear REFUSED_STREAM from the session;
+  // the ones still waiting for a slot were never sent.
+  refuse_queued();
+}
+
+UpstreamStream* open_h2_upstream_stream(Worker* w, EndpointState* ep, const Upstream&, int addr,
+                                        const std::shared_ptr<TlsClientContext>&, UpstreamStream::Receiver* r,
+                                        bool head_request, Millis connect_timeout) {
+  H2UpConn* c = H2UpConn::for_new_stream(w, ep, addr, connect_timeout);
+  auto* s = new H2UpStream(c, r, head_request);
+  c->attach(s);
+  return s;
+}
+
+}  // namespace onelayer

@@ -1,0 +1,131 @@
+// One HTTP/2 connection to one address of an upstream endpoint, cleartext
+// with prior knowledge (h2c): it carries many attempts at once, one stream
+// each (H2UpStream), within the peer's SETTINGS_MAX_CONCURRENT_STREAMS. The
+// worker keeps an endpoint's h2 connections in EndpointState::h2; an
+// attempt takes a connection with a free stream slot or opens another.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/clock.h"
+#include "shell/conn.h"
+#include "shell/h2_session.h"
+#include "shell/upstream_stream.h"
+
+namespace onelayer {
+
+class H2UpStream;
+struct EndpointState;
+
+class H2UpConn final : public Conn, private H2Session::Handler {
+ public:
+  // `addr_index`: the endpoint address to connect to (the balancer's pick),
+  // -1 for the endpoint's sticky one.
+  H2UpConn(Worker* w, EndpointState* ep, int addr_index);
+  ~H2UpConn() override;
+
+  // Starts connecting (after a DNS lookup when the endpoint needs one).
+  // Failures are reported to the streams on a later loop turn, never from
+  // inside this call.
+  void connect(Millis timeout);
+  // The endpoint's lookup ended (EndpointState's resolver): a connection
+  // waiting for it connects now, or fails.
+  void on_addresses_resolved(int status);
+
+  // The connection a new stream to `ep`'s address `addr` rides: a
+  // connected one with a free slot, else a connecting one, else a new one.
+  static H2UpConn* for_new_stream(Worker* w, EndpointState* ep, int addr, Millis connect_timeout);
+
+  // One more stream fits: not closing, no GOAWAY or refused stream, fewer
+  // streams than the peer allows at once.
+  bool has_free_slot() const;
+  // Made for `addr` (-1: any address of the endpoint will do).
+  bool serves_address(int addr) const;
+  // Streams may be opened: TCP is up and the peer's SETTINGS came.
+  bool connected() const { return connected_; }
+  Millis connect_timeout() const { return connect_timeout_; }
+  size_t stream_count() const { return streams_.size(); }
+
+  // H2UpStream's side. attach: the stream rides this connection from now.
+  void attach(H2UpStream* s);
+  // The stream is done with this connection (released or cancelled); the
+  // connection stays pooled while the peer takes streams, and closes after
+  // the endpoint's idle_timeout without any.
+  void detach(H2UpStream* s);
+  // Opens s's HTTP/2 stream with `head`. Returns its id; 0 when no stream
+  // slot is free now: `s` is queued and open_queued() comes once one frees
+  // (or on_refused() when the connection cannot open it any more).
+  int32_t open_stream(H2UpStream* s, const H2Session::Head& head, bool end_stream);
+  H2Session& session() { return session_; }
+  // The session's output goes to the socket (after the read when called
+  // from inside one, so one read's answers leave together).
+  void flush();
+
+  void on_read(ssize_t nread, const uv_buf_t* buf);
+  void on_write_done(int status) override;
+  // Conn::on_readable's TLS path; h2c connections never have a channel.
+  void on_tls_handshake(bool) {}
+  void on_tls_error() { lose(UV_EPROTO); }
+  // The worker stops: closes now (streams still on it hear on_up_error).
+  void close_for_shutdown() { lose(UV_ECANCELED); }
+
+ private:
+  void start_connect();
+  void become_ready();
+  // The connection failed before it was usable: every stream hears it.
+  void fail_connect(int err, bool dns);
+  // The connection is gone (EOF, read or write error): streams whose
+  // request went out hear on_up_error(err), the others are refused.
+  void lose(int err);
+  void close_now();
+  void arm_idle();
+  void open_queued();
+  void refuse_queued();
+  void notify_drained();
+  H2UpStream* find(int32_t id) const;
+  bool attached(const H2UpStream* s) const;
+  std::vector<H2UpStream*> take_streams();
+
+  // H2Session::Handler.
+  void on_head(int32_t stream, H2Session::Head& head, bool end_stream) override;
+  void on_data(int32_t stream, const uint8_t* data, size_t len) override;
+  void on_trailers(int32_t stream, Headers& trailers) override;
+  void on_end(int32_t stream) override;
+  void on_reset(int32_t stream, uint32_t error_code) override;
+  void on_closed(int32_t stream) override;
+  void on_goaway(int32_t last_stream_id, uint32_t error_code) override;
+
+  EndpointState* ep_;
+  H2Session session_;
+  std::vector<H2UpStream*> streams_;  // attached, in the order they came
+  std::vector<H2UpStream*> queued_;   // waiting for a stream slot
+  std::vector<H2UpStream*> touched_;  // had events in the current read
+  std::string out_;                   // the session's output, reused
+  uv_connect_t connect_req_;
+  Millis connect_timeout_{1000};
+  int addr_index_ = -1;  // the balancer's pick, -1: the sticky address
+  int addr_used_ = -1;   // the address it connected to
+  int pending_error_ = 0;  // a connect failure reported on the next turn
+  bool pending_dns_ = false;
+  bool waiting_dns_ = false;
+  bool tcp_up_ = false;     // TCP connected: the session's bytes may go
+  bool connected_ = false;  // and the peer's SETTINGS came: streams may open
+  bool reading_ = false;
+  bool in_read_ = false;
+  bool no_new_streams_ = false;  // the peer sent GOAWAY or refused a stream
+  bool close_when_flushed_ = false;
+  bool counted_ = true;           // in the upstream connection gauge
+};
+
+// A stream for one attempt on an h2c connection to `ep`'s address `addr`
+// (-1: any): one with a free stream slot, else a new connection (streams on
+// a connecting one get on_connected or on_connect_failed later). `tls` is
+// unused (h2c is cleartext). `head_request`: the response has no body.
+UpstreamStream* open_h2_upstream_stream(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
+                                        const std::shared_ptr<TlsClientContext>& tls,
+                                        UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout);
+
+}  // namespace onelayer

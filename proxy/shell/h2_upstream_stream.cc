@@ -1,0 +1,355 @@
+// One attempt on an HTTP/2 upstream connection: request translation, the
+// response's events to the exchange, per-stream flow control and the end
+// of the stream (release, cancel, reset by the peer, connection loss).
+#include "shell/h2_upstream_stream.h"
+
+#include <uv.h>
+
+#include <utility>
+
+#include "shell/h2_upstream.h"
+#include "shell/http_codec.h"
+
+namespace onelayer {
+
+namespace {
+
+// The client asked for trailers (TE: trailers): HTTP/2 keeps that one TE
+// value (RFC 9113 8.2.2); gRPC needs it.
+bool wants_trailers(const Headers& fields) {
+  bool yes = false;
+  for (const Header& h : fields) {
+    if (!iequals(h.name, "te")) continue;
+    for_each_list_element(h.value, [&](std::string_view e) {
+      if (iequals(trim_ows(e.substr(0, e.find(';'))), "trailers")) yes = true;
+    });
+  }
+  return yes;
+}
+
+// A response content-length: digits only (the session has refused a
+// message whose DATA does not add up to it).
+bool parse_length(std::string_view v, uint64_t& out) {
+  if (v.empty() || v.size() > 19) return false;
+  uint64_t n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return false;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  out = n;
+  return true;
+}
+
+}  // namespace
+
+H2Session::Head h2_request_head(const OutgoingRequest& req) {
+  const MessageHead& m = *req.head;
+  H2Session::Head h;
+  h.method = m.method;
+  h.scheme = "http";
+  h.path = std::string(req.target);
+  Headers fields;
+  if (req.rewrite) {
+    rewrite_request_headers(m.headers, *req.rewrite, fields);
+  } else {
+    for (const Header& f : m.headers)
+      if (!is_hop_by_hop(f.name, m.headers) && !iequals(f.name, "content-length")) fields.push_back(f);
+  }
+  h.fields.reserve(fields.size() + 2);
+  for (Header& f : fields) {
+    if (iequals(f.name, "host")) {
+      if (h.authority.empty()) h.authority = std::move(f.value);
+      continue;
+    }
+    // The session lower-cases names and drops connection-specific fields.
+    h.fields.push_back(std::move(f));
+  }
+  if (h.authority.empty()) h.authority = std::string(req.default_host);
+  if (m.has_content_length) {
+    std::string n;
+    append_decimal(n, m.content_length);
+    h.fields.push_back(Header{"content-length", std::move(n)});
+  }
+  if (wants_trailers(m.headers)) h.fields.push_back(Header{"te", "trailers"});
+  return h;
+}
+
+H2UpStream::H2UpStream(H2UpConn* conn, Receiver* r, bool head_request)
+    : conn_(conn), r_(r), connect_timeout_(conn->connect_timeout()), head_request_(head_request) {}
+
+template <class F>
+bool H2UpStream::call(F&& f) {
+  ++busy_;
+  f();
+  --busy_;
+  if (released_ && busy_ == 0) {
+    delete this;
+    return false;
+  }
+  return !released_;
+}
+
+bool H2UpStream::ready() const { return conn_ && !conn_->closing() && conn_->connected(); }
+
+bool H2UpStream::closing() const { return !conn_ || conn_->closing(); }
+
+int H2UpStream::send_request(const OutgoingRequest& req) {
+  if (!conn_ || conn_->closing()) return UV_ECONNRESET;
+  H2Session::Head head = h2_request_head(req);
+  std::string_view body = req.has_body ? req.body : std::string_view();
+  bool end = !req.has_body || req.end;
+  bool end_with_head = end && body.empty();
+  int32_t id = conn_->open_stream(this, head, end_with_head);
+  local_ended_ = end;
+  if (id == 0) {  // no slot yet: the request waits in the stream
+    queued_head_ = std::move(head);
+    queued_body_.assign(body);
+    queued_end_ = end;
+    last_queued_ = queued_bytes();
+    return 0;
+  }
+  id_ = id;
+  H2Session& s = conn_->session();
+  if (!end_with_head) {
+    if (!body.empty()) s.send_data(id_, body);
+    if (end) s.end_stream(id_);
+  }
+  conn_->flush();
+  if (conn_) last_queued_ = queued_bytes();
+  return 0;
+}
+
+void H2UpStream::open_queued() {
+  if (!conn_ || !queued_head_) return;
+  bool end_with_head = queued_end_ && queued_body_.empty();
+  int32_t id = conn_->open_stream(this, *queued_head_, end_with_head);
+  if (id == 0) return;
+  id_ = id;
+  queued_head_.reset();
+  H2Session& s = conn_->session();
+  if (!end_with_head) {
+    if (!queued_body_.empty()) s.send_data(id_, queued_body_);
+    if (queued_end_) s.end_stream(id_);
+  }
+  queued_body_.clear();
+}
+
+void H2UpStream::send_request_body(std::string_view bytes) {
+  if (!conn_ || finished_ || local_ended_ || bytes.empty()) return;
+  if (queued_head_) {
+    queued_body_.append(bytes);
+  } else if (id_ != 0) {
+    conn_->session().send_data(id_, bytes);
+    conn_->flush();
+  }
+  if (conn_) last_queued_ = queued_bytes();
+}
+
+void H2UpStream::send_request_end() {
+  if (!conn_ || finished_ || local_ended_) return;
+  local_ended_ = true;
+  if (queued_head_) {
+    queued_end_ = true;
+  } else if (id_ != 0) {
+    conn_->session().end_stream(id_);
+    conn_->flush();
+  }
+}
+
+size_t H2UpStream::queued_bytes() const {
+  if (!conn_) return 0;
+  size_t mine = queued_head_ ? queued_body_.size() : conn_->session().queued_bytes(id_);
+  return mine + conn_->write_queue();
+}
+
+void H2UpStream::on_drained() {
+  size_t q = queued_bytes();
+  bool less = q < last_queued_;
+  last_queued_ = q;
+  if (less) call([&] { r_->on_up_drained(); });
+}
+
+void H2UpStream::pause_response() { paused_ = true; }
+
+void H2UpStream::resume_response() {
+  if (!paused_) return;
+  paused_ = false;
+  ++busy_;  // deliver_held's callbacks may release the stream
+  deliver_held();
+  --busy_;
+  if (released_) {
+    if (busy_ == 0) delete this;
+    return;
+  }
+  if (conn_) conn_->flush();  // the WINDOW_UPDATE for what was handed on
+}
+
+void H2UpStream::deliver_held() {
+  if (!held_.empty()) {
+    std::string bytes;
+    bytes.swap(held_);
+    int rc = r_->on_up_body(bytes.data(), bytes.size());
+    if (released_) return;
+    if (conn_ && id_ != 0) conn_->session().consume(id_, bytes.size());
+    if (rc < 0) {
+      stopped_ = true;
+      if (stream_open() && conn_) conn_->session().reset_stream(id_, H2Session::kCancel);
+      r_->on_up_bad_response();
+      return;
+    }
+  }
+  if (paused_) return;
+  if (held_trailers_) {
+    Headers t = std::move(*held_trailers_);
+    held_trailers_.reset();
+    r_->on_up_trailers(t);
+    if (released_ || paused_) return;
+  }
+  if (held_end_) {
+    held_end_ = false;
+    r_->on_up_end(true);
+  }
+}
+
+void H2UpStream::finish_with_conn() {
+  if (!conn_) return;
+  H2UpConn* c = conn_;
+  conn_ = nullptr;
+  // Our side still open, or the response not read to its end: the peer
+  // learns the stream is abandoned (RST_STREAM CANCEL).
+  if (stream_open() && !(local_ended_ && peer_ended_)) c->session().reset_stream(id_, H2Session::kCancel);
+  c->detach(this);
+}
+
+void H2UpStream::gone() {
+  released_ = true;
+  if (busy_ == 0) delete this;
+}
+
+void H2UpStream::release(bool) {
+  // An HTTP/2 connection outlives its streams whatever happened to this one.
+  finish_with_conn();
+  gone();
+}
+
+void H2UpStream::cancel(bool) {
+  finish_with_conn();
+  gone();
+}
+
+void H2UpStream::on_connected() { call([&] { r_->on_connected(); }); }
+
+void H2UpStream::on_connect_failed(int err, bool dns) {
+  conn_ = nullptr;
+  call([&] { r_->on_connect_failed(err, dns); });
+}
+
+void H2UpStream::on_head(H2Session::Head& h, bool end_stream) {
+  if (stopped_) return;
+  head_seen_ = true;
+  MessageHead head;
+  head.status = h.status;
+  head.http_major = 2;
+  head.http_minor = 0;
+  head.headers = std::move(h.fields);
+  head.keep_alive = true;
+  if (const Header* cl = find_header(head.headers, "content-length")) {
+    head.has_content_length = parse_length(cl->value, head.content_length);
+  }
+  bool no_body = end_stream || head_request_ || head.status == 204 || head.status == 304;
+  head.chunked = !no_body && !head.has_content_length;
+  int rc = 0;
+  if (!call([&] { rc = r_->on_up_head(head); })) return;
+  if (rc < 0) {
+    stopped_ = true;
+    if (stream_open() && conn_) conn_->session().reset_stream(id_, H2Session::kCancel);
+    call([&] { r_->on_up_bad_response(); });
+    return;
+  }
+  if (rc == 1 || no_body) discard_body_ = true;
+}
+
+void H2UpStream::on_data(const uint8_t* data, size_t len) {
+  if (stopped_ || discard_body_) {
+    if (conn_) conn_->session().consume(id_, len);
+    return;
+  }
+  if (paused_ || !held_.empty()) {
+    // Held, not consumed: the stream's window closes by as much.
+    held_.append(reinterpret_cast<const char*>(data), len);
+    return;
+  }
+  int rc = 0;
+  if (!call([&] { rc = r_->on_up_body(reinterpret_cast<const char*>(data), len); })) return;
+  if (conn_) conn_->session().consume(id_, len);
+  if (rc < 0) {
+    stopped_ = true;
+    if (stream_open() && conn_) conn_->session().reset_stream(id_, H2Session::kCancel);
+    call([&] { r_->on_up_bad_response(); });
+  }
+}
+
+void H2UpStream::on_trailers(Headers& trailers) {
+  if (stopped_) return;
+  if (paused_ || !held_.empty()) {
+    held_trailers_ = std::move(trailers);
+    return;
+  }
+  call([&] { r_->on_up_trailers(trailers); });
+}
+
+void H2UpStream::on_end() {
+  peer_ended_ = true;
+  if (stopped_) return;
+  if (paused_ || !held_.empty() || held_trailers_) {
+    held_end_ = true;
+    return;
+  }
+  call([&] { r_->on_up_end(true); });
+}
+
+void H2UpStream::on_reset(uint32_t error_code) {
+  finished_ = true;
+  if (stopped_) return;
+  held_.clear();
+  held_trailers_.reset();
+  held_end_ = false;
+  // REFUSED_STREAM (sent by the peer, or the session's verdict for a
+  // stream above a GOAWAY's last-stream-id): the request was not
+  // processed, so it may go again elsewhere whatever its method.
+  if (error_code == H2Session::kRefusedStream && !head_seen_) {
+    call([&] { r_->on_up_refused(); });
+    return;
+  }
+  call([&] { r_->on_up_error(UV_ECONNRESET); });
+}
+
+void H2UpStream::on_closed() { finished_ = true; }
+
+void H2UpStream::on_lost(int err) {
+  conn_ = nullptr;
+  // A response read to its end (perhaps held while paused) stays good.
+  if (finished_ || stopped_ || peer_ended_) return;
+  bool was_sent = sent_;
+  finished_ = true;
+  held_.clear();
+  held_trailers_.reset();
+  held_end_ = false;
+  if (!was_sent) {  // its HEADERS never left: the upstream has not seen it
+    call([&] { r_->on_up_refused(); });
+    return;
+  }
+  call([&] { r_->on_up_error(err); });
+}
+
+void H2UpStream::on_refused() {
+  if (finished_ || stopped_ || sent_) return;
+  finished_ = true;
+  call([&] { r_->on_up_refused(); });
+}
+
+void H2UpStream::on_read_done() {
+  if (!stopped_ && head_seen_) call([&] { r_->on_up_read_done(); });
+}
+
+}  // namespace onelayer

@@ -1,0 +1,108 @@
+// One attempt's stream on a multiplexed HTTP/2 upstream connection
+// (H2UpConn): the request translated to HTTP/2 (pseudo-header fields,
+// connection-specific fields dropped), the response translated back to the
+// exchange's MessageHead, and flow control per stream: response bytes are
+// consumed (the peer's window reopens) only as the exchange takes them, so
+// a paused stream stops at its window while the connection's other streams
+// go on.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/http_headers.h"
+#include "shell/h2_session.h"
+#include "shell/upstream_stream.h"
+
+namespace onelayer {
+
+class H2UpConn;
+
+// The HTTP/2 request head for an attempt: :method, :scheme http, :path,
+// :authority from Host (the default host when there is none), the fields
+// core rewrite_request_headers keeps minus connection-specific ones,
+// content-length when the request has one, te: trailers when asked for.
+H2Session::Head h2_request_head(const OutgoingRequest& req);
+
+class H2UpStream final : public UpstreamStream {
+ public:
+  H2UpStream(H2UpConn* conn, Receiver* r, bool head_request);
+
+  // UpstreamStream.
+  bool ready() const override;
+  bool closing() const override;
+  Millis connect_timeout() const override { return connect_timeout_; }
+  int send_request(const OutgoingRequest& req) override;
+  void send_request_body(std::string_view bytes) override;
+  void send_request_end() override;
+  size_t queued_bytes() const override;
+  void pause_response() override;
+  void resume_response() override;
+  void release(bool reusable) override;
+  void cancel(bool reset = false) override;
+
+  // From the connection.
+  int32_t id() const { return id_; }
+  bool sent() const { return sent_; }
+  void mark_sent() { sent_ = sent_ || id_ != 0; }
+  // Before it was connected: another connection carries it (this one's
+  // peer allows fewer streams).
+  void move_to(H2UpConn* conn) { conn_ = conn; }
+  void on_connected();
+  void on_connect_failed(int err, bool dns);
+  void on_head(H2Session::Head& head, bool end_stream);
+  void on_data(const uint8_t* data, size_t len);
+  void on_trailers(Headers& trailers);
+  void on_end();
+  void on_reset(uint32_t error_code);
+  void on_closed();
+  // The connection went away (err: the libuv error). The stream stays
+  // until the exchange releases it.
+  void on_lost(int err);
+  // Never opened on the wire (a GOAWAY came first): safe to try elsewhere.
+  void on_refused();
+  void on_read_done();
+  // A stream slot freed on the connection: the queued request opens now.
+  void open_queued();
+  // Request bytes left the session's queue: the exchange may send more.
+  void on_drained();
+
+ private:
+  // Runs a Receiver callback; false when the stream was released or
+  // cancelled inside it (it is freed then).
+  template <class F>
+  bool call(F&& f);
+  void finish_with_conn();  // detaches from the connection, resets a live stream
+  void gone();
+  void deliver_held();
+  bool stream_open() const { return id_ != 0 && !finished_; }
+
+  H2UpConn* conn_;
+  Receiver* r_;
+  Millis connect_timeout_;
+  int32_t id_ = 0;
+  // A request waiting for a stream slot (H2UpConn::open_stream said 0).
+  std::optional<H2Session::Head> queued_head_;
+  std::string queued_body_;
+  bool queued_end_ = false;
+  // Response bytes that arrived while paused: not consumed (the peer's
+  // window for this stream stays closed by as much), handed on at resume.
+  std::string held_;
+  std::optional<Headers> held_trailers_;
+  bool held_end_ = false;
+  size_t last_queued_ = 0;  // request bytes queued when last looked
+  int busy_ = 0;            // Receiver callbacks running
+  bool head_request_;
+  bool released_ = false;
+  bool sent_ = false;        // its HEADERS went to the socket
+  bool local_ended_ = false;
+  bool peer_ended_ = false;
+  bool finished_ = false;    // the HTTP/2 stream is closed
+  bool head_seen_ = false;
+  bool discard_body_ = false;
+  bool paused_ = false;
+  bool stopped_ = false;     // the exchange refused more (on_up_body -1, bad head)
+};
+
+}  // namespace onelayer

@@ -1,0 +1,247 @@
+"""A scripted HTTP/2 cleartext (prior knowledge) origin on 127.0.0.1:0 built
+on Debian's python3-h2: one thread per connection, every request recorded
+(connection, stream id, fields, body), and a handler that decides what each
+complete request gets (a response with a body and trailers, REFUSED_STREAM,
+a reset part way through the body, a GOAWAY, a delay). Response bodies go
+out as the client's flow-control windows allow."""
+
+import select
+import socket
+import sys
+import threading
+import time
+
+try:
+    import h2.config
+    import h2.connection
+    import h2.events
+    import h2.settings
+except ImportError:  # python3-h2 is Debian's; ctest's interpreter may be another 3.11
+    sys.path.append("/usr/lib/python3/dist-packages")
+    import h2.config  # noqa: E402  (missing: deploy/install-deps.sh test installs it)
+    import h2.connection  # noqa: E402
+    import h2.events  # noqa: E402
+    import h2.settings  # noqa: E402
+
+REFUSED_STREAM = 0x7
+CANCEL = 0x8
+INTERNAL_ERROR = 0x2
+
+
+class Request:
+    """One request as the origin received it. ``fields``: (name, value)
+    pairs in order, pseudo-header fields included."""
+
+    def __init__(self, conn, conn_id, stream_id, fields):
+        self._conn = conn
+        self.conn_id = conn_id
+        self.stream_id = stream_id
+        self.fields = fields
+        self.body = b""
+        self.processed = False  # the handler answered it (not refused)
+
+    def field(self, name, default=None):
+        for n, v in self.fields:
+            if n == name:
+                return v
+        return default
+
+    @property
+    def method(self):
+        return self.field(":method")
+
+    @property
+    def path(self):
+        return self.field(":path")
+
+    # What the handler may do with it (on the connection's thread).
+    def respond(self, status=200, headers=(), body=b"", trailers=None):
+        self.processed = True
+        self._conn.respond(self.stream_id, status, headers, body, trailers)
+
+    def respond_then_reset(self, status, headers, partial, code=INTERNAL_ERROR):
+        """A head and ``partial`` body bytes, then RST_STREAM ``code``."""
+        self.processed = True
+        self._conn.respond(self.stream_id, status, headers, partial, None, reset=code)
+
+    def refuse(self):
+        """RST_STREAM REFUSED_STREAM: not processed (RFC 9113 8.7)."""
+        self._conn.reset(self.stream_id, REFUSED_STREAM)
+
+    def later(self, seconds, fn):
+        self._conn.later(seconds, fn)
+
+    def goaway(self, last_stream_id, close=True):
+        """GOAWAY NO_ERROR naming ``last_stream_id``, then (``close``) the
+        socket is closed once the output is written."""
+        self._conn.goaway(last_stream_id, close)
+
+
+class _Connection:
+    def __init__(self, origin, sock, conn_id):
+        self.origin = origin
+        self.sock = sock
+        self.conn_id = conn_id
+        cfg = h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
+        self.h2 = h2.connection.H2Connection(config=cfg)
+        self.h2.local_settings = h2.settings.Settings(client=False, initial_values={
+            h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: origin.max_concurrent_streams,
+            h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 65535,
+        })
+        self.requests = {}
+        self.pending = {}  # stream id -> [bytes left, trailers, reset code]
+        self.timers = []   # (when, fn)
+        self.closing = False
+
+    def respond(self, sid, status, headers, body, trailers, reset=None):
+        fields = [(":status", str(status))] + list(headers)
+        no_body = not body and trailers is None and reset is None
+        self.h2.send_headers(sid, fields, end_stream=no_body)
+        if not no_body:
+            self.pending[sid] = [memoryview(bytes(body)), trailers, reset]
+        self.pump()
+
+    def reset(self, sid, code):
+        self.h2.reset_stream(sid, error_code=code)
+
+    def later(self, seconds, fn):
+        self.timers.append((time.monotonic() + seconds, fn))
+
+    def goaway(self, last_stream_id, close):
+        self.h2.close_connection(error_code=0, last_stream_id=last_stream_id)
+        self.closing = close
+
+    def pump(self):
+        for sid in list(self.pending):
+            left, trailers, reset = self.pending[sid]
+            try:
+                while left:
+                    window = min(self.h2.local_flow_control_window(sid), self.h2.max_outbound_frame_size)
+                    if window <= 0:
+                        break
+                    self.h2.send_data(sid, bytes(left[:window]))
+                    left = left[window:]
+            except Exception:  # the stream went away (the client reset it)
+                del self.pending[sid]
+                continue
+            self.pending[sid][0] = left
+            with self.origin.lock:
+                self.origin.unsent[(self.conn_id, sid)] = len(left)
+            if left:
+                continue
+            del self.pending[sid]
+            if reset is not None:
+                self.h2.reset_stream(sid, error_code=reset)
+            elif trailers is not None:
+                self.h2.send_headers(sid, list(trailers), end_stream=True)
+            else:
+                self.h2.end_stream(sid)
+
+    def flush(self):
+        out = self.h2.data_to_send()
+        if out:
+            self.sock.sendall(out)
+
+    def run(self):
+        self.h2.initiate_connection()
+        self.flush()
+        while not self.origin.stopping:
+            now = time.monotonic()
+            due = [t for t in self.timers if t[0] <= now]
+            self.timers = [t for t in self.timers if t[0] > now]
+            for _, fn in due:
+                fn()
+            self.pump()
+            self.flush()
+            if self.closing:
+                return
+            wait = min([t[0] for t in self.timers] + [now + 0.05]) - now
+            r, _, _ = select.select([self.sock], [], [], max(0.0, wait))
+            if not r:
+                continue
+            data = self.sock.recv(65536)
+            if not data:
+                return
+            for ev in self.h2.receive_data(data):
+                self.on_event(ev)
+            self.flush()
+
+    def on_event(self, ev):
+        if isinstance(ev, h2.events.RequestReceived):
+            req = Request(self, self.conn_id, ev.stream_id, list(ev.headers))
+            self.requests[ev.stream_id] = req
+            with self.origin.lock:
+                self.origin.requests.append(req)
+            if ev.stream_ended:
+                self.origin.handler(req)
+        elif isinstance(ev, h2.events.DataReceived):
+            req = self.requests.get(ev.stream_id)
+            if req:
+                req.body += ev.data
+            self.h2.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            if ev.stream_ended and req:
+                self.origin.handler(req)
+        elif isinstance(ev, h2.events.StreamReset):
+            self.pending.pop(ev.stream_id, None)
+            with self.origin.lock:
+                self.origin.resets.append((self.conn_id, ev.stream_id, ev.error_code))
+        elif isinstance(ev, h2.events.ConnectionTerminated):
+            self.closing = True
+
+
+class H2Origin:
+    """``handler(request)`` runs on the connection's thread once a request is
+    complete; the default answers 200 with the request body echoed."""
+
+    def __init__(self, handler=None, max_concurrent_streams=100):
+        self.handler = handler or (lambda r: r.respond(200, [("content-type", "text/plain")], r.body))
+        self.max_concurrent_streams = max_concurrent_streams
+        self.lock = threading.Lock()
+        self.requests = []
+        self.resets = []   # (connection, stream id, error code) the client sent
+        self.unsent = {}   # (connection, stream id) -> response bytes its window holds back
+        self.accepted = 0  # connections
+        self.stopping = False
+        self.errors = []
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(256)
+        self.port = self.sock.getsockname()[1]
+        self.thread = threading.Thread(target=self._accept_loop, daemon=True)
+        self.thread.start()
+
+    def _accept_loop(self):
+        while not self.stopping:
+            try:
+                s, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.accepted += 1
+                conn_id = self.accepted
+            threading.Thread(target=self._serve, args=(s, conn_id), daemon=True).start()
+
+    def _serve(self, s, conn_id):
+        try:
+            _Connection(self, s, conn_id).run()
+        except Exception as e:  # noqa: BLE001  (recorded, asserted by the tests)
+            if not self.stopping:
+                with self.lock:
+                    self.errors.append("connection %d: %r" % (conn_id, e))
+        finally:
+            s.close()
+
+    def snapshot(self):
+        with self.lock:
+            return list(self.requests)
+
+    def processed(self):
+        return [r for r in self.snapshot() if r.processed]
+
+    def stop(self):
+        self.stopping = True
+        try:
+            self.sock.close()
+        except OSError:
+            pass

@@ -1,0 +1,540 @@
+"""HTTP/2 with prior knowledge (h2c) on listeners, through the real onelayer
+to an HTTP/1 origin: nghttp and h2load (nghttp2-client) for the plain
+cases, a python3-h2 client (and raw frames) for cancellation, drain, flow
+control and the flood defences."""
+
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+import harness as h
+import ops_helpers as ops
+from harness import IntegrationTest
+
+try:
+    import h2.config
+    import h2.connection
+    import h2.events
+    import h2.settings
+except ImportError:  # python3-h2 is Debian's; ctest's interpreter may be another 3.11
+    sys.path.append("/usr/lib/python3/dist-packages")
+    import h2.config  # noqa: E402  (missing: deploy/install-deps.sh test installs it)
+    import h2.connection  # noqa: E402
+    import h2.events  # noqa: E402
+    import h2.settings  # noqa: E402
+import hpack  # noqa: E402  (comes with python3-h2)
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+FRAME_DATA, FRAME_HEADERS, FRAME_RST_STREAM, FRAME_SETTINGS = 0x0, 0x1, 0x3, 0x4
+FRAME_GOAWAY, FRAME_CONTINUATION = 0x7, 0x9
+NO_ERROR, ENHANCE_YOUR_CALM = 0x0, 0xB
+FAST_RETRY = {"max_attempts": 2, "backoff": {"base": "1ms", "cap": "5ms", "jitter": "none"}}
+
+
+def frame(ftype, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", stream) + payload
+
+
+def read_frames(sock, timeout=5.0):
+    """Every frame the server sends until it closes the connection (or
+    `timeout` passes): a list of (type, flags, stream, payload)."""
+    sock.settimeout(0.2)
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            continue
+        except OSError:
+            break
+        if not chunk:
+            break
+        buf += chunk
+    frames = []
+    while len(buf) >= 9:
+        length = int.from_bytes(buf[0:3], "big")
+        if len(buf) < 9 + length:
+            break
+        frames.append((buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + length]))
+        buf = buf[9 + length:]
+    return frames
+
+
+def goaway_codes(frames):
+    return [int.from_bytes(p[4:8], "big") for t, _, _, p in frames if t == FRAME_GOAWAY]
+
+
+class H2Client:
+    """A scripted HTTP/2 client over one socket (python3-h2). Body bytes are
+    acknowledged as they arrive (WINDOW_UPDATE) unless their stream is in
+    `held`: those get only the connection-level update."""
+
+    def __init__(self, port, timeout=10.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.conn = h2.connection.H2Connection(
+            config=h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        self.conn.initiate_connection()
+        self.flush()
+        self.streams = {}  # id -> {"headers", "data", "trailers", "ended", "reset"}
+        self.held = set()
+        self.goaway = None  # (error code, last stream id)
+        self.closed = False
+
+    def flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    def request(self, method, path, headers=(), body=None, authority="test.local"):
+        sid = self.conn.get_next_available_stream_id()
+        hdrs = [(":method", method), (":scheme", "http"), (":authority", authority), (":path", path)]
+        hdrs += list(headers)
+        self.conn.send_headers(sid, hdrs, end_stream=body is None)
+        if body is not None:
+            self.conn.send_data(sid, body, end_stream=True)
+        self.streams[sid] = {"headers": None, "data": bytearray(), "trailers": None, "ended": False,
+                             "reset": None}
+        self.flush()
+        return sid
+
+    def status(self, sid):
+        hdrs = self.streams[sid]["headers"]
+        return int(dict(hdrs)[":status"]) if hdrs else None
+
+    def header(self, sid, name):
+        return dict(self.streams[sid]["headers"] or []).get(name)
+
+    def release(self, sid):
+        """Acknowledge what a held stream received: its window reopens."""
+        self.held.discard(sid)
+        unacked = self.streams[sid].pop("unacked", 0)
+        if unacked:
+            self.conn.increment_flow_control_window(unacked, stream_id=sid)
+            self.flush()
+
+    def pump(self, until, timeout=10.0):
+        """Reads and handles events until `until()` is true; returns it."""
+        deadline = time.monotonic() + timeout
+        self.sock.settimeout(0.1)
+        while not until() and time.monotonic() < deadline and not self.closed:
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                self.closed = True
+                break
+            if not data:
+                self.closed = True
+                break
+            for ev in self.conn.receive_data(data):
+                self.handle(ev)
+            self.flush()
+        return until()
+
+    def handle(self, ev):
+        s = self.streams.get(getattr(ev, "stream_id", None))
+        if isinstance(ev, h2.events.ResponseReceived):
+            s["headers"] = ev.headers
+        elif isinstance(ev, h2.events.DataReceived):
+            s["data"] += ev.data
+            if ev.stream_id in self.held:
+                self.conn.increment_flow_control_window(ev.flow_controlled_length)
+                s["unacked"] = s.get("unacked", 0) + ev.flow_controlled_length
+            else:
+                self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+        elif isinstance(ev, h2.events.TrailersReceived):
+            s["trailers"] = ev.headers
+        elif isinstance(ev, h2.events.StreamEnded):
+            s["ended"] = True
+        elif isinstance(ev, h2.events.StreamReset):
+            if s is not None:
+                s["reset"] = ev.error_code
+        elif isinstance(ev, h2.events.ConnectionTerminated):
+            self.goaway = (ev.error_code, ev.last_stream_id)
+
+    def done(self, *sids):
+        return lambda: all(self.streams[s]["ended"] or self.streams[s]["reset"] is not None for s in sids)
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class WaitForClose(h.Action):
+    """Sends a response head and part of a chunked body, then waits until the
+    proxy closes the connection (set `closed`)."""
+
+    def __init__(self):
+        self.started = threading.Event()
+        self.closed = threading.Event()
+
+    def run(self, ctx):
+        ctx.send(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+        self.started.set()
+        deadline = time.monotonic() + 10
+        ctx.sock.settimeout(0.05)
+        while time.monotonic() < deadline:
+            try:
+                if not ctx.sock.recv(65536):
+                    break
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+        self.closed.set()
+        return False
+
+
+def run_tool(args, timeout=30):
+    return subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=timeout)
+
+
+class H2DownstreamTest(IntegrationTest):
+    def proxy(self, origin, protocols=None, limits=None, **overrides):
+        listener = {"protocols": protocols} if protocols else None
+        return self.proxy_for(origin, listener=listener, limits=limits, **overrides)
+
+    def client(self, proxy):
+        c = H2Client(proxy.port())
+        self.addCleanup(c.close)
+        return c
+
+    # -- requests and responses -------------------------------------------
+
+    def test_get_and_post_round_trip_with_nghttp(self):
+        origin = self.start_origin(script=[h.respond(200, headers=[("X-From", "origin")], body=b"hello h2")],
+                                   default=h.echo())
+        proxy = self.proxy(origin)
+        base = "http://127.0.0.1:%d" % proxy.port()
+        r = run_tool(["nghttp", "-v", base + "/items?id=7"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("hello h2", r.stdout)
+        self.assertIn(":status: 200", r.stdout)
+        self.assertIn("x-from: origin", r.stdout)
+        body = bytes(range(256)) * 300  # 76,800 bytes: more than one window
+        path = self.tmp_file(body)
+        r = run_tool(["nghttp", "-d", path, base + "/upload"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        get, post = origin.wait_for(2)
+        self.assertEqual((get.method, get.target, get.version), ("GET", "/items?id=7", "HTTP/1.1"))
+        self.assertEqual(get.header("host"), "127.0.0.1:%d" % proxy.port())
+        self.assertEqual((post.method, post.target), ("POST", "/upload"))
+        self.assertEqual(post.body, body)
+        self.assertEqual(post.header("content-length"), str(len(body)))
+        records = ops.access_records(proxy, 2, lambda rec: rec.get("path") in ("/items?id=7", "/upload"))
+        self.assertEqual({(rec["protocol"], rec["status"]) for rec in records}, {("h2", "200")})
+        self.assertTrue(all(int(rec["stream"]) > 0 for rec in records), records)
+
+    def tmp_file(self, data):
+        import tempfile
+        f = tempfile.NamedTemporaryFile(delete=False)
+        self.addCleanup(lambda: __import__("os").unlink(f.name))
+        f.write(data)
+        f.close()
+        return f.name
+
+    def test_head_translation_authority_cookies_and_a_body_of_unknown_length(self):
+        origin = self.start_origin(default=h.echo())
+        proxy = self.proxy(origin)
+        c = self.client(proxy)
+        sid = c.request("GET", "/c", headers=[("cookie", "a=1"), ("accept", "*/*"), ("cookie", "b=2")],
+                        authority="api.test")
+        # A POST whose body has no content-length: chunked to the HTTP/1 origin.
+        sid2 = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid2, [(":method", "POST"), (":scheme", "http"), (":authority", "api.test"),
+                                   (":path", "/stream")])
+        c.streams[sid2] = {"headers": None, "data": bytearray(), "trailers": None, "ended": False, "reset": None}
+        c.conn.send_data(sid2, b"part one,")
+        c.flush()
+        time.sleep(0.1)
+        c.conn.send_data(sid2, b"part two", end_stream=True)
+        c.flush()
+        self.assertTrue(c.pump(c.done(sid, sid2)))
+        self.assertEqual((c.status(sid), c.status(sid2)), (200, 200))
+        self.assertEqual(bytes(c.streams[sid2]["data"]), b"part one,part two")
+        by_target = {a.target: a for a in origin.wait_for(2)}
+        get, post = by_target["/c"], by_target["/stream"]
+        self.assertEqual(get.headers[0], ("Host", "api.test"))
+        self.assertEqual(get.header_all("cookie"), ["a=1; b=2"])
+        self.assertEqual(post.header("transfer-encoding"), "chunked")
+        self.assertIsNone(post.header("content-length"))
+        self.assertEqual(post.body, b"part one,part two")
+
+    def test_100_concurrent_streams_on_one_connection_are_all_answered(self):
+        origin = self.start_origin(default=h.delay(0.3, h.respond(200, body=b"x" * 100)))
+        proxy = self.proxy(origin, upstream={"pool": {"max_idle": 128}})
+        start = time.monotonic()
+        r = run_tool(["h2load", "-n", "100", "-c", "1", "-m", "100", "http://127.0.0.1:%d/c" % proxy.port()])
+        took = time.monotonic() - start
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("requests: 100 total, 100 started, 100 done, 100 succeeded", r.stdout)
+        self.assertIn("status codes: 100 2xx", r.stdout)
+        self.assertEqual(len(origin.wait_for(100)), 100)
+        # One after another they would take 30 s; side by side about 0.3 s.
+        self.assertLess(took, 5.0, r.stdout)
+        text = ops.metrics(self, proxy)
+        self.assertEqual(ops.value(text, "onelayer_requests_total", route="default", code="200",
+                                   protocol="h2"), 100)
+
+    def test_http1_and_h2c_on_the_same_port(self):
+        origin = self.start_origin()
+        proxy = self.proxy(origin)
+        with h.Conn(proxy.port()) as c1:
+            self.assertEqual(c1.request("GET", "/one").status, 200)
+        c = self.client(proxy)
+        sid = c.request("GET", "/two")
+        self.assertTrue(c.pump(c.done(sid)))
+        self.assertEqual(c.status(sid), 200)
+        self.assertEqual(bytes(c.streams[sid]["data"]), b"ok")
+        text = ops.metrics(self, proxy)
+        self.assertEqual(ops.value(text, "onelayer_requests_total", route="default", code="200",
+                                   protocol="http1"), 1)
+        self.assertEqual(ops.value(text, "onelayer_requests_total", route="default", code="200",
+                                   protocol="h2"), 1)
+        self.assertEqual(ops.value(text, "onelayer_downstream_connections_active", protocol="h2"), 1)
+        c.close()
+        self.assertIsNotNone(ops.wait_until(lambda: ops.value(
+            ops.metrics(self, proxy), "onelayer_downstream_connections_active", protocol="h2") == 0, 3))
+
+    def test_a_listener_without_h2c_refuses_the_preface_and_one_without_http1_refuses_http1(self):
+        origin = self.start_origin()
+        proxy = self.proxy(origin, protocols=["http1"])
+        data, closed = h.raw_exchange(proxy.port(), PREFACE + frame(FRAME_SETTINGS, 0, 0))
+        (resp,) = h.parse_responses(data)
+        self.assertTrue(closed)
+        self.assertProxyError(resp, 400, "bad_request")
+        self.assertIn(b"listeners[].protocols", resp.body)
+        r = run_tool(["nghttp", "http://127.0.0.1:%d/" % proxy.port()])
+        self.assertIn("Some requests were not processed", r.stderr)
+        with h.Conn(proxy.port()) as c1:
+            self.assertEqual(c1.request("GET", "/fine").status, 200)
+
+        only_h2 = self.proxy(origin, protocols=["h2c"])
+        with h.Conn(only_h2.port()) as c1:
+            self.assertProxyError(c1.request("GET", "/refused"), 505, "protocol_not_allowed")
+        c = self.client(only_h2)
+        sid = c.request("GET", "/h2")
+        self.assertTrue(c.pump(c.done(sid)))
+        self.assertEqual(c.status(sid), 200)
+        self.assertEqual([a.target for a in origin.snapshot()], ["/fine", "/h2"])
+
+    def test_onelayer_answers_refusals_as_http2_responses(self):
+        origin = self.start_origin()
+        proxy = self.proxy(origin, routes=[{"name": "api", "upstream": "origin", "match": {"path_prefix": "/api"}}])
+        c = self.client(proxy)
+        sid = c.request("GET", "/nowhere")
+        self.assertTrue(c.pump(c.done(sid)))
+        self.assertEqual(c.status(sid), 404)
+        self.assertEqual(c.header(sid, "x-onelayer-error"), "no_route")
+        self.assertEqual(c.header(sid, "content-type"), "text/plain")
+        self.assertEqual(bytes(c.streams[sid]["data"]), b"no_route\n")
+        # The connection goes on serving.
+        sid = c.request("GET", "/api/x")
+        self.assertTrue(c.pump(c.done(sid)))
+        self.assertEqual(c.status(sid), 200)
+        self.assertNoArrivals_except(origin, ["/api/x"])
+
+    def assertNoArrivals_except(self, origin, targets):
+        self.assertEqual([a.target for a in origin.wait_for(len(targets))], targets)
+
+    def test_a_get_answered_503_then_200_is_retried_over_h2(self):
+        origin = self.start_origin(script=[h.respond(503), h.respond(200, body=b"second")])
+        proxy = self.proxy(origin, retry=FAST_RETRY)
+        r = run_tool(["nghttp", "http://127.0.0.1:%d/retry" % proxy.port()])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("second", r.stdout)
+        first, second = origin.wait_for(2)
+        self.assertEqual((first.header("x-retry-attempt"), second.header("x-retry-attempt")), ("1", "2"))
+        (rec,) = ops.access_records(proxy, 1, lambda rec: rec.get("path") == "/retry")
+        self.assertEqual((rec["attempts"], rec["retry_reasons"], rec["protocol"]), ("2", "503", "h2"))
+
+    # -- cancellation and drain -------------------------------------------
+
+    def test_a_client_reset_mid_response_cancels_the_upstream_request(self):
+        action = WaitForClose()
+        origin = self.start_origin(script=[action])
+        proxy = self.proxy(origin)
+        c = self.client(proxy)
+        sid = c.request("GET", "/slow")
+        self.assertTrue(c.pump(lambda: len(c.streams[sid]["data"]) >= 5))
+        self.assertEqual(bytes(c.streams[sid]["data"]), b"first")
+        self.assertFalse(action.closed.is_set())
+        c.conn.reset_stream(sid, error_code=8)  # CANCEL
+        c.flush()
+        self.assertTrue(action.closed.wait(3), "the origin's request was not cancelled")
+        (rec,) = ops.access_records(proxy, 1, lambda rec: rec.get("path") == "/slow")
+        self.assertEqual((rec["status"], rec["error"], rec["protocol"]), ("499", "client_reset", "h2"))
+        # The connection itself goes on.
+        sid = c.request("GET", "/after")
+        self.assertTrue(c.pump(c.done(sid)))
+        self.assertEqual(c.status(sid), 200)
+
+    def test_drain_lets_open_streams_finish_after_goaway(self):
+        origin = self.start_origin(default=h.delay(0.8, h.respond(200, body=b"finished")))
+        proxy = self.proxy(origin)
+        base = "http://127.0.0.1:%d" % proxy.port()
+        client = subprocess.Popen(["nghttp", "-v"] + [base + "/d%d" % i for i in range(3)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+        self.addCleanup(lambda: client.poll() is None and client.kill())
+        self.assertEqual(len(origin.wait_for(3)), 3)
+        proxy.signal(signal.SIGTERM)
+        out, err = client.communicate(timeout=10)
+        self.assertEqual(client.returncode, 0, out + err)
+        # GOAWAY NO_ERROR while the three streams were open, then their answers.
+        goaway = out.index("recv GOAWAY frame")
+        self.assertIn("error_code=NO_ERROR", out[goaway:goaway + 200])
+        self.assertEqual(out.count(":status: 200"), 3, out)
+        self.assertEqual(out.count("finished"), 3, out)
+        self.assertGreater(out.rindex(":status: 200"), goaway, "the answers came before the GOAWAY")
+        self.assertEqual(proxy.stop(), 0)
+
+    def test_an_idle_connection_gets_goaway_and_is_closed(self):
+        origin = self.start_origin()
+        proxy = self.proxy(origin, limits={"idle_timeout": "300ms"})
+        c = self.client(proxy)
+        sid = c.request("GET", "/once")
+        self.assertTrue(c.pump(c.done(sid)))
+        start = time.monotonic()
+        self.assertTrue(c.pump(lambda: c.closed, timeout=5))
+        self.assertGreater(time.monotonic() - start, 0.2)
+        self.assertEqual(c.goaway[0], NO_ERROR)
+
+    # -- flow control -------------------------------------------------------
+
+    def test_a_stalled_stream_does_not_hold_up_a_flowing_one(self):
+        big = h.pattern_block(64 * 1024) * 16  # 1 MiB
+        origin = self.start_origin(default=h.respond(200, body=big))
+        proxy = self.proxy(origin)
+        c = self.client(proxy)
+        stalled = c.request("GET", "/stalled")
+        c.held.add(stalled)  # its window stays shut (64 KiB at most arrive)
+        flowing = c.request("GET", "/flowing")
+        self.assertTrue(c.pump(c.done(flowing), timeout=10))
+        self.assertEqual(bytes(c.streams[flowing]["data"]), big)
+        self.assertLessEqual(len(c.streams[stalled]["data"]), 65535)
+        self.assertFalse(c.streams[stalled]["ended"])
+        c.release(stalled)
+        self.assertTrue(c.pump(c.done(stalled), timeout=10))
+        self.assertEqual(bytes(c.streams[stalled]["data"]), big)
+
+    def test_a_slow_upstream_stalls_only_the_request_body_it_reads(self):
+        # The origin reads 16 KiB every 50 ms: a 1 MiB body streams (past
+        # buffer_limit) at its pace while another stream is answered at once.
+        origin = self.start_origin(recv_throttle=(16 * 1024, 0.05))
+        proxy = self.proxy(origin, route={"retry": {"buffer_limit": "16KiB"}})
+        c = self.client(proxy)
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":authority", "t"), (":path", "/up")])
+        c.streams[sid] = {"headers": None, "data": bytearray(), "trailers": None, "ended": False, "reset": None}
+        sent = 0
+        body = b"b" * (1024 * 1024)
+        # Send what the windows allow, as the server opens them.
+        quick = None
+        deadline = time.monotonic() + 30
+        while sent < len(body) and time.monotonic() < deadline:
+            room = min(c.conn.local_flow_control_window(sid), c.conn.max_outbound_frame_size, len(body) - sent)
+            if room > 0:
+                c.conn.send_data(sid, body[sent:sent + room], end_stream=sent + room == len(body))
+                sent += room
+                c.flush()
+            if quick is None and sent > 256 * 1024:
+                quick = c.request("GET", "/quick")
+                start = time.monotonic()
+                self.assertTrue(c.pump(c.done(quick), timeout=5))
+                self.assertLess(time.monotonic() - start, 2.0)
+            c.pump(lambda: False, timeout=0.05)
+        self.assertEqual(sent, len(body))
+        self.assertTrue(c.pump(c.done(sid), timeout=30))
+        self.assertEqual(c.status(sid), 200)
+        by_target = {a.target: a for a in origin.wait_for(2)}
+        self.assertEqual(by_target["/up"].body_len, len(body))
+
+    # -- defences -----------------------------------------------------------
+
+    def test_rapid_reset_flood_gets_goaway_enhance_your_calm_while_another_client_is_served(self):
+        origin = self.start_origin(default=h.delay(0.2, h.respond(200)))
+        proxy = self.proxy(origin)
+        other = self.client(proxy)
+        attacker = self.client(proxy)
+        for _ in range(400):
+            sid = attacker.conn.get_next_available_stream_id()
+            attacker.conn.send_headers(sid, [(":method", "GET"), (":scheme", "http"), (":authority", "t"),
+                                             (":path", "/flood")], end_stream=True)
+            attacker.conn.reset_stream(sid, error_code=8)
+            try:
+                attacker.flush()
+            except OSError:
+                break
+        codes = goaway_codes(read_frames(attacker.sock))
+        self.assertIn(ENHANCE_YOUR_CALM, codes)
+        sid = other.request("GET", "/served")
+        self.assertTrue(other.pump(other.done(sid)))
+        self.assertEqual(other.status(sid), 200)
+
+    def test_continuation_flood_gets_goaway_enhance_your_calm(self):
+        origin = self.start_origin()
+        proxy = self.proxy(origin)
+        sock = socket.create_connection(("127.0.0.1", proxy.port()), timeout=5)
+        self.addCleanup(sock.close)
+        block = hpack.Encoder().encode([(":method", "GET"), (":scheme", "http"), (":authority", "t"),
+                                        (":path", "/c")])
+        out = PREFACE + frame(FRAME_SETTINGS, 0, 0) + frame(FRAME_HEADERS, 0x1, 1, block)  # no END_HEADERS
+        out += b"".join(frame(FRAME_CONTINUATION, 0, 1, hpack.Encoder().encode([("x-a", "b")])) for _ in range(50))
+        try:
+            sock.sendall(out)
+        except OSError:
+            pass
+        self.assertIn(ENHANCE_YOUR_CALM, goaway_codes(read_frames(sock)))
+        self.assertNoArrivals(origin)
+
+    def test_an_oversized_header_list_is_answered_431(self):
+        origin = self.start_origin()
+        proxy = self.proxy(origin, limits={"max_header_bytes": "4KiB"})
+        c = self.client(proxy)
+        sid = c.request("GET", "/big", headers=[("x-big", "a" * 6000)])
+        self.assertTrue(c.pump(c.done(sid)))
+        self.assertEqual(c.status(sid), 431)
+        sid = c.request("GET", "/small", headers=[("x-small", "a" * 100)])
+        self.assertTrue(c.pump(c.done(sid)))
+        self.assertEqual(c.status(sid), 200)
+        self.assertEqual([a.target for a in origin.snapshot()], ["/small"])
+
+    def test_settings_flood_from_a_client_that_does_not_read_gets_goaway_enhance_your_calm(self):
+        origin = self.start_origin()
+        proxy = self.proxy(origin)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # our side takes little
+        sock.connect(("127.0.0.1", proxy.port()))
+        self.addCleanup(sock.close)
+        sock.settimeout(5)
+        sock.sendall(PREFACE + frame(FRAME_SETTINGS, 0, 0))
+        one = frame(FRAME_SETTINGS, 0, 0, struct.pack(">HI", 0x4, 65535))
+        try:
+            for _ in range(200):  # 200 x 1000 SETTINGS frames, ACKs never read
+                sock.sendall(one * 1000)
+        except OSError:
+            pass  # the server closed the connection once its GOAWAY was queued
+        self.assertIn(ENHANCE_YOUR_CALM, goaway_codes(read_frames(sock, timeout=10)))
+
+    def test_a_settings_frame_with_too_many_entries_gets_goaway_enhance_your_calm(self):
+        origin = self.start_origin()
+        proxy = self.proxy(origin)
+        sock = socket.create_connection(("127.0.0.1", proxy.port()), timeout=5)
+        self.addCleanup(sock.close)
+        entries = b"".join(struct.pack(">HI", 0x4, 65535) for _ in range(40))
+        sock.sendall(PREFACE + frame(FRAME_SETTINGS, 0, 0, entries))
+        self.assertIn(ENHANCE_YOUR_CALM, goaway_codes(read_frames(sock)))
+
+
+if __name__ == "__main__":
+    unittest.main()

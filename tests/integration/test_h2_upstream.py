@@ -1,0 +1,298 @@
+"""HTTP/2 to upstreams (``protocol: h2c``, cleartext with prior knowledge)
+through the real onelayer: HTTP/1.1 clients in front, NGINX (nginx-light,
+``listen ... http2``) and scripted python3-h2 origins behind. Bodies both
+ways, trailers, many requests multiplexed on one connection, REFUSED_STREAM
+and GOAWAY retried without duplicating a processed request, a stalled
+stream beside a flowing one, and a reset mid-body."""
+
+import socket
+import threading
+import time
+import unittest
+
+import harness as h
+from harness import IntegrationTest
+import h2_origin
+from h2_origin import H2Origin
+import ops_helpers as ops
+import tls_helpers as tls
+
+
+def answer_when(gate, request):
+    """200 "ok" once ``gate`` is set (checked on the origin's loop)."""
+    if gate.is_set():
+        request.respond(200, [], b"ok")
+    else:
+        request.later(0.02, lambda: answer_when(gate, request))
+
+
+def get(port, target, host="svc.test"):
+    with h.Conn(port) as c:
+        return c.request("GET", target, host=host)
+
+
+class H2UpstreamTest(IntegrationTest):
+
+    def proxy_to(self, port, *, retry=None, upstream=None, **kw):
+        up = {"protocol": "h2c"}
+        up.update(upstream or {})
+        return self.start_proxy(h.simple_config(port, upstream=up, retry=retry, workers=1, **kw))
+
+    def h2origin(self, handler=None, **kw):
+        o = H2Origin(handler, **kw)
+        self.addCleanup(o.stop)
+        self.addCleanup(lambda: self.assertEqual(o.errors, [], "the h2 origin failed"))
+        return o
+
+    def nginx(self, **kw):
+        n = tls.Nginx(None, **kw)  # cleartext HTTP/2, prior knowledge
+        self.addCleanup(n.stop)
+        return n
+
+    # -- requests and responses ------------------------------------------
+    def test_a_get_reaches_nginx_over_http2_and_the_answer_comes_back(self):
+        n = self.nginx(locations='location /hello { return 200 "ok $request_uri\\n"; }')
+        proxy = self.proxy_to(n.port)
+        with h.Conn(proxy.port()) as c:
+            r = c.request("GET", "/hello?x=1", headers=[("Host", "svc.test")])
+            self.assertEqual((r.status, r.body), (200, b"ok /hello?x=1\n"))
+            self.assertEqual(r.header("content-length"), "14")
+        lines = n.access_lines()
+        self.assertEqual(len(lines), 1, lines)
+        self.assertEqual((tls.field(lines[0], "http"), lines[0].split()[:2]), ("HTTP/2.0", ["GET", "/hello?x=1"]))
+
+    def test_a_post_body_goes_up_and_the_echo_comes_back_whole(self):
+        o = self.h2origin()
+        proxy = self.proxy_to(o.port)
+        body = bytes(range(256)) * 1024  # 256 KiB: several windows' worth each way
+        with h.Conn(proxy.port()) as c:
+            r = c.request("POST", "/echo", headers=[("Host", "svc.test"), ("X-Trace", "t1")], body=body)
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.body, body)
+            # A chunked request body: no content-length upstream, the end is END_STREAM.
+            r = c.request("POST", "/echo", headers=[("Host", "svc.test")], body=b"abc" * 5000, chunked=True)
+            self.assertEqual((r.status, r.body), (200, b"abc" * 5000))
+        reqs = o.snapshot()
+        self.assertEqual(len(reqs), 2)
+        first, second = reqs
+        self.assertEqual((first.method, first.path, first.field(":authority"), first.field(":scheme")),
+                         ("POST", "/echo", "svc.test", "http"))
+        self.assertEqual(first.field("content-length"), str(len(body)))
+        self.assertEqual(first.field("x-trace"), "t1")
+        self.assertIsNone(first.field("host"))
+        self.assertIsNone(second.field("content-length"))
+        self.assertIsNone(second.field("transfer-encoding"))
+        self.assertEqual(second.body, b"abc" * 5000)
+        # Both requests rode one connection, as two streams.
+        self.assertEqual((o.accepted, first.conn_id, second.conn_id), (1, 1, 1))
+        self.assertEqual((first.stream_id, second.stream_id), (1, 3))
+
+    def test_response_trailers_reach_a_chunked_http11_client_and_are_dropped_for_a_length(self):
+        def handler(r):
+            if r.path == "/sized":
+                r.respond(200, [("content-length", "4")], b"data", trailers=[("x-checksum", "abc")])
+            else:
+                r.respond(200, [], b"data", trailers=[("x-checksum", "abc")])
+        o = self.h2origin(handler)
+        proxy = self.proxy_to(o.port)
+        with h.Conn(proxy.port()) as c:
+            r = c.request("GET", "/chunked", headers=[("Host", "svc.test"), ("TE", "trailers")])
+            self.assertEqual((r.status, r.body), (200, b"data"))
+            self.assertEqual(r.header("transfer-encoding"), "chunked")
+            self.assertEqual([(k.lower(), v) for k, v in r.trailers], [("x-checksum", "abc")])
+            r = c.request("GET", "/sized", headers=[("Host", "svc.test")])
+            self.assertEqual((r.status, r.body, r.header("content-length")), (200, b"data", "4"))
+            self.assertIsNone(r.header("x-checksum"))
+        self.assertEqual(o.snapshot()[0].field("te"), "trailers")
+
+    # -- multiplexing ----------------------------------------------------
+    def test_a_hundred_concurrent_requests_share_one_connection_to_nginx(self):
+        n = self.nginx()
+        proxy = self.proxy_to(n.port)
+        results = h.concurrent_gets(proxy.port(), 100, concurrency=100, target="/item")
+        self.assertEqual([status for _, status, _ in results], [200] * 100)
+        lines = n.access_lines()
+        self.assertEqual(len(lines), 100)
+        conns = {tls.field(l, "conn") for l in lines}
+        self.assertEqual(len(conns), 1, "nginx saw %d connections for 100 requests" % len(conns))
+
+    def test_a_hundred_concurrent_slow_requests_are_in_flight_together_on_one_connection(self):
+        seen = threading.Event()
+        in_flight = []
+        lock = threading.Lock()
+
+        def handler(r):
+            with lock:
+                in_flight.append(r)
+                if len(in_flight) == 100:
+                    seen.set()
+            # Answered only once all 100 are open at once: proves they are
+            # streams of one connection, not requests one after another.
+            answer_when(seen, r)
+        o = self.h2origin(handler, max_concurrent_streams=100)
+        proxy = self.proxy_to(o.port)
+        results = h.concurrent_gets(proxy.port(), 100, concurrency=100, target="/slow")
+        self.assertEqual([status for _, status, _ in results], [200] * 100)
+        self.assertTrue(seen.is_set(), "the origin never had 100 streams open at once")
+        self.assertEqual(len(o.snapshot()), 100)
+        self.assertEqual(o.accepted, 1)
+        self.assertEqual(len({r.stream_id for r in o.snapshot()}), 100)
+
+    def test_the_peers_stream_limit_opens_more_connections(self):
+        gate = threading.Event()
+
+        o = self.h2origin(lambda r: answer_when(gate, r), max_concurrent_streams=2)
+        proxy = self.proxy_to(o.port)
+        done = []
+        threads = [threading.Thread(target=lambda: done.append(get(proxy.port(), "/x"))) for _ in range(6)]
+        for t in threads:
+            t.start()
+        self.assertTrue(h.wait_until(lambda: len(o.snapshot()) == 6, 5), "got %d" % len(o.snapshot()))
+        gate.set()
+        for t in threads:
+            t.join(10)
+        self.assertEqual([r.status for r in done], [200] * 6)
+        # Streams open only once the peer's SETTINGS are known: 2 per
+        # connection, never more (python3-h2 would fail the connection).
+        per_conn = {}
+        for r in o.snapshot():
+            per_conn[r.conn_id] = per_conn.get(r.conn_id, 0) + 1
+        self.assertEqual(sorted(per_conn.values()), [2, 2, 2], per_conn)
+        self.assertEqual(o.accepted, 3)
+
+    # -- refused and GOAWAY: retried, never duplicated -----------------------
+    def test_a_refused_stream_is_retried_on_another_connection_even_for_a_post(self):
+        def handler(r):
+            if r.conn_id == 1:
+                r.refuse()
+            else:
+                r.respond(200, [], b"took " + r.body)
+        o = self.h2origin(handler)
+        proxy = self.proxy_to(o.port, retry={"max_attempts": 3})
+        with h.Conn(proxy.port()) as c:
+            r = c.request("POST", "/orders", headers=[("Host", "svc.test")], body=b"one order")
+        self.assertEqual((r.status, r.body), (200, b"took one order"))
+        reqs = o.snapshot()
+        self.assertEqual([(q.conn_id, q.processed) for q in reqs], [(1, False), (2, True)])
+        self.assertEqual(o.accepted, 2)
+        self.assertEqual(reqs[1].field("x-retry-attempt"), "2")
+
+    def test_goaway_below_an_inflight_stream_retries_it_and_never_repeats_the_processed_one(self):
+        lock = threading.Lock()
+        first_conn = []
+
+        def handler(r):
+            if r.conn_id != 1:
+                r.respond(200, [], b"second conn " + r.body)
+                return
+            with lock:
+                first_conn.append(r)
+                if len(first_conn) < 2:
+                    return  # waits for the other request
+            a, b = sorted(first_conn, key=lambda q: q.stream_id)
+            a.respond(200, [], b"first conn " + a.body)
+            a.goaway(a.stream_id)  # b is above last-stream-id: not processed
+        o = self.h2origin(handler)
+        proxy = self.proxy_to(o.port, retry={"max_attempts": 3})
+        out = {}
+
+        def post(name):
+            with h.Conn(proxy.port()) as c:
+                out[name] = c.request("POST", "/" + name, host="svc.test", body=name.encode())
+        ta = threading.Thread(target=post, args=("a",))
+        ta.start()
+        self.assertTrue(h.wait_until(lambda: len(o.snapshot()) == 1, 5))
+        tb = threading.Thread(target=post, args=("b",))
+        tb.start()
+        ta.join(10)
+        tb.join(10)
+        bodies = sorted(resp.body for resp in out.values())
+        self.assertEqual([resp.status for resp in out.values()], [200, 200])
+        self.assertEqual(bodies, [b"first conn a", b"second conn b"])
+        processed = [(q.path, q.conn_id) for q in o.processed()]
+        self.assertEqual(sorted(processed), [("/a", 1), ("/b", 2)], "a request was processed twice or lost")
+
+    # -- flow control and cuts ------------------------------------------------
+    def test_a_stalled_stream_does_not_hold_up_another_on_the_same_connection(self):
+        big = b"z" * (8 * 1024 * 1024)
+
+        def handler(r):
+            r.respond(200, [("content-length", str(len(big)))] if r.path == "/big" else [],
+                      big if r.path == "/big" else b"small")
+        o = self.h2origin(handler)
+        proxy = self.proxy_to(o.port)
+        # A client that never reads, with a small receive buffer (set before
+        # connecting, so the TCP window stays small): the big response stops
+        # at its stream's flow-control window upstream.
+        slow = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.connect(("127.0.0.1", proxy.port()))
+        self.addCleanup(slow.close)
+        slow.sendall(h.build_request("GET", "/big", host="svc.test"))
+
+        def held_back():
+            with o.lock:
+                left = o.unsent.get((1, 1))
+            return left is not None and left > 0
+        self.assertTrue(h.wait_until(held_back, 5), "the big response was never held back")
+        time.sleep(0.3)
+        with o.lock:
+            stalled_at = o.unsent[(1, 1)]
+        self.assertGreater(stalled_at, len(big) // 2, "the stalled stream kept flowing")
+        t0 = time.monotonic()
+        with h.Conn(proxy.port()) as c:
+            r = c.request("GET", "/small", host="svc.test")
+        self.assertEqual((r.status, r.body), (200, b"small"))
+        self.assertLess(time.monotonic() - t0, 2.0)
+        self.assertEqual(o.accepted, 1, "the small request should share the connection")
+        self.assertEqual([q.stream_id for q in o.snapshot()], [1, 3])
+        with o.lock:
+            self.assertEqual(o.unsent[(1, 1)], stalled_at, "the big stream moved while its client slept")
+        # The slow client goes away: its upstream stream is cancelled, the
+        # connection stays.
+        slow.close()
+        self.assertTrue(h.wait_until(lambda: (1, 1, h2_origin.CANCEL) in o.resets, 5), o.resets)
+        with h.Conn(proxy.port()) as c:
+            self.assertEqual(c.request("GET", "/small", host="svc.test").status, 200)
+        self.assertEqual(o.accepted, 1)
+
+    def test_an_origin_reset_mid_body_cuts_the_client_response(self):
+        def handler(r):
+            r.respond_then_reset(200, [("content-length", "100000")], b"p" * 1000)
+        o = self.h2origin(handler)
+        proxy = self.proxy_to(o.port)
+        raw, closed = h.raw_exchange(proxy.port(), h.build_request("GET", "/cut", host="svc.test"), timeout=5.0)
+        self.assertTrue(closed, "the client connection must end: the body cannot be completed")
+        self.assertTrue(raw.startswith(b"HTTP/1.1 200"), raw[:100])
+        body = raw[raw.index(b"\r\n\r\n") + 4:]
+        self.assertEqual(body, b"p" * 1000, "the client must see the cut: fewer bytes than announced")
+
+    def test_an_origin_reset_before_the_head_is_a_502_upstream_reset(self):
+        o = self.h2origin(lambda r: r._conn.reset(r.stream_id, h2_origin.INTERNAL_ERROR))
+        proxy = self.proxy_to(o.port, retry={"max_attempts": 1})
+        with h.Conn(proxy.port()) as c:
+            r = c.request("POST", "/x", headers=[("Host", "svc.test")], body=b"x")
+        self.assertProxyError(r, 502, "upstream_reset")
+
+    # -- pooling --------------------------------------------------------------
+    def test_an_idle_connection_closes_after_the_pool_idle_timeout_and_a_new_one_opens(self):
+        o = self.h2origin()
+        proxy = self.proxy_to(o.port, upstream={"pool": {"idle_timeout": "500ms"}})
+
+        def active():
+            return ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active")
+        with h.Conn(proxy.port()) as c:
+            self.assertEqual(c.request("GET", "/1", host="a").status, 200)
+            self.assertEqual(c.request("GET", "/2", host="a").status, 200)
+            self.assertEqual(o.accepted, 1)
+            # The idle HTTP/2 connection counts as an open upstream connection.
+            self.assertEqual(active(), 1)
+            self.assertEqual(ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_total"), 1)
+            self.assertTrue(h.wait_until(lambda: active() == 0, 3), "the idle connection never closed")
+            self.assertEqual(c.request("GET", "/3", host="a").status, 200)
+        self.assertEqual(o.accepted, 2)
+        self.assertEqual([q.conn_id for q in o.snapshot()], [1, 1, 2])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,122 @@
+// The HTTP/2 downstream's head translations: a stream's request head into
+// the neutral MessageHead, and an upstream's response head for an HTTP/2
+// client.
+#include "shell/h2_request_head.h"
+
+#include <doctest/doctest.h>
+
+using namespace onelayer;
+
+namespace {
+
+H2Session::Head request(Headers fields, std::string authority = "api.test") {
+  H2Session::Head h;
+  h.method = "POST";
+  h.scheme = "http";
+  h.authority = std::move(authority);
+  h.path = "/items?id=7";
+  h.fields = std::move(fields);
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("h2 request: pseudo-headers become method, target and a Host field first; version 2.0") {
+  H2Session::Head in = request({{"accept", "*/*"}, {"host", "other"}});
+  MessageHead m;
+  REQUIRE(translate_h2_request(in, true, m) == nullptr);
+  CHECK(m.method == "POST");
+  CHECK(m.target == "/items?id=7");
+  CHECK((m.http_major == 2 && m.http_minor == 0));
+  CHECK(m.headers == Headers{{"Host", "api.test"}, {"accept", "*/*"}});
+  CHECK_FALSE(m.chunked);
+  CHECK_FALSE(m.has_content_length);
+  CHECK(m.content_length == 0);
+}
+
+TEST_CASE("h2 request: without :authority a host field stays as the client sent it") {
+  H2Session::Head in = request({{"host", "legacy.test"}}, "");
+  MessageHead m;
+  REQUIRE(translate_h2_request(in, true, m) == nullptr);
+  CHECK(m.headers == Headers{{"host", "legacy.test"}});
+}
+
+TEST_CASE("h2 request: several cookie fields become one, joined with a semicolon, where the first was") {
+  H2Session::Head in = request({{"cookie", "a=1"}, {"accept", "*/*"}, {"cookie", "b=2"}, {"cookie", "c=3"}});
+  MessageHead m;
+  REQUIRE(translate_h2_request(in, true, m) == nullptr);
+  CHECK(m.headers == Headers{{"Host", "api.test"}, {"cookie", "a=1; b=2; c=3"}, {"accept", "*/*"}});
+}
+
+TEST_CASE("h2 request: the body is none, its content-length, or chunked when its length is unknown") {
+  MessageHead m;
+  H2Session::Head in = request({{"content-length", "12"}});
+  REQUIRE(translate_h2_request(in, false, m) == nullptr);
+  CHECK((m.has_content_length && m.content_length == 12 && !m.chunked));
+  in = request({});
+  REQUIRE(translate_h2_request(in, false, m) == nullptr);
+  CHECK((m.chunked && !m.has_content_length));
+  in = request({});
+  REQUIRE(translate_h2_request(in, true, m) == nullptr);
+  CHECK_FALSE(m.chunked);
+}
+
+TEST_CASE("h2 request: a bad or contradicting content-length, or no method, is refused with a reason") {
+  MessageHead m;
+  H2Session::Head in = request({{"content-length", "1x"}});
+  CHECK(std::string(translate_h2_request(in, false, m)) == "invalid content-length");
+  in = request({{"content-length", "99999999999999999"}});
+  CHECK(translate_h2_request(in, false, m) != nullptr);
+  in = request({{"content-length", "3"}, {"content-length", "4"}});
+  CHECK(std::string(translate_h2_request(in, false, m)) == "content-length given twice with different values");
+  in = request({});
+  in.method.clear();
+  CHECK(translate_h2_request(in, true, m) != nullptr);
+}
+
+TEST_CASE("h2 response: hop-by-hop and framing fields go, names are lower case, Via and extras are added") {
+  MessageHead up;
+  up.status = 201;
+  up.headers = {{"Content-Type", "text/html"}, {"Connection", "close, X-Hop"}, {"X-Hop", "1"},
+                {"Keep-Alive", "timeout=5"}, {"Transfer-Encoding", "chunked"}, {"Set-Cookie", "s=1"}};
+  Headers extra{{"x-retry-exhausted", "3"}};
+  DownstreamStream::ResponseMeta meta;
+  meta.via = "1.1 onelayer";
+  meta.extra = &extra;
+  H2Session::Head out;
+  REQUIRE(translate_response_for_h2(up, meta, out));
+  CHECK(out.status == 201);
+  CHECK(out.fields == Headers{{"content-type", "text/html"}, {"set-cookie", "s=1"}, {"via", "1.1 onelayer"},
+                              {"x-retry-exhausted", "3"}});
+}
+
+TEST_CASE("h2 response: a length is kept when the response may carry it, never on 204") {
+  MessageHead up;
+  up.status = 200;
+  up.has_content_length = true;
+  up.content_length = 42;
+  up.headers = {{"Content-Length", "42"}};
+  DownstreamStream::ResponseMeta meta;
+  H2Session::Head out;
+  REQUIRE(translate_response_for_h2(up, meta, out));
+  CHECK(out.fields == Headers{{"content-length", "42"}});
+  meta.no_body = true;
+  meta.head_request = true;  // HEAD: the length the body would have
+  REQUIRE(translate_response_for_h2(up, meta, out));
+  CHECK(out.fields == Headers{{"content-length", "42"}});
+  up.status = 204;
+  meta.head_request = false;
+  REQUIRE(translate_response_for_h2(up, meta, out));
+  CHECK(out.fields.empty());
+}
+
+TEST_CASE("h2 response: a transfer coding HTTP/2 has no field for makes the response unfit") {
+  MessageHead up;
+  up.status = 200;
+  up.headers = {{"Transfer-Encoding", "gzip, chunked"}};
+  DownstreamStream::ResponseMeta meta;
+  H2Session::Head out;
+  CHECK_FALSE(translate_response_for_h2(up, meta, out));
+  meta.no_body = true;  // no body: nothing is coded
+  CHECK(translate_response_for_h2(up, meta, out));
+}

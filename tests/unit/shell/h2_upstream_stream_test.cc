@@ -1,0 +1,122 @@
+// h2_request_head: an attempt's request as HTTP/2 pseudo-header fields and
+// fields, and what a server session receives of it (names lower-cased,
+// connection-specific fields gone).
+#include <doctest/doctest.h>
+
+#include <map>
+#include <string>
+
+#include "core/config.h"
+#include "shell/h2_session.h"
+#include "shell/h2_upstream_stream.h"
+#include "shell/http_codec.h"
+
+using namespace onelayer;
+
+namespace {
+
+std::string value_of(const Headers& h, std::string_view name) {
+  const Header* f = find_header(h, name);
+  return f ? f->value : std::string("<absent>");
+}
+
+struct Request {
+  Config config;
+  RequestRewrite rewrite{&config};
+  MessageHead head;
+  OutgoingRequest out;
+
+  explicit Request(Headers fields) {
+    rewrite.via = "1.1 onelayer";
+    rewrite.proto = "";
+    head.method = "POST";
+    head.target = "/orders?id=7";
+    head.headers = std::move(fields);
+    out.head = &head;
+    out.target = head.target;
+    out.rewrite = &rewrite;
+    out.default_host = "orders.internal:8080";
+  }
+};
+
+// A server session that keeps the request heads it receives.
+class HeadSink : public H2Session::Handler {
+ public:
+  std::map<int32_t, H2Session::Head> heads;
+  void on_head(int32_t stream, H2Session::Head& head, bool) override { heads[stream] = head; }
+  void on_data(int32_t, const uint8_t*, size_t) override {}
+  void on_trailers(int32_t, Headers&) override {}
+  void on_end(int32_t) override {}
+  void on_reset(int32_t, uint32_t) override {}
+  void on_closed(int32_t) override {}
+  void on_goaway(int32_t, uint32_t) override {}
+};
+
+}  // namespace
+
+TEST_CASE("h2 request head: Host becomes :authority, the target :path, scheme http") {
+  Request r({{"Host", "api.example:81"}, {"Accept", "*/*"}});
+  H2Session::Head h = h2_request_head(r.out);
+  CHECK(h.method == "POST");
+  CHECK(h.scheme == "http");
+  CHECK(h.path == "/orders?id=7");
+  CHECK(h.authority == "api.example:81");
+  CHECK(find_header(h.fields, "host") == nullptr);
+  CHECK(value_of(h.fields, "accept") == "*/*");
+  CHECK(value_of(h.fields, "via") == "1.1 onelayer");  // the rewrite's fields are there
+}
+
+TEST_CASE("h2 request head: no Host gives the default host as :authority") {
+  Request r(Headers{{"Accept", "*/*"}});
+  CHECK(h2_request_head(r.out).authority == "orders.internal:8080");
+}
+
+TEST_CASE("h2 request head: content-length is kept when the request has one, te only as trailers") {
+  Request r({{"Host", "a"}, {"Content-Length", "5"}, {"TE", "trailers, deflate"}});
+  r.head.has_content_length = true;
+  r.head.content_length = 5;
+  H2Session::Head h = h2_request_head(r.out);
+  CHECK(value_of(h.fields, "content-length") == "5");
+  CHECK(value_of(h.fields, "te") == "trailers");
+  CHECK(count_headers(h.fields, "content-length") == 1);
+
+  Request chunked({{"Host", "a"}, {"Transfer-Encoding", "chunked"}, {"TE", "gzip"}});
+  chunked.head.chunked = true;
+  H2Session::Head c = h2_request_head(chunked.out);
+  CHECK(find_header(c.fields, "content-length") == nullptr);
+  CHECK(find_header(c.fields, "transfer-encoding") == nullptr);
+  CHECK(find_header(c.fields, "te") == nullptr);
+}
+
+TEST_CASE("h2 request head: a server receives lower-case names and no connection-specific field") {
+  Request r({{"Host", "api.example"},
+             {"Connection", "keep-alive, X-Hop"},
+             {"Keep-Alive", "timeout=5"},
+             {"Proxy-Connection", "keep-alive"},
+             {"Upgrade", "websocket"},
+             {"X-Hop", "1"},
+             {"X-Trace-Id", "abc"},
+             {"TE", "trailers"}});
+  H2Session::Head h = h2_request_head(r.out);
+  HeadSink server_side;
+  HeadSink client_side;
+  H2Session client(H2Session::Role::client, &client_side);
+  H2Session server(H2Session::Role::server, &server_side);
+  int32_t id = client.submit_request(h, true);
+  REQUIRE(id > 0);
+  std::string bytes;
+  client.flush(bytes);
+  REQUIRE(server.recv(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0));
+  REQUIRE(server_side.heads.count(id) == 1);
+  const H2Session::Head& got = server_side.heads[id];
+  CHECK(got.method == "POST");
+  CHECK(got.scheme == "http");
+  CHECK(got.authority == "api.example");
+  CHECK(got.path == "/orders?id=7");
+  CHECK(value_of(got.fields, "x-trace-id") == "abc");
+  CHECK(value_of(got.fields, "te") == "trailers");
+  for (const char* gone : {"connection", "keep-alive", "proxy-connection", "upgrade", "x-hop", "host"})
+    CHECK_MESSAGE(find_header(got.fields, gone) == nullptr, gone);
+  for (const Header& f : got.fields)
+    for (char ch : f.name) CHECK_FALSE((ch >= 'A' && ch <= 'Z'));
+}
