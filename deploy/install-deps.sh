@@ -10,11 +10,14 @@ BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlo
 # openssl, nginx-light, python3-websockets: the TLS and tunnel tests (certificates
 # made at test time, NGINX as the TLS origin, a WebSocket client and origin).
 # nghttp2-client, python3-h2: the HTTP/2 tests (nghttp, h2load, scripted clients and origins).
-TEST_PKGS="python3 curl openssl nginx-light python3-websockets nghttp2-client python3-h2 clang libclang-rt-14-dev prometheus podman buildah debootstrap haproxy"
+# python3-grpcio: the gRPC tests (a real gRPC server and client).
+TEST_PKGS="python3 curl openssl nginx-light python3-websockets nghttp2-client python3-h2 python3-grpcio clang libclang-rt-14-dev prometheus podman buildah debootstrap haproxy"
 # kubectl (test_deploy's kustomize cross-check): Debian's kubernetes-client,
 # unless a kubectl from elsewhere is installed already (the two conflict).
 command -v kubectl >/dev/null || TEST_PKGS="$TEST_PKGS kubernetes-client"
-BENCH_PKGS="wrk libnginx-mod-http-echo gnuplot-nox valgrind strace"
+# nghttp2-proxy (nghttpx), python3-grpcio: the HTTP/2 and gRPC benchmarks (h2load, from
+# nghttp2-client, is a test package already).
+BENCH_PKGS="wrk libnginx-mod-http-echo gnuplot-nox valgrind strace nghttp2-proxy python3-grpcio"
 
 case "${1:-all}" in
   build) want="$BUILD_PKGS" ;;

@@ -22,6 +22,10 @@ bool RetryOn::has_status(int code) const {
   return std::find(statuses.begin(), statuses.end(), code) != statuses.end();
 }
 
+bool RetryOn::has_grpc_status(GrpcStatus s) const {
+  return std::find(grpc_statuses.begin(), grpc_statuses.end(), s) != grpc_statuses.end();
+}
+
 const Upstream* Config::find_upstream(std::string_view name) const {
   for (const Upstream& u : upstreams) {
     if (u.name == name) return &u;

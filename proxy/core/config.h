@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/grpc_status.h"
+
 namespace onelayer {
 
 using Millis = std::chrono::milliseconds;
@@ -60,7 +62,10 @@ struct RetryOn {
   bool reset = true;
   bool timeout = true;
   std::vector<int> statuses{429, 502, 503, 504};
+  // gRPC statuses (read from grpc-status) that are retried.
+  std::vector<GrpcStatus> grpc_statuses{GrpcStatus::unavailable};
   bool has_status(int code) const;
+  bool has_grpc_status(GrpcStatus s) const;
   bool operator==(const RetryOn&) const = default;
 };
 
@@ -71,6 +76,9 @@ struct RetryPolicy {
   Backoff backoff;
   RetryAfterPolicy retry_after;
   std::string idempotency_key = "Idempotency-Key";  // "" = never
+  // The route's owner declares every request on it safe to repeat (read-only
+  // RPCs, say): the method rule is not applied.
+  bool idempotent = false;
   uint64_t buffer_limit = 64 * 1024;
   bool operator==(const RetryPolicy&) const = default;
 };

@@ -25,6 +25,8 @@
 namespace onelayer {
 namespace {
 
+const char* protocol_name(UpstreamProtocol p);  // as written in the file (the YAML writer below)
+
 // Longest duration any setting may have: keeps deadline arithmetic
 // (now + timeout, in ms or ns) far from overflow.
 constexpr Millis kMaxDuration{720LL * 3'600'000};
@@ -243,9 +245,11 @@ class Loader {
   void read_upgrades(const At& at, std::vector<std::string>& out);
   void read_listener_protocols(const At& at, ListenerProtocols& out);
   void read_listener_tls(const At& at, ListenerTls& tls);
-  void read_upstream_tls(const At& at, UpstreamTls& tls);
+  // `h2_at`: where `alpn` names h2 (allowed with protocol h2 only, which
+  // check_protocol decides once the protocol is known).
+  void read_upstream_tls(const At& at, UpstreamTls& tls, std::optional<At>& h2_at);
   bool read_file_name(const At& at, std::string& out);
-  void check_protocol(const At& at, const Upstream& u);
+  void check_protocol(const std::optional<At>& at, const Upstream& u, const std::optional<At>& alpn_h2_at);
   void check_header_names(const At& at, const HeaderNames& h);
   void check_addresses();
   void resolve_upstreams();
@@ -809,6 +813,7 @@ void Loader::read_retry(const At& at, RetryPolicy& p) {
          p.idempotency_key = *s;
        }},
       {"buffer_limit", [&](const At& a) { read_size(a, 0, 1024 * kMiB, p.buffer_limit); }},
+      {"idempotent", [&](const At& a) { read_bool(a, p.idempotent); }},
   });
 }
 
@@ -816,6 +821,7 @@ void Loader::read_retry_on(const At& at, RetryOn& on) {
   // A given list replaces the default one entirely.
   on.connect_failure = on.reset = on.timeout = false;
   on.statuses.clear();
+  on.grpc_statuses.clear();
   read_list(
       at,
       [&](const At& item) {
@@ -836,8 +842,12 @@ void Loader::read_retry_on(const At& at, RetryOn& on) {
           } else if (!on.has_status(code)) {
             on.statuses.push_back(code);
           }
+        } else if (std::optional<GrpcStatus> g = grpc_status_from_name(*s); g && is_retry_on_grpc_status(*g)) {
+          if (!on.has_grpc_status(*g)) on.grpc_statuses.push_back(*g);
         } else {
-          error(item, "must be connect-failure, reset, timeout or a status code (100-599)");
+          error(item,
+                "must be connect-failure, reset, timeout, a status code (100-599) or a gRPC status "
+                "(cancelled, deadline-exceeded, internal, resource-exhausted, unavailable)");
         }
       },
       true);
@@ -876,7 +886,7 @@ void Loader::read_backoff(const At& at, Backoff& b) {
 }
 
 void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
-  std::optional<At> protocol_at;
+  std::optional<At> protocol_at, alpn_h2_at;
   read_map(at, {
       {"name", [&](const At& a) { read_unique_name(a, u.name, names, "upstream"); }, true},
       {"endpoints",
@@ -950,29 +960,36 @@ void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
       {"tls",
        [&](const At& a) {
          u.tls.emplace();
-         read_upstream_tls(a, *u.tls);
+         read_upstream_tls(a, *u.tls, alpn_h2_at);
        }},
   });
-  if (protocol_at) check_protocol(*protocol_at, u);
+  check_protocol(protocol_at, u, alpn_h2_at);
 }
 
-void Loader::check_protocol(const At& at, const Upstream& u) {
+void Loader::check_protocol(const std::optional<At>& at, const Upstream& u, const std::optional<At>& alpn_h2_at) {
+  bool h2 = u.protocol == UpstreamProtocol::h2;
+  if (alpn_h2_at && !h2)
+    error(*alpn_h2_at, "h2 is offered only with protocol: h2 (protocol " + std::string(protocol_name(u.protocol)) +
+                           " speaks http/1.1 over TLS)");
+  if (h2 && u.tls && !u.tls->alpn.empty() && u.tls->alpn != std::vector<std::string>{"h2"})
+    error(at ? *at : *alpn_h2_at, "h2 offers ALPN h2 alone: tls.alpn must be [h2] or left out");
+  if (!at) return;
+  // The active checker sends an HTTP/1.1 GET, which an HTTP/2-only origin
+  // cannot answer: every endpoint would look dead.
+  const char* no_checks = "upstreams speaking HTTP/2 cannot have a health_check yet (checks speak HTTP/1.1); "
+                          "passive outlier_detection still applies";
   switch (u.protocol) {
     case UpstreamProtocol::http1: return;
     case UpstreamProtocol::auto_:
-      if (!u.tls) error(at, "\"auto\" chooses by TLS ALPN and needs a tls block (cleartext: http1)");
+      if (!u.tls) error(*at, "\"auto\" chooses by TLS ALPN and needs a tls block (cleartext: http1)");
       return;
     case UpstreamProtocol::h2c:
-      if (u.tls) error(at, "h2c is HTTP/2 over cleartext TCP and cannot go with a tls block (over TLS: auto)");
-      // The active checker sends an HTTP/1.1 GET, which an h2c-only origin
-      // cannot answer: every endpoint would look dead.
-      if (u.health_check.enabled)
-        error(at, "h2c upstreams cannot have a health_check yet (checks speak HTTP/1.1); passive "
-                  "outlier_detection still applies");
+      if (u.tls) error(*at, "h2c is HTTP/2 over cleartext TCP and cannot go with a tls block (over TLS: h2)");
+      if (u.health_check.enabled) error(*at, no_checks);
       return;
     case UpstreamProtocol::h2:
-      error(at, "HTTP/2 over TLS to upstreams is not available in this version; use h2c (cleartext, "
-                "prior knowledge), or auto with tls (which offers and speaks http/1.1 until then)");
+      if (!u.tls) error(*at, "h2 is HTTP/2 over TLS and needs a tls block (cleartext: h2c)");
+      if (u.health_check.enabled) error(*at, no_checks);
       return;
   }
 }
@@ -1031,7 +1048,7 @@ void Loader::read_listener_tls(const At& at, ListenerTls& tls) {
   });
 }
 
-void Loader::read_upstream_tls(const At& at, UpstreamTls& tls) {
+void Loader::read_upstream_tls(const At& at, UpstreamTls& tls, std::optional<At>& h2_at) {
   std::optional<At> cert_at, key_at;
   read_map(at, {
       {"sni",
@@ -1061,14 +1078,12 @@ void Loader::read_upstream_tls(const At& at, UpstreamTls& tls) {
              [&](const At& item) {
                std::optional<std::string> p = read_string(item);
                if (!p) return;
-               if (*p == "h2") {
-                 error(item, "h2 cannot be spoken over TLS yet (HTTP/2 to upstreams is cleartext only: "
-                             "protocol: h2c); onelayer speaks http/1.1 over TLS");
-               } else if (*p != "http/1.1") {
-                 error(item, "must be http/1.1 (the protocol onelayer speaks to upstreams)");
-               } else if (tls.alpn.empty()) {
-                 tls.alpn.push_back(*p);
+               if (*p != "http/1.1" && *p != "h2") {
+                 error(item, "must be http/1.1 or h2 (the protocols onelayer speaks to upstreams)");
+                 return;
                }
+               if (*p == "h2" && !h2_at) h2_at = item;
+               if (std::find(tls.alpn.begin(), tls.alpn.end(), *p) == tls.alpn.end()) tls.alpn.push_back(*p);
              },
              false);
        }},
@@ -1248,6 +1263,7 @@ void emit_retry(YAML::Emitter& e, const RetryPolicy& p) {
   if (p.retry_on.reset) e << "reset";
   if (p.retry_on.timeout) e << "timeout";
   for (int code : p.retry_on.statuses) e << code;
+  for (GrpcStatus g : p.retry_on.grpc_statuses) e << grpc_status_name(g);
   e << YAML::EndSeq;
   e << YAML::Key << "backoff" << YAML::Value << YAML::Flow << YAML::BeginMap;
   emit_kv(e, "base", format_duration(p.backoff.base));
@@ -1260,6 +1276,7 @@ void emit_retry(YAML::Emitter& e, const RetryPolicy& p) {
   e << YAML::EndMap;
   emit_kv(e, "idempotency_key", p.idempotency_key);
   emit_kv(e, "buffer_limit", format_size(p.buffer_limit));
+  e << YAML::Key << "idempotent" << YAML::Value << p.idempotent;
   e << YAML::EndMap;
 }
 

@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "core/baggage.h"
+#include "core/grpc_protocol.h"
+#include "core/grpc_timeout.h"
 #include "core/hidden_retry_detector.h"
 
 namespace onelayer {
@@ -211,6 +213,7 @@ struct RequestFieldRule {
   const HeaderNames& names;
   const ConnectionOptions& listed;
   bool strip_foreign, claiming, rewrite_timeout;
+  bool rewrite_grpc_timeout = false, rewrite_grpc_attempts = false;
 
   bool operator()(const Header& f) const { return keeps(f, classify(f.name)); }
   bool keeps(const Header& f, Kind kind) const {
@@ -220,6 +223,8 @@ struct RequestFieldRule {
     const bool timeout = iequals(f.name, names.request_timeout_ms);
     if (claiming && (owner || attempt)) return false;
     if (rewrite_timeout && timeout) return false;
+    if (rewrite_grpc_timeout && iequals(f.name, kGrpcTimeoutField)) return false;
+    if (rewrite_grpc_attempts && iequals(f.name, kGrpcPreviousAttemptsField)) return false;
     // A Connection option cannot remove Host, baggage or the protocol
     // fields: a hop must not be able to switch retry ownership off that way.
     const bool protected_field = kind == Kind::host || kind == Kind::baggage || owner || attempt || timeout;
@@ -233,7 +238,8 @@ bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sin
   const HeaderNames& names = config.headers;
   const ConnectionOptions listed(in);
   const bool claiming = rw.inner_hops == InnerHops::forbid && rw.claim_ownership;
-  const RequestFieldRule rule{names, listed, rw.inner_hops != InnerHops::pass, claiming, rw.time_left_ms >= 0};
+  const RequestFieldRule rule{names,    listed, rw.inner_hops != InnerHops::pass, claiming, rw.time_left_ms >= 0,
+                              rw.grpc && rw.time_left_ms >= 0, rw.grpc && claiming};
   const std::string_view owner = owner_id(config);
 
   // Claiming with baggage on: the ownership member is merged into the
@@ -297,6 +303,8 @@ bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sin
     sink.put(kEnvoyMaxRetries, "0");
   }
   if (rule.rewrite_timeout) sink.put(names.request_timeout_ms, number(rw.time_left_ms));
+  if (rule.rewrite_grpc_timeout) sink.put(kGrpcTimeoutField, format_grpc_timeout(Millis{rw.time_left_ms}));
+  if (rule.rewrite_grpc_attempts && rw.attempt > 1) sink.put(kGrpcPreviousAttemptsField, number(rw.attempt - 1));
   put_missing_lists(sink, lists, std::size(lists));
   return host;
 }

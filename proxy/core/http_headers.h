@@ -107,6 +107,11 @@ struct RequestRewrite {
   // an inner onelayer see a hop in between repeat an attempt
   // (hidden_retry_detector.h). 0: not written.
   uint64_t attempt_id = 0;
+  // A gRPC call (grpc_protocol.h): grpc-timeout is replaced by time_left_ms
+  // in gRPC's format whenever x-request-timeout-ms is (any mode), and with
+  // claim_ownership grpc-previous-rpc-attempts (gRPC A6) is replaced by
+  // attempt - 1 on retries (dropped on the first attempt).
+  bool grpc = false;
 };
 
 // Builds the header list to send upstream for ONE attempt (out is cleared first):

@@ -112,8 +112,10 @@ std::string join_labels(std::initializer_list<std::string> parts) {
 
 // Sums of every RouteMetrics that shares a route name.
 struct RouteAccum {
-  uint64_t retries_connect_failure = 0, retries_reset = 0, retries_timeout = 0;
+  uint64_t retries_connect_failure = 0, retries_reset = 0, retries_timeout = 0, retries_refused = 0;
   std::map<int, uint64_t> retries_by_status;
+  std::map<int, uint64_t> retries_by_grpc;   // gRPC code -> count
+  std::map<int, uint64_t> grpc_responses;    // gRPC code -> count
   std::array<uint64_t, kDeclineReasonCount> declined{};
   Histogram::Snapshot duration;
   AmplificationWindow::Totals window;
@@ -145,9 +147,15 @@ void accumulate(Aggregate& agg, const RouteMetrics& rm, int64_t now_ms) {
   acc.retries_connect_failure += rm.retries_connect_failure.load(kRelaxed);
   acc.retries_reset += rm.retries_reset.load(kRelaxed);
   acc.retries_timeout += rm.retries_timeout.load(kRelaxed);
+  acc.retries_refused += rm.retries_refused.load(kRelaxed);
   for (int code = kMinStatus; code <= kMaxStatus; ++code) {
     uint64_t n = rm.retries_by_status[code - kMinStatus].load(kRelaxed);
     if (n != 0) acc.retries_by_status[code] += n;
+  }
+  for (int code = 0; code < kGrpcStatusCount; ++code) {
+    const auto i = static_cast<size_t>(code);
+    if (uint64_t n = rm.retries_by_grpc[i].load(kRelaxed); n != 0) acc.retries_by_grpc[code] += n;
+    if (uint64_t n = rm.grpc_responses_by_status[i].load(kRelaxed); n != 0) acc.grpc_responses[code] += n;
   }
   for (size_t i = 0; i < kDeclineReasonCount; ++i) acc.declined[i] += rm.declined_by_reason[i].load(kRelaxed);
   acc.duration += rm.duration.snapshot();
@@ -159,9 +167,13 @@ void accumulate(Aggregate& agg, const RouteMetrics& rm, int64_t now_ms) {
     add("connect-failure", f.connect_failure.load(kRelaxed));
     add("reset", f.reset.load(kRelaxed));
     add("timeout", f.timeout.load(kRelaxed));
+    add("refused-stream", f.refused.load(kRelaxed));
     for (int code = kMinStatus; code <= kMaxStatus; ++code) {
       uint64_t n = f.by_status[code - kMinStatus].load(kRelaxed);
       if (n != 0) add(std::to_string(code), n);
+    }
+    for (size_t code = 0; code < f.by_grpc.size(); ++code) {
+      add(grpc_status_name(static_cast<GrpcStatus>(code)), f.by_grpc[code].load(kRelaxed));
     }
   }
   acc.faults_abort += rm.faults_abort.load(kRelaxed);
@@ -187,8 +199,16 @@ void render_routes(Writer& w, const Aggregate& agg) {
     w.sample("onelayer_retries_total", join_labels({rl, label("reason", "connect-failure")}), acc.retries_connect_failure);
     w.sample("onelayer_retries_total", join_labels({rl, label("reason", "reset")}), acc.retries_reset);
     w.sample("onelayer_retries_total", join_labels({rl, label("reason", "timeout")}), acc.retries_timeout);
+    // Refused streams and gRPC statuses only once counted: most routes see
+    // neither.
+    if (acc.retries_refused != 0)
+      w.sample("onelayer_retries_total", join_labels({rl, label("reason", "refused-stream")}), acc.retries_refused);
     for (const auto& [code, n] : acc.retries_by_status) {
       w.sample("onelayer_retries_total", join_labels({rl, label("reason", std::to_string(code))}), n);
+    }
+    for (const auto& [code, n] : acc.retries_by_grpc) {
+      w.sample("onelayer_retries_total",
+               join_labels({rl, label("reason", grpc_status_name(static_cast<GrpcStatus>(code)))}), n);
     }
   }
 
@@ -204,7 +224,7 @@ void render_routes(Writer& w, const Aggregate& agg) {
 
   w.family("onelayer_attempt_failures_total", "counter",
            "Failed upstream attempts, by route, attempt (first or retry) and outcome (connect-failure, reset, "
-           "timeout or the status code).");
+           "timeout, refused-stream, the status code or the gRPC status name).");
   for (const auto& [route, acc] : agg.routes) {
     const std::string rl = label("route", route);
     for (size_t k = 0; k < 2; ++k) {
@@ -221,6 +241,15 @@ void render_routes(Writer& w, const Aggregate& agg) {
     const std::string rl = label("route", route);
     w.sample("onelayer_faults_injected_total", join_labels({rl, label("kind", "abort")}), acc.faults_abort);
     w.sample("onelayer_faults_injected_total", join_labels({rl, label("kind", "delay")}), acc.faults_delay);
+  }
+
+  w.family("onelayer_grpc_responses_total", "counter",
+           "gRPC calls answered downstream (proxied or onelayer's own answers), by route and grpc-status code.");
+  for (const auto& [route, acc] : agg.routes) {
+    const std::string rl = label("route", route);
+    for (const auto& [code, n] : acc.grpc_responses) {
+      w.sample("onelayer_grpc_responses_total", join_labels({rl, label("grpc_status", std::to_string(code))}), n);
+    }
   }
 
   w.family("onelayer_amplification_ratio", "gauge",
@@ -290,7 +319,7 @@ bool is_builtin_name(std::string_view name) {
       "onelayer_downstream_connections_active", "onelayer_downstream_connections_total",
       "onelayer_upstream_connections_active", "onelayer_upstream_connections_total", "onelayer_bytes_in_total",
       "onelayer_bytes_out_total", "onelayer_build_info", "onelayer_attempt_failures_total",
-      "onelayer_faults_injected_total"};
+      "onelayer_faults_injected_total", "onelayer_grpc_responses_total"};
   return names.find(name) != names.end();
 }
 
@@ -471,15 +500,19 @@ namespace {
 // The onelayer_retries_total counter of a trigger; nullptr for a status
 // outside 100..599. RM is RouteMetrics or const RouteMetrics.
 template <class RM>
-auto* retry_counter(RM& rm, AttemptOutcome outcome, int status) {
+auto* retry_counter(RM& rm, RetryTrigger t) {
   decltype(&rm.retries_reset) none = nullptr;
-  switch (outcome) {
+  switch (t.outcome) {
     case AttemptOutcome::connect_failure: return &rm.retries_connect_failure;
     case AttemptOutcome::reset: return &rm.retries_reset;
     case AttemptOutcome::timeout: return &rm.retries_timeout;
+    case AttemptOutcome::refused: return &rm.retries_refused;
     case AttemptOutcome::response:
-      if (status < kMinStatus || status > kMaxStatus) return none;
-      return &rm.retries_by_status[static_cast<size_t>(status - kMinStatus)];
+      if (t.grpc) return static_cast<size_t>(*t.grpc) < rm.retries_by_grpc.size()
+                             ? &rm.retries_by_grpc[static_cast<size_t>(*t.grpc)]
+                             : none;
+      if (t.status < kMinStatus || t.status > kMaxStatus) return none;
+      return &rm.retries_by_status[static_cast<size_t>(t.status - kMinStatus)];
   }
   return none;
 }
@@ -494,7 +527,11 @@ auto* failure_counter(RM& rm, bool first, RetryTrigger trigger) {
     case AttemptOutcome::connect_failure: return &f.connect_failure;
     case AttemptOutcome::reset: return &f.reset;
     case AttemptOutcome::timeout: return &f.timeout;
+    case AttemptOutcome::refused: return &f.refused;
     case AttemptOutcome::response:
+      if (trigger.grpc) return static_cast<size_t>(*trigger.grpc) < f.by_grpc.size()
+                                   ? &f.by_grpc[static_cast<size_t>(*trigger.grpc)]
+                                   : none;
       if (trigger.status < kMinStatus || trigger.status > kMaxStatus) return none;
       return &f.by_status[static_cast<size_t>(trigger.status - kMinStatus)];
   }
@@ -503,8 +540,20 @@ auto* failure_counter(RM& rm, bool first, RetryTrigger trigger) {
 
 }  // namespace
 
-void RouteMetrics::on_retry(AttemptOutcome outcome, int status) {
-  if (auto* c = retry_counter(*this, outcome, status)) c->fetch_add(1, kRelaxed);
+void RouteMetrics::on_retry(AttemptOutcome outcome, int status) { on_retry(RetryTrigger{outcome, status, {}}); }
+
+void RouteMetrics::on_retry(RetryTrigger trigger) {
+  if (auto* c = retry_counter(*this, trigger)) c->fetch_add(1, kRelaxed);
+}
+
+void RouteMetrics::on_grpc_response(GrpcStatus status) {
+  const auto i = static_cast<size_t>(status);
+  if (i < grpc_responses_by_status.size()) grpc_responses_by_status[i].fetch_add(1, kRelaxed);
+}
+
+uint64_t RouteMetrics::grpc_responses(GrpcStatus status) const {
+  const auto i = static_cast<size_t>(status);
+  return i < grpc_responses_by_status.size() ? grpc_responses_by_status[i].load(kRelaxed) : 0;
 }
 
 void RouteMetrics::on_declined(Decline reason) {
@@ -550,7 +599,11 @@ uint64_t RouteMetrics::requests_total() const {
 }
 
 uint64_t RouteMetrics::retries(AttemptOutcome outcome, int status) const {
-  auto* c = retry_counter(*this, outcome, status);
+  return retries(RetryTrigger{outcome, status, {}});
+}
+
+uint64_t RouteMetrics::retries(RetryTrigger trigger) const {
+  auto* c = retry_counter(*this, trigger);
   return c ? c->load(kRelaxed) : 0;
 }
 

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/grpc_status.h"
 #include "core/retry_reasons.h"
 
 namespace onelayer {
@@ -98,6 +99,11 @@ struct RouteMetrics {
   // A retry was started after `outcome` (for a response, its `status`; a
   // status outside 100..599 is ignored).
   void on_retry(AttemptOutcome outcome, int status = 0);
+  // The same for any trigger: a gRPC one is counted under its status name.
+  void on_retry(RetryTrigger trigger);
+  // A gRPC call was answered downstream with this grpc-status (proxied or
+  // onelayer's own): onelayer_grpc_responses_total{grpc_status}.
+  void on_grpc_response(GrpcStatus status);
   // A retryable failure was not retried (none and not_retryable are ignored:
   // they are not reasons).
   void on_declined(Decline reason);
@@ -115,6 +121,8 @@ struct RouteMetrics {
   uint64_t requests_total() const;
   uint64_t attempts() const { return attempts_total.load(std::memory_order_relaxed); }
   uint64_t retries(AttemptOutcome outcome, int status = 0) const;
+  uint64_t retries(RetryTrigger trigger) const;
+  uint64_t grpc_responses(GrpcStatus status) const;
   uint64_t declined(Decline reason) const;
   uint64_t attempt_failures(bool first, RetryTrigger trigger) const;
   uint64_t faults(std::string_view kind) const;
@@ -126,14 +134,19 @@ struct RouteMetrics {
   std::atomic<uint64_t> retries_connect_failure{0};
   std::atomic<uint64_t> retries_reset{0};
   std::atomic<uint64_t> retries_timeout{0};
+  std::atomic<uint64_t> retries_refused{0};
   StatusCounters retries_by_status{};
+  using GrpcCounters = std::array<std::atomic<uint64_t>, kGrpcStatusCount>;  // by code
+  GrpcCounters retries_by_grpc{};
+  GrpcCounters grpc_responses_by_status{};
   std::array<std::atomic<uint64_t>, kDeclineReasonCount> declined_by_reason{};
   Histogram duration;
   AmplificationWindow amplification;
   // onelayer_attempt_failures_total, [0] first attempts, [1] retries.
   struct FailureCounters {
-    std::atomic<uint64_t> connect_failure{0}, reset{0}, timeout{0};
+    std::atomic<uint64_t> connect_failure{0}, reset{0}, timeout{0}, refused{0};
     StatusCounters by_status{};
+    GrpcCounters by_grpc{};
   };
   std::array<FailureCounters, 2> attempt_failures_by{};
   std::atomic<uint64_t> faults_abort{0}, faults_delay{0};

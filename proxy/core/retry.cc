@@ -37,14 +37,26 @@ bool is_retryable_outcome(const AttemptResult& r, const RetryOn& on) {
     case AttemptOutcome::connect_failure: return on.connect_failure;
     case AttemptOutcome::reset: return on.reset;
     case AttemptOutcome::timeout: return on.timeout;
+    case AttemptOutcome::refused: return on.reset;
     case AttemptOutcome::response:
-      return std::find(on.statuses.begin(), on.statuses.end(), r.status) != on.statuses.end();
+      if (r.grpc) return on.has_grpc_status(*r.grpc);
+      return on.has_status(r.status);
   }
   return false;
 }
 
 bool attempt_failed(const AttemptResult& r, const RetryOn& on) {
   if (r.outcome != AttemptOutcome::response) return true;
+  if (r.grpc) {
+    switch (*r.grpc) {
+      case GrpcStatus::unknown:
+      case GrpcStatus::deadline_exceeded:
+      case GrpcStatus::internal:
+      case GrpcStatus::unavailable:
+      case GrpcStatus::data_loss: return true;
+      default: return on.has_grpc_status(*r.grpc);
+    }
+  }
   if (r.status >= 500 && r.status <= 599 && r.status != 501) return true;
   return on.has_status(r.status);
 }
@@ -76,7 +88,7 @@ RetryState::RetryState(const RetryPolicy& policy, Millis route_timeout, TimePoin
       route_timeout_(std::max(Millis{0}, route_timeout)),
       deadline_(start + route_timeout_),
       max_attempts_(std::max<uint32_t>(1, policy.max_attempts)),
-      safe_(is_idempotent_method(req.method) || req.has_idempotency_key),
+      safe_(is_idempotent_method(req.method) || req.has_idempotency_key || req.route_idempotent),
       body_replayable_(req.body_replayable),
       outer_owned_(req.outer_owned) {}
 
@@ -107,6 +119,7 @@ RetryState::Decision RetryState::decline(Decline why, RetryTrigger trigger) cons
     case Decline::budget_exhausted:
     case Decline::deadline:
     case Decline::retry_after_beyond_deadline:
+    case Decline::server_pushback:
     case Decline::circuit_open:
       // Only the owner of retries tells outer layers it gave up.
       d.mark_exhausted = owns_retries();
@@ -114,6 +127,33 @@ RetryState::Decision RetryState::decline(Decline why, RetryTrigger trigger) cons
     default: d.mark_exhausted = false;
   }
   return d;
+}
+
+RetryState::ServerWait RetryState::server_wait(const AttemptResult& r, Millis backoff, Millis left) const {
+  const RetryAfterPolicy& ra = policy_.retry_after;
+  const Millis max = std::max(Millis{0}, ra.max);
+  ServerWait sw;
+  if (ra.honor && r.pushback) {
+    if (r.pushback->stop) {
+      sw.declined = Decline::server_pushback;
+      return sw;
+    }
+    const Millis asked = std::max(Millis{0}, r.pushback->wait);
+    if (asked > max || asked > left) sw.declined = Decline::retry_after_beyond_deadline;
+    sw.wait = asked;
+    return sw;
+  }
+  sw.wait = backoff;
+  if (ra.honor && r.retry_after) {
+    const Millis asked = std::max(Millis{0}, *r.retry_after);
+    if (asked > ra.max || asked > left) {
+      sw.declined = Decline::retry_after_beyond_deadline;
+      return sw;
+    }
+    sw.wait = std::max(sw.wait, asked);
+  }
+  sw.wait = std::min(sw.wait, max);
+  return sw;
 }
 
 RetryState::Decision RetryState::on_circuit_open() const { return decline(Decline::circuit_open, {}); }
@@ -151,23 +191,23 @@ RetryState::Decision RetryState::on_attempt_result(const AttemptResult& r, TimeP
   if (r.inner_exhausted) return decline(Decline::inner_exhausted, trigger);
   if (outer_owned_) return decline(Decline::outer_owner, trigger);
   if (response_started) return decline(Decline::not_retryable, trigger);
-  // RFC 9110 9.2.2: only idempotent requests, or ones that never left.
-  if (!safe_ && r.request_may_have_reached)
-    return decline(Decline::not_idempotent, trigger);
+  // RFC 9110 9.2.2: only idempotent requests, or ones that never reached
+  // the application (a refused stream was not processed, RFC 9113 8.7).
+  const bool reached = r.request_may_have_reached && r.outcome != AttemptOutcome::refused;
+  if (!safe_ && reached) return decline(Decline::not_idempotent, trigger);
   if (!body_replayable_) return decline(Decline::body_too_large, trigger);
   if (attempts_ >= max_attempts_) return decline(Decline::attempts_exhausted, trigger);
 
   // Comparisons stay in milliseconds: a Retry-After can be near-saturated and
   // must never be added to a time point.
   const Millis left = time_left(now);
-  Millis wait = backoff_delay(policy_.backoff, std::max<uint32_t>(1, attempts_), previous_wait_, rng);
-  if (policy_.retry_after.honor && r.retry_after) {
-    const Millis asked = std::max(Millis{0}, *r.retry_after);
-    if (asked > policy_.retry_after.max || asked > left)
-      return decline(Decline::retry_after_beyond_deadline, trigger);
-    wait = std::max(wait, asked);
-  }
-  wait = std::min(wait, std::max(Millis{0}, policy_.retry_after.max));
+  // A pushback replaces the backoff: no random number is drawn for it.
+  const bool pushback = policy_.retry_after.honor && r.pushback;
+  const Millis backoff =
+      pushback ? Millis{0} : backoff_delay(policy_.backoff, std::max<uint32_t>(1, attempts_), previous_wait_, rng);
+  const ServerWait sw = server_wait(r, backoff, left);
+  if (sw.declined != Decline::none) return decline(sw.declined, trigger);
+  const Millis wait = sw.wait;
   // The retry would start at (or after) the deadline: no time for it.
   if (wait >= left) return decline(Decline::deadline, trigger);
 

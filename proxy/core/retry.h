@@ -12,6 +12,7 @@
 
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/grpc_pushback.h"
 #include "core/retry_reasons.h"
 
 namespace onelayer {
@@ -20,24 +21,33 @@ class CircuitBreaker;
 class RetryBudget;
 
 // One attempt's result as the shell saw it. Its RetryTrigger part (outcome,
-// status) is what a retry is counted and logged under.
+// status, gRPC status) is what a retry is counted and logged under.
 struct AttemptResult : RetryTrigger {
-  bool request_may_have_reached = true;  // false: connect failure on a fresh connection (never sent a byte)
+  // false: connect failure on a fresh connection (never sent a byte). A
+  // refused outcome never reached the application whatever this says.
+  bool request_may_have_reached = true;
   std::optional<Millis> retry_after;     // parsed Retry-After of the response, if any
-  bool inner_exhausted = false;          // response carried x-retry-exhausted
+  std::optional<GrpcPushback> pushback;  // grpc-retry-pushback-ms of the response, if any
+  bool inner_exhausted = false;          // response carried x-retry-exhausted (head or trailers)
 };
 
 // GET HEAD OPTIONS TRACE PUT DELETE (RFC 9110 9.2.2); case-sensitive, as
 // method names are.
 bool is_idempotent_method(std::string_view method);
 
-// Classification only (retry_on), no safety or budget checks.
+// Classification only (retry_on), no safety or budget checks. A refused
+// stream is a kind of reset: retryable when retry_on has `reset`. A gRPC
+// trigger (is_grpc()) is retryable when its status is listed; its HTTP
+// status is not looked at.
 bool is_retryable_outcome(const AttemptResult&, const RetryOn&);
 
 // Whether an attempt failed, for onelayer_attempt_failures_total and the
-// successes retry budget: a connect failure, reset or timeout, a 5xx
-// response other than 501, or a status listed in retry_on (429, ...).
-// Everything else (2xx, 3xx, other 4xx, 501) is an answer, not a failure.
+// successes retry budget: a connect failure, reset, refused stream or
+// timeout, a 5xx response other than 501, or a status listed in retry_on
+// (429, ...). A gRPC trigger failed when its status is listed in retry_on or
+// is a server-side failure: unknown, deadline-exceeded, internal,
+// unavailable, data-loss. Everything else (2xx, 3xx, other 4xx, 501, gRPC
+// ok and the caller's errors such as not-found) is an answer, not a failure.
 bool attempt_failed(const AttemptResult&, const RetryOn&);
 
 // Wait before retry n (n = 1 for the first retry; 0 is read as 1):
@@ -58,6 +68,7 @@ class RetryState {  // one per downstream request
     bool has_idempotency_key;  // the route's idempotency_key header is present and non-empty
     bool body_replayable;      // the body fit buffer_limit (or there is none)
     bool outer_owned;          // x-retry-owner / baggage retry-owner arrived
+    bool route_idempotent = false;  // the route says retry.idempotent: true
   };
 
   // `policy` is kept by reference: it must outlive this object (it lives in
@@ -111,15 +122,23 @@ class RetryState {  // one per downstream request
   // budget_exhausted, deadline, retry_after_beyond_deadline when this layer
   // owns retries; false for not_idempotent, body_too_large, outer_owner,
   // inner_exhausted, and on max_attempts==1 routes, which never mark).
+  // server_pushback is marked like retry_after_beyond_deadline: the server
+  // said not to retry, so no outer layer should either.
   // response_started: a byte of the response already went downstream -> never retry.
   // Order of checks: retryable outcome? inner_exhausted; outer_owned;
-  // response_started (not_retryable); safety (idempotent or key, or
-  // !request_may_have_reached) -> not_idempotent; body_replayable ->
-  // body_too_large; attempts -> attempts_exhausted; wait = backoff, raised to
-  // Retry-After when honored (Retry-After > retry_after.max or > time left ->
-  // retry_after_beyond_deadline), clamped to retry_after.max; wait >= time
-  // left -> deadline; last the budget (nullptr: none), so a token is spent
-  // only on a retry that happens -> budget_exhausted.
+  // response_started (not_retryable); safety (idempotent method, key or
+  // route_idempotent, or !request_may_have_reached, or a refused stream) ->
+  // not_idempotent; body_replayable -> body_too_large; attempts ->
+  // attempts_exhausted; then, when retry_after.honor, a pushback: stop ->
+  // server_pushback, a wait > retry_after.max or > time left ->
+  // retry_after_beyond_deadline, else the wait is exactly the pushback
+  // (no backoff, no jitter; it wins over a Retry-After); without a pushback,
+  // wait = backoff, raised to Retry-After when honored (Retry-After >
+  // retry_after.max or > time left -> retry_after_beyond_deadline), clamped
+  // to retry_after.max; wait >= time left -> deadline; last the budget
+  // (nullptr: none), so a token is spent only on a retry that happens ->
+  // budget_exhausted. With honor false, Retry-After and pushback are both
+  // ignored.
   // The breaker (nullptr: none) is asked right after the outcome is found
   // retryable, for a retry this layer would own with attempts left and the
   // response not started: open (not half-open) -> circuit_open, before any
@@ -134,12 +153,19 @@ class RetryState {  // one per downstream request
 
  private:
   Decision decline(Decline why, RetryTrigger trigger) const;
+  // The wait the server asked for (pushback, else Retry-After) applied to
+  // `backoff`: the wait, or the decline it forces.
+  struct ServerWait {
+    Millis wait{0};
+    Decline declined = Decline::none;
+  };
+  ServerWait server_wait(const AttemptResult&, Millis backoff, Millis left) const;
 
   const RetryPolicy& policy_;
   Millis route_timeout_;
   TimePoint deadline_;
   uint32_t max_attempts_;  // the policy's, at least 1 (an outer owner is outer_owned_)
-  bool safe_;              // idempotent method or idempotency key
+  bool safe_;              // idempotent method, idempotency key or idempotent route
   bool body_replayable_;
   bool outer_owned_;
   uint32_t attempts_ = 0;

@@ -9,7 +9,12 @@ void append_trigger_name(std::string& out, RetryTrigger t) {
     case AttemptOutcome::connect_failure: out += "connect-failure"; return;
     case AttemptOutcome::reset: out += "reset"; return;
     case AttemptOutcome::timeout: out += "timeout"; return;
+    case AttemptOutcome::refused: out += "refused-stream"; return;
     case AttemptOutcome::response: {
+      if (t.grpc) {
+        out += grpc_status_name(*t.grpc);
+        return;
+      }
       char buf[16];
       out.append(buf, std::to_chars(buf, buf + sizeof buf, t.status).ptr);
       return;
@@ -34,6 +39,7 @@ const char* decline_name(Decline d) {
     case Decline::outer_owner: return "outer_owner";
     case Decline::inner_exhausted: return "inner_exhausted";
     case Decline::circuit_open: return "circuit_open";
+    case Decline::server_pushback: return "server_pushback";
     case Decline::none: return "none";
     case Decline::not_retryable: return "not_retryable";
   }

@@ -6,20 +6,33 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "core/grpc_status.h"
 
 namespace onelayer {
 
-enum class AttemptOutcome : uint8_t { connect_failure, reset, timeout, response };
+// refused: an HTTP/2 upstream refused the stream (REFUSED_STREAM, or the
+// stream was above a GOAWAY's last-stream-id): it never reached the
+// application.
+enum class AttemptOutcome : uint8_t { connect_failure, reset, timeout, response, refused };
 
 // What made (or would have made) a retry: the outcome, and for a response
-// its status. The onelayer_retries_total `reason` label.
+// its status, and for a gRPC response its grpc-status. The
+// onelayer_retries_total `reason` label.
 struct RetryTrigger {
   AttemptOutcome outcome = AttemptOutcome::response;
   int status = 0;  // for response
+  // For a response of a gRPC call: the grpc-status the shell read (from a
+  // Trailers-Only head or trailers after a head with no message between).
+  // When set, it is the trigger: the HTTP status of a gRPC answer is 200.
+  std::optional<GrpcStatus> grpc;
+  bool is_grpc() const { return outcome == AttemptOutcome::response && grpc.has_value(); }
 };
 
-// "connect-failure" | "reset" | "timeout" | the status code as text ("503").
+// "connect-failure" | "reset" | "timeout" | "refused-stream" | the status
+// code as text ("503") | for a gRPC trigger the status name ("unavailable").
 std::string trigger_name(RetryTrigger);
 // The same, appended to `out` (the access log's retry_reasons; no allocation
 // beyond the string's own growth).
@@ -40,6 +53,7 @@ enum class Decline : uint8_t {
   outer_owner,
   inner_exhausted,
   circuit_open,
+  server_pushback,  // grpc-retry-pushback-ms negative or unparseable: the server said do not retry
   none,
   not_retryable
 };

@@ -26,10 +26,9 @@ DownConn::DownConn(Worker* w, WorkerListener* l)
 
 DownConn::~DownConn() = default;
 
-// Every open connection holds this object until it has been idle long
-// enough to be parked (docs/architecture.md, "An idle connection"): what it
-// gains must be worth it.
-static_assert(sizeof(DownConn) <= 432, "DownConn grew: every open connection holds every byte of it");
+// An idle keep-alive connection is mostly this object (docs/benchmarks.md,
+// "Memory per idle keep-alive connection"): what it gains must be worth it.
+static_assert(sizeof(DownConn) <= 424, "DownConn grew: an idle connection holds every byte of it");
 
 static const Limits kDefaultLimits{};
 
@@ -87,7 +86,7 @@ void DownConn::remember_peer() {
 // Woken from the parked set: idle still (the first bytes start the header
 // clock); TCP_NODELAY stayed with the socket.
 void DownConn::resume_after_park() {
-  protocol_known_ = true;  // it spoke HTTP/1 before it was parked
+  protocol_known_ = true;  // only HTTP/1 connections are parked
   remember_peer();
   arm_idle_timer();
   resume_reading();
@@ -115,7 +114,7 @@ void DownConn::on_idle_long(TimerList::Entry* t) {
   auto* d = Conn::of<DownConn>(t);
   uint64_t idle = static_cast<uint64_t>(limits_for(d->worker_, d->listener_->name()).idle_timeout.count());
   uint64_t left = idle > ParkedConnections::kParkAfterMs ? idle - ParkedConnections::kParkAfterMs : 0;
-  bool quiet = !d->h2_ && d->protocol_known_ && !d->ex_ && !d->in_exchange_ && !d->in_request() && !d->pending_in_ && d->reading_ && !d->eof_ &&
+  bool quiet = !d->h2_ && !d->ex_ && !d->in_exchange_ && !d->in_request() && !d->pending_in_ && d->reading_ && !d->eof_ &&
                !d->close_pending_ && d->write_queue() == 0 && !d->tls_ && !d->worker_->draining();
   if (left > 0 && quiet && d->park(left)) return;
   d->arm_timer(left, on_head_or_idle_timeout);

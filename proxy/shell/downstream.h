@@ -107,16 +107,16 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   void resume_reading();
   void account_in(size_t n);
   void buffer_pipelined(const char* data, size_t len);
+  // The connection's first bytes: the HTTP/2 preface (an H2Downstream takes
+  // the connection over) or HTTP/1, each only where the listener's
+  // `protocols` allow it; too few bytes to tell wait in pending_in_.
+  void take_first_bytes(const char* data, size_t len);
   HttpParser& parser();  // the lent parser, taken from the pool if none
   bool parser_paused() const { return parser_ && parser_->error() == HttpParser::Error::paused; }
   bool in_request() const { return parser_ && parser_->in_message(); }
   // Idle (no exchange, no request begun, nothing pipelined): the parser and
   // an empty pipelining buffer go back. Never from inside the parser.
   void release_if_idle();
-  // The connection's first bytes: the HTTP/2 preface (an H2Downstream takes
-  // the connection over) or HTTP/1, each only where the listener's
-  // `protocols` allow it; too few bytes to tell wait in pending_in_.
-  void take_first_bytes(const char* data, size_t len);
   // What a response that keeps the connection open must say: an HTTP/1.0
   // client is told "Connection: keep-alive", an HTTP/1.1 one nothing.
   std::string_view keep_alive_header() const {
@@ -137,17 +137,18 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   std::unique_ptr<H2Downstream> h2_;  // set once the preface said HTTP/2: every byte goes there
   std::string peer_ip_;
   Link link_;
-  bool tracked_ = false;
-  bool reading_ = false;
-  bool want_read_ = true;       // backpressure may turn this off
-  bool close_after_ = false;    // Connection: close, HTTP/1.0 without keep-alive, drain, errors
-  bool http10_ = false;         // the current request is HTTP/1.0
-  bool close_pending_ = false;  // close once the write queue drains
-  bool eof_ = false;
-  bool in_exchange_ = false;
-  bool tunnel_ = false;  // after a 101, bytes go to the exchange's tunnel
-  bool parked_ = false;
-  bool protocol_known_ = false;  // the first bytes told HTTP/1 from HTTP/2
+  // One bit each: every idle connection holds these.
+  bool tracked_ : 1 = false;
+  bool reading_ : 1 = false;
+  bool want_read_ : 1 = true;       // backpressure may turn this off
+  bool close_after_ : 1 = false;    // Connection: close, HTTP/1.0 without keep-alive, drain, errors
+  bool http10_ : 1 = false;         // the current request is HTTP/1.0
+  bool close_pending_ : 1 = false;  // close once the write queue drains
+  bool eof_ : 1 = false;
+  bool in_exchange_ : 1 = false;
+  bool tunnel_ : 1 = false;  // after a 101, bytes go to the exchange's tunnel
+  bool protocol_known_ : 1 = false;  // the first bytes told HTTP/1 from HTTP/2
+  bool parked_ : 1 = false;
 };
 
 }  // namespace onelayer

@@ -4,7 +4,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/grpc_attempt.h"
+#include "core/grpc_error_answer.h"
+#include "core/grpc_protocol.h"
 #include "core/http_status.h"
+#include "core/request_deadline.h"
 #include "core/retry_after.h"
 #include "shell/endpoint_log.h"
 #include "shell/endpoint_state.h"
@@ -43,7 +47,7 @@ static void storm_on_attempt_result(UpstreamShared& ups, const Upstream& ucfg, R
                                     uint32_t attempt, const AttemptResult& r) {
   bool failed = attempt_failed(r, route.retry.retry_on);
   if (ucfg.retry_budget.mode == BudgetMode::successes) ups.budget.on_attempt_result(failed, Clock::now());
-  if (failed) rm.on_attempt_failure(attempt <= 1, RetryTrigger{r.outcome, r.status});
+  if (failed) rm.on_attempt_failure(attempt <= 1, r);
 }
 
 Exchange::Exchange(DownstreamStream* down, Worker* w, Admission& a, MessageHead& head)
@@ -84,8 +88,9 @@ void Exchange::start() {
   ownership_ = detect_outer_owner(req_.headers, cfg_->headers);
   // Hidden-retry detection on requests an outer layer owns.
   if (ownership_.outer_owned) storm_note_hidden_retry(w_->runtime(), *route_, ownership_, req_.headers);
-  Millis timeout = route_->timeout;
-  if (auto in = incoming_timeout_ms(req_.headers, cfg_->headers)) timeout = std::min(timeout, Millis(*in));
+  // x-request-timeout-ms and grpc-timeout shorten the route's deadline.
+  const Millis timeout = request_timeout(route_->timeout, req_.headers, cfg_->headers);
+  grpc_call_ = down_->protocol() == WireProtocol::h2 && is_grpc_request(req_.headers);
   const bool has_body = req_.chunked || req_.content_length > 0;
   head_request_ = req_.method == "HEAD";
   request_complete_ = false;
@@ -96,7 +101,8 @@ void Exchange::start() {
     has_key = h && !h->value.empty();
   }
   rs_.emplace(route_->retry, timeout, started_,
-              RetryState::Request{req_.method, has_key, body_.replayable(), ownership_.outer_owned});
+              RetryState::Request{req_.method, has_key, body_.replayable(), ownership_.outer_owned,
+                                  route_->retry.idempotent});
   ups_->budget.on_request(started_);
   // The id of the retry-attempt baggage member (only when it is written).
   if (rs_->owns_retries() && route_->inner_hops == InnerHops::forbid && cfg_->propagate_baggage)
@@ -106,7 +112,16 @@ void Exchange::start() {
     respond_error(504, "deadline_exceeded");
     return;
   }
-  if (has_body && body_.replayable()) {
+  if (grpc_call_ && ucfg_->protocol == UpstreamProtocol::http1) {
+    // gRPC needs HTTP/2 to the upstream too: its trailers carry the outcome.
+    spdlog::info("route {}: gRPC call to upstream {}, which speaks http1: answered UNAVAILABLE", route_->name,
+                 ucfg_->name);
+    respond_error(502, "bad_upstream_response");
+    return;
+  }
+  // A gRPC body streams while it is kept for replay: a streaming call whose
+  // client waits for answers before it ends must not wait for its own end.
+  if (has_body && body_.replayable() && !grpc_call_) {
     // A body that fits buffer_limit is read whole first (it is buffered for
     // replay anyway): a malformed chunk, a bad trailer or max_body_bytes then
     // refuse the request before a byte of it reaches an upstream.
@@ -301,6 +316,7 @@ void Exchange::send_head_and_body() {
   rw.outer_owned = ownership_.outer_owned;
   rw.attempt_id = attempt_id_;  // the retry-attempt baggage member
   rw.via = via_member();
+  rw.grpc = grpc_call_;  // grpc-timeout and grpc-previous-rpc-attempts
   if (down_->over_tls()) rw.proto = "https";  // the client spoke TLS to this listener
 
   OutgoingRequest out;
@@ -388,6 +404,7 @@ void Exchange::on_down_drained() {
 }
 
 void Exchange::drop_upstream(bool reset) {
+  grpc_head_held_ = false;  // a held head goes with its attempt
   cancel_member();
   if (UpstreamStream* s = attempt_.stream) {
     attempt_.stream = nullptr;
@@ -430,7 +447,7 @@ RetryState::Decision Exchange::decide_retry(const AttemptResult& r, TimePoint no
   RetryState::Decision d =
       rs_->on_attempt_result(r, now, response_started_, w_->random(), &ups_->budget, &ups_->breaker);
   if (d.retry) {
-    rm_->on_retry(d.trigger.outcome, d.trigger.status);
+    rm_->on_retry(d.trigger);
     if (!triggers_.empty()) triggers_ += ',';
     append_trigger_name(triggers_, d.trigger);
     drop_upstream();
@@ -505,7 +522,7 @@ void Exchange::on_up_refused() {
   if (finished_) return;
   spdlog::debug("upstream {} refused the stream", attempt_.endpoint ? attempt_.endpoint->label : "?");
   AttemptResult r;
-  r.outcome = AttemptOutcome::reset;
+  r.outcome = AttemptOutcome::refused;
   r.request_may_have_reached = false;
   handle_failure(r, 502, "upstream_reset");
 }
@@ -542,27 +559,41 @@ void Exchange::on_up_bad_response() {
 
 int Exchange::on_up_head(MessageHead& head) {
   if (finished_) return -1;
+  if (grpc_call_ && grpc_outcome_follows(head.status, head.headers)) {
+    grpc_held_head_ = head;
+    grpc_head_held_ = true;
+    return 0;  // the attempt timer goes on bounding the wait
+  }
+  return judge_response(head, head.headers);
+}
+
+int Exchange::judge_response(MessageHead& head, const Headers& outcome_fields) {
   stop_timer();
+  const bool in_trailers = &outcome_fields != &head.headers;
   AttemptResult r;
   r.outcome = AttemptOutcome::response;
   r.status = head.status;
-  r.inner_exhausted = response_marks_exhausted(head.headers, cfg_->headers);
+  r.inner_exhausted = response_marks_exhausted(head.headers, cfg_->headers) ||
+                      (in_trailers && response_marks_exhausted(outcome_fields, cfg_->headers));
   if (const Header* ra = find_header(head.headers, "retry-after")) {
     r.retry_after = parse_retry_after(ra->value, std::chrono::system_clock::now());
   }
+  if (grpc_call_) read_grpc_outcome(head.status, outcome_fields, r);
   using Result = UpstreamEndpoints::Result;
-  bool server_error = head.status >= 500 && head.status != 501;
-  const Result verdict = !server_error                                   ? Result::success
-                         : route_->retry.retry_on.has_status(head.status) ? Result::failure
-                                                                          : Result::server_error;
+  bool server_error = r.grpc ? attempt_failed(r, route_->retry.retry_on) : head.status >= 500 && head.status != 501;
+  const bool listed = r.grpc ? route_->retry.retry_on.has_grpc_status(*r.grpc)
+                             : route_->retry.retry_on.has_status(head.status);
+  const Result verdict = !server_error ? Result::success : listed ? Result::failure : Result::server_error;
   const TimePoint now = end_attempt(verdict);
   storm_on_attempt_result(*ups_, *ucfg_, *rm_, *route_, rs_->attempts_started(), r);
   if (decide_retry(r, now).retry) return -1;
 
   status_ = head.status;
+  if (r.grpc) grpc_answer_ = r.grpc;
   resp_no_body_ = head_request_ || head.status == 204 || head.status == 304;
   Headers extra;
-  add_exhausted_field(extra);
+  // An outcome read from the trailers is marked there (on_up_trailers).
+  if (!in_trailers) add_exhausted_field(extra);
   DownstreamStream::ResponseMeta meta;
   meta.no_body = resp_no_body_;
   meta.head_request = head_request_;
@@ -578,8 +609,19 @@ int Exchange::on_up_head(MessageHead& head) {
   return head_request_ ? 1 : 0;
 }
 
+bool Exchange::release_grpc_head(const Headers* trailers) {
+  grpc_head_held_ = false;
+  MessageHead head = std::move(grpc_held_head_);
+  return judge_response(head, trailers ? *trailers : head.headers) >= 0 && !finished_;
+}
+
 int Exchange::on_up_body(const char* data, size_t len) {
   if (finished_) return -1;
+  if (grpc_head_held_) {
+    if (len == 0) return 0;
+    // The first message commits the call: its outcome can no longer be retried.
+    if (!release_grpc_head(nullptr)) return -1;
+  }
   if (!down_->send_response_body(std::string_view(data, len))) {
     // The client is gone (reset): stop pulling the body from the upstream.
     abort("client_closed");
@@ -594,12 +636,22 @@ int Exchange::on_up_body(const char* data, size_t len) {
 }
 
 void Exchange::on_up_trailers(Headers& trailers) {
-  if (finished_ || !response_started_) return;
+  if (finished_) return;
+  if (grpc_head_held_) {
+    // Headers, then trailers with no message between: the outcome is here.
+    if (!release_grpc_head(&trailers)) return;
+    add_exhausted_field(trailers);
+  } else if (grpc_call_) {
+    if (const Header* s = find_header(trailers, kGrpcStatusField)) grpc_answer_ = parse_grpc_status(s->value);
+  }
+  if (!response_started_) return;
   down_->send_response_trailers(trailers);
 }
 
 void Exchange::on_up_end(bool reusable) {
   if (finished_) return;
+  // A held head and no message or trailers after it.
+  if (grpc_head_held_ && !release_grpc_head(nullptr)) return;
   if (UpstreamStream* u = attempt_.stream) {
     attempt_.stream = nullptr;
     u->release(reusable && attempt_.request_end_sent);
@@ -629,6 +681,7 @@ void Exchange::respond_error(int status, const char* reason, Headers extra) {
   }
   status_ = status;
   error_reason_ = reason;
+  if (grpc_call_) grpc_answer_ = grpc_status_for_error(reason, status);  // the HTTP/2 stream answers in gRPC
   add_exhausted_field(extra);
   response_started_ = true;
   down_->send_proxy_response(status, reason, extra, head_request_, request_complete_);
@@ -640,6 +693,7 @@ void Exchange::record(int status) {
   double secs = std::chrono::duration<double>(now - started_).count();
   const WireProtocol protocol = down_->protocol();
   rm_->on_response(status, secs, rs_ ? rs_->attempts_started() : 0, steady_ms(now), protocol == WireProtocol::h2);
+  if (grpc_answer_) rm_->on_grpc_response(*grpc_answer_);
   const uint64_t bytes_out = bytes_out_ + down_->response_bytes();
   w_->runtime().metrics.bytes_out_total.fetch_add(bytes_out, std::memory_order_relaxed);
   AccessRecord a;
@@ -659,6 +713,7 @@ void Exchange::record(int status) {
   a.protocol = wire_protocol_name(protocol);
   a.stream_id = down_->stream_id();
   a.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (grpc_answer_) a.grpc_status = grpc_code(*grpc_answer_);
   write_access_log(a);
 }
 

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "core/config.h"
+#include "core/grpc_status.h"
 #include "core/http_headers.h"
 #include "core/replay_body.h"
 #include "core/retry.h"
@@ -126,6 +127,14 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   UpConn* tunnel_upstream() const;  // the HTTP/1 connection of a tunnel's attempt
   // The x-retry-exhausted field when this answer must carry it.
   void add_exhausted_field(Headers& out) const;
+  // The verdict on a response head whose outcome is in `outcome_fields`
+  // (the head itself, or for a gRPC head held back, the trailers): retry,
+  // or send the head downstream. on_up_head's return value.
+  int judge_response(MessageHead& head, const Headers& outcome_fields);
+  // gRPC (docs/grpc.md): a held head's outcome arrived (trailers, or
+  // nullptr for the first message or the end): judged as above. False
+  // when the head did not go downstream (retried, or refused).
+  bool release_grpc_head(const Headers* trailers);
 
   DownstreamStream* down_;
   Worker* w_;
@@ -171,6 +180,13 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   std::string upgrade_;        // requested Upgrade protocols ("" : no upgrade)
   bool tunnel_ = false;        // a 101 went downstream: bytes flow both ways
   uint64_t tunnel_bytes_in_ = 0;  // tunnel bytes from the client (the access log's bytes_in)
+  // gRPC: a call over HTTP/2 with a gRPC content-type. A 200 head without
+  // grpc-status is held until the first message or the trailers (the
+  // attempt's timer still runs), so a status in the trailers can be retried.
+  bool grpc_call_ = false;
+  bool grpc_head_held_ = false;
+  MessageHead grpc_held_head_;
+  std::optional<GrpcStatus> grpc_answer_;  // the grpc-status the caller got
 };
 
 }  // namespace onelayer

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cstring>
 
+#include "core/grpc_error_answer.h"
+#include "core/grpc_protocol.h"
 #include "shell/downstream.h"
 #include "shell/exchange.h"
 #include "shell/h2_downstream.h"
@@ -45,6 +47,7 @@ void H2DownStream::on_head(H2Session::Head& head, bool end_stream) {
   const char* malformed = translate_h2_request(head, end_stream, mh);
   method_ = mh.method;
   path_ = mh.target;
+  grpc_ = is_grpc_request(mh.headers);
   if (malformed) {
     refuse(400, "bad_request", malformed, {}, nullptr, {});
     return;
@@ -153,6 +156,19 @@ void H2DownStream::flush() {
 void H2DownStream::answer(int status, const char* reason, const Headers& extra, bool head_request,
                           std::string_view hint) {
   if (ended_) return;
+  if (grpc_) {
+    // A gRPC caller gets gRPC: HTTP 200, Trailers-Only (one HEADERS frame
+    // that ends the stream) with grpc-status for the reason.
+    H2Session::Head h;
+    h.status = 200;
+    append_grpc_error_fields(h.fields, reason, status, extra);
+    ended_ = true;
+    head_pending_ = false;
+    if (!session().submit_response(id_, h, true)) return;
+    response_bytes_ += head_size(h);
+    conn_->write_out();
+    return;
+  }
   std::string body(reason);
   body += '\n';
   if (!hint.empty()) {
@@ -193,6 +209,8 @@ void H2DownStream::refuse(int status, const char* reason, const char* detail, co
   if (!counted_in && !l->unrouted()) l->unrouted() = worker()->runtime().metrics.route(l->name(), "", "");
   auto now_ms = std::chrono::duration_cast<Millis>(Clock::now().time_since_epoch()).count();
   (counted_in ? counted_in : l->unrouted())->on_response(status, 0, 0, now_ms, true);
+  const GrpcStatus grpc_status = grpc_status_for_error(reason, status);
+  if (grpc_) (counted_in ? counted_in : l->unrouted())->on_grpc_response(grpc_status);
   worker()->runtime().metrics.bytes_out_total.fetch_add(response_bytes_, std::memory_order_relaxed);
   AccessRecord r;
   r.listener = l->name();
@@ -205,6 +223,7 @@ void H2DownStream::refuse(int status, const char* reason, const char* detail, co
   r.stream_id = stream_id();
   r.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
   r.bytes_out = response_bytes_;
+  if (grpc_) r.grpc_status = grpc_code(grpc_status);
   write_access_log(r);
 }
 

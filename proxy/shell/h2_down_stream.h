@@ -84,6 +84,7 @@ class H2DownStream final : public DownstreamStream {
   bool head_seen_ = false;
   bool head_pending_ = false;     // pending_head_ waits for body bytes, the end or flush()
   bool ended_ = false;            // our side is ended (or reset)
+  bool grpc_ = false;             // a gRPC call: onelayer's own answers are gRPC (docs/grpc.md)
 };
 
 }  // namespace onelayer

@@ -1,4 +1,4 @@
-// HTTP/2 upstream connections: connect with a timeout, the session's bytes
+// HTTP/2 upstream connections: connect (and TLS) with a timeout, the session's bytes
 // in and out, stream events routed to their H2UpStream, pooling per
 // endpoint address within the peer's stream limit, GOAWAY and idle close.
 #include "shell/h2_upstream.h"
@@ -27,8 +27,12 @@ H2Session::Limits client_limits() {
 
 }  // namespace
 
-H2UpConn::H2UpConn(Worker* w, EndpointState* ep, int addr_index)
-    : Conn(w), ep_(ep), session_(H2Session::Role::client, this, client_limits()), addr_index_(addr_index) {
+H2UpConn::H2UpConn(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls)
+    : Conn(w),
+      ep_(ep),
+      tls_ctx_(std::move(tls)),
+      session_(H2Session::Role::client, this, client_limits()),
+      addr_index_(addr_index) {
   connect_req_.data = this;
   ep_->h2.push_back(this);
   auto& m = w->runtime().metrics;
@@ -36,7 +40,8 @@ H2UpConn::H2UpConn(Worker* w, EndpointState* ep, int addr_index)
   m.upstream_connections_total.fetch_add(1, std::memory_order_relaxed);
 }
 
-H2UpConn::~H2UpConn() = default;
+// The TLS channel goes before its context.
+H2UpConn::~H2UpConn() { tls_.reset(); }
 
 bool H2UpConn::has_free_slot() const {
   return !closing() && !no_new_streams_ && !session_.want_close() && streams_.size() < session_.stream_limit();
@@ -105,14 +110,7 @@ void H2UpConn::start_connect() {
                               c->fail_connect(status, false);
                               return;
                             }
-                            // Usable once the peer's SETTINGS arrive (its
-                            // stream limit), within what is left of the
-                            // connect timeout.
-                            uv_tcp_nodelay(&c->tcp_, 1);
-                            c->tcp_up_ = true;
-                            if (uv_read_start(c->stream(), Conn::no_read_buffer, Conn::on_readable<H2UpConn>) == 0)
-                              c->reading_ = true;
-                            c->flush();  // the preface and our SETTINGS
+                            c->on_tcp_connected();
                           });
   connecting_ = rc == 0;
   if (rc != 0) {
@@ -142,17 +140,63 @@ void H2UpConn::fail_connect(int err, bool dns) {
   for (H2UpStream* s : take_streams()) s->on_connect_failed(err, dns);
 }
 
+// Usable once the TLS handshake (h2) is done and the peer's SETTINGS arrive
+// (its stream limit), all within the connect timeout armed at the start.
+void H2UpConn::on_tcp_connected() {
+  uv_tcp_nodelay(&tcp_, 1);
+  if (uv_read_start(stream(), Conn::no_read_buffer, Conn::on_readable<H2UpConn>) == 0) reading_ = true;
+  if (tls_ctx_) {
+    tls_ = tls_ctx_->open(ep_->hp.host, ep_->label);
+    Conn::tls_pump(this);  // writes the ClientHello
+    return;
+  }
+  tcp_up_ = true;
+  flush();  // the preface and our SETTINGS
+}
+
+void H2UpConn::on_tls_handshake(bool ok) {
+  if (!ok) {
+    fail_tls(tls_->error_text(), tls_->verify_failed());
+    return;
+  }
+  std::string alpn = tls_->alpn();
+  if (alpn != "h2") {
+    fail_tls("the upstream chose ALPN " + (alpn.empty() ? std::string("nothing") : alpn) + ", not h2", false);
+    return;
+  }
+  spdlog::debug("upstream {}: TLS {} ({}), ALPN h2", ep_->label, SSL_get_version(tls_->ssl()),
+                tls_->session_reused() ? "resumed" : "full handshake");
+  tcp_up_ = true;
+  flush();
+}
+
+void H2UpConn::fail_tls(const std::string& why, bool verify) {
+  if (closing()) return;
+  close_now();
+  for (H2UpStream* s : take_streams()) s->on_tls_failed(why, verify);
+}
+
 // The peer's SETTINGS came: streams beyond its limit move to another
 // connection (they have sent nothing yet), the rest may send now.
 void H2UpConn::become_ready() {
   connected_ = true;
   disarm_timer();
   size_t limit = session_.stream_limit();
+  if (limit == 0) {
+    // The peer takes no streams now: its waiting streams are refused (they
+    // go elsewhere after the retry backoff) rather than moved from one new
+    // connection to the next.
+    no_new_streams_ = true;
+    for (H2UpStream* s : std::vector<H2UpStream*>(streams_))
+      if (attached(s)) s->on_refused();
+    if (streams_.empty()) arm_idle();
+    return;
+  }
   if (streams_.size() > limit) {
     std::vector<H2UpStream*> excess(streams_.begin() + static_cast<std::ptrdiff_t>(limit), streams_.end());
     streams_.resize(limit);
     for (H2UpStream* s : excess) {
-      H2UpConn* other = for_new_stream(worker_, ep_, addr_index_, connect_timeout_);
+      H2UpConn* other = for_new_stream(worker_, ep_, addr_index_, tls_ctx_, connect_timeout_);
       s->move_to(other);
       other->attach(s);
     }
@@ -162,16 +206,23 @@ void H2UpConn::become_ready() {
   if (streams_.empty()) arm_idle();
 }
 
-H2UpConn* H2UpConn::for_new_stream(Worker* w, EndpointState* ep, int addr, Millis connect_timeout) {
+H2UpConn* H2UpConn::for_new_stream(Worker* w, EndpointState* ep, int addr,
+                                   const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout) {
+  // An idle connection made under another TLS context (before a reload)
+  // will not serve again.
+  std::vector<H2UpConn*> stale;
+  for (H2UpConn* c : ep->h2)
+    if (c->tls_ctx_ != tls && c->connected_ && c->streams_.empty()) stale.push_back(c);
+  for (H2UpConn* c : stale) c->close_now();
   // A connected connection with a free slot first, then a connecting one.
   H2UpConn* pick = nullptr;
   for (H2UpConn* c : ep->h2) {
-    if (!c->serves_address(addr) || !c->has_free_slot()) continue;
+    if (c->tls_ctx_ != tls || !c->serves_address(addr) || !c->has_free_slot()) continue;
     if (c->connected()) return c;
     if (!pick) pick = c;
   }
   if (pick) return pick;
-  pick = new H2UpConn(w, ep, addr);
+  pick = new H2UpConn(w, ep, addr, tls);
   pick->connect(connect_timeout);
   return pick;
 }
@@ -376,9 +427,9 @@ void H2UpConn::on_goaway(int32_t last_stream_id, uint32_t error_code) {
 }
 
 UpstreamStream* open_h2_upstream_stream(Worker* w, EndpointState* ep, const Upstream&, int addr,
-                                        const std::shared_ptr<TlsClientContext>&, UpstreamStream::Receiver* r,
+                                        const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                         bool head_request, Millis connect_timeout) {
-  H2UpConn* c = H2UpConn::for_new_stream(w, ep, addr, connect_timeout);
+  H2UpConn* c = H2UpConn::for_new_stream(w, ep, addr, tls, connect_timeout);
   auto* s = new H2UpStream(c, r, head_request);
   c->attach(s);
   return s;

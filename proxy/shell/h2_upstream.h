@@ -1,6 +1,7 @@
 // One HTTP/2 connection to one address of an upstream endpoint, cleartext
-// with prior knowledge (h2c): it carries many attempts at once, one stream
-// each (H2UpStream), within the peer's SETTINGS_MAX_CONCURRENT_STREAMS. The
+// with prior knowledge (h2c) or over TLS with ALPN h2 (h2): it carries many
+// attempts at once, one stream each (H2UpStream), within the peer's
+// SETTINGS_MAX_CONCURRENT_STREAMS. The
 // worker keeps an endpoint's h2 connections in EndpointState::h2; an
 // attempt takes a connection with a free stream slot or opens another.
 #pragma once
@@ -13,6 +14,7 @@
 #include "core/clock.h"
 #include "shell/conn.h"
 #include "shell/h2_session.h"
+#include "shell/tls_context.h"
 #include "shell/upstream_stream.h"
 
 namespace onelayer {
@@ -24,7 +26,8 @@ class H2UpConn final : public Conn, private H2Session::Handler {
  public:
   // `addr_index`: the endpoint address to connect to (the balancer's pick),
   // -1 for the endpoint's sticky one.
-  H2UpConn(Worker* w, EndpointState* ep, int addr_index);
+  // `tls`: the context to handshake with (null: cleartext, h2c).
+  H2UpConn(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls);
   ~H2UpConn() override;
 
   // Starts connecting (after a DNS lookup when the endpoint needs one).
@@ -37,7 +40,10 @@ class H2UpConn final : public Conn, private H2Session::Handler {
 
   // The connection a new stream to `ep`'s address `addr` rides: a
   // connected one with a free slot, else a connecting one, else a new one.
-  static H2UpConn* for_new_stream(Worker* w, EndpointState* ep, int addr, Millis connect_timeout);
+  // Connections made with another TLS context (before a reload) are not
+  // used for new streams.
+  static H2UpConn* for_new_stream(Worker* w, EndpointState* ep, int addr,
+                                  const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout);
 
   // One more stream fits: not closing, no GOAWAY or refused stream, fewer
   // streams than the peer allows at once.
@@ -46,6 +52,7 @@ class H2UpConn final : public Conn, private H2Session::Handler {
   bool serves_address(int addr) const;
   // Streams may be opened: TCP is up and the peer's SETTINGS came.
   bool connected() const { return connected_; }
+  bool over_tls() const { return tls_ctx_ != nullptr; }
   Millis connect_timeout() const { return connect_timeout_; }
   size_t stream_count() const { return streams_.size(); }
 
@@ -66,15 +73,19 @@ class H2UpConn final : public Conn, private H2Session::Handler {
 
   void on_read(ssize_t nread, const uv_buf_t* buf);
   void on_write_done(int status) override;
-  // Conn::on_readable's TLS path; h2c connections never have a channel.
-  void on_tls_handshake(bool) {}
+  // Conn::on_readable's TLS path (h2): the handshake's end (ALPN must be
+  // h2), and a TLS error after it.
+  void on_tls_handshake(bool ok);
   void on_tls_error() { lose(UV_EPROTO); }
   // The worker stops: closes now (streams still on it hear on_up_error).
   void close_for_shutdown() { lose(UV_ECANCELED); }
 
  private:
   void start_connect();
+  void on_tcp_connected();
   void become_ready();
+  // The TLS handshake failed: every stream hears why.
+  void fail_tls(const std::string& why, bool verify);
   // The connection failed before it was usable: every stream hears it.
   void fail_connect(int err, bool dns);
   // The connection is gone (EOF, read or write error): streams whose
@@ -99,6 +110,7 @@ class H2UpConn final : public Conn, private H2Session::Handler {
   void on_goaway(int32_t last_stream_id, uint32_t error_code) override;
 
   EndpointState* ep_;
+  std::shared_ptr<TlsClientContext> tls_ctx_;  // null: h2c
   H2Session session_;
   std::vector<H2UpStream*> streams_;  // attached, in the order they came
   std::vector<H2UpStream*> queued_;   // waiting for a stream slot
@@ -120,10 +132,11 @@ class H2UpConn final : public Conn, private H2Session::Handler {
   bool counted_ = true;           // in the upstream connection gauge
 };
 
-// A stream for one attempt on an h2c connection to `ep`'s address `addr`
+// A stream for one attempt on an HTTP/2 connection to `ep`'s address `addr`
 // (-1: any): one with a free stream slot, else a new connection (streams on
-// a connecting one get on_connected or on_connect_failed later). `tls` is
-// unused (h2c is cleartext). `head_request`: the response has no body.
+// a connecting one get on_connected, on_connect_failed or on_tls_failed
+// later). `tls`: the context for h2 (null: h2c). `head_request`: the
+// response has no body.
 UpstreamStream* open_h2_upstream_stream(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
                                         const std::shared_ptr<TlsClientContext>& tls,
                                         UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout);

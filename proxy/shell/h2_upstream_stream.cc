@@ -42,11 +42,11 @@ bool parse_length(std::string_view v, uint64_t& out) {
 
 }  // namespace
 
-H2Session::Head h2_request_head(const OutgoingRequest& req) {
+H2Session::Head h2_request_head(const OutgoingRequest& req, std::string_view scheme) {
   const MessageHead& m = *req.head;
   H2Session::Head h;
   h.method = m.method;
-  h.scheme = "http";
+  h.scheme = std::string(scheme);
   h.path = std::string(req.target);
   Headers fields;
   if (req.rewrite) {
@@ -95,7 +95,7 @@ bool H2UpStream::closing() const { return !conn_ || conn_->closing(); }
 
 int H2UpStream::send_request(const OutgoingRequest& req) {
   if (!conn_ || conn_->closing()) return UV_ECONNRESET;
-  H2Session::Head head = h2_request_head(req);
+  H2Session::Head head = h2_request_head(req, conn_->over_tls() ? "https" : "http");
   std::string_view body = req.has_body ? req.body : std::string_view();
   bool end = !req.has_body || req.end;
   bool end_with_head = end && body.empty();
@@ -242,6 +242,11 @@ void H2UpStream::on_connected() { call([&] { r_->on_connected(); }); }
 void H2UpStream::on_connect_failed(int err, bool dns) {
   conn_ = nullptr;
   call([&] { r_->on_connect_failed(err, dns); });
+}
+
+void H2UpStream::on_tls_failed(const std::string& why, bool verify) {
+  conn_ = nullptr;
+  call([&] { r_->on_tls_failed(why, verify); });
 }
 
 void H2UpStream::on_head(H2Session::Head& h, bool end_stream) {

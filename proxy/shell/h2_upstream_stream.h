@@ -19,11 +19,12 @@ namespace onelayer {
 
 class H2UpConn;
 
-// The HTTP/2 request head for an attempt: :method, :scheme http, :path,
+// The HTTP/2 request head for an attempt: :method, :scheme (`scheme`:
+// http on h2c, https on h2), :path,
 // :authority from Host (the default host when there is none), the fields
 // core rewrite_request_headers keeps minus connection-specific ones,
 // content-length when the request has one, te: trailers when asked for.
-H2Session::Head h2_request_head(const OutgoingRequest& req);
+H2Session::Head h2_request_head(const OutgoingRequest& req, std::string_view scheme);
 
 class H2UpStream final : public UpstreamStream {
  public:
@@ -51,6 +52,7 @@ class H2UpStream final : public UpstreamStream {
   void move_to(H2UpConn* conn) { conn_ = conn; }
   void on_connected();
   void on_connect_failed(int err, bool dns);
+  void on_tls_failed(const std::string& why, bool verify);
   void on_head(H2Session::Head& head, bool end_stream);
   void on_data(const uint8_t* data, size_t len);
   void on_trailers(Headers& trailers);

@@ -172,6 +172,7 @@ void format_access_log(const AccessRecord& r, LogFormat format, std::string& lin
   num("bytes_out", r.bytes_out);
   str("protocol", r.protocol);
   num("stream", r.stream_id);
+  if (r.grpc_status >= 0) num("grpc_status", static_cast<uint64_t>(r.grpc_status));  // gRPC calls only
   line += json ? "}\n" : "\n";
 }
 

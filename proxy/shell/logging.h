@@ -25,6 +25,7 @@ struct AccessRecord {
   double duration_ms = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
   int64_t unix_ms = 0;
+  int grpc_status = -1;  // a gRPC call's grpc-status as the caller got it; <0: not a gRPC call (no field)
 };
 // Appends one access-log line (newline included) in `format` to `out`.
 void format_access_log(const AccessRecord& r, LogFormat format, std::string& out);

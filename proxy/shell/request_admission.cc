@@ -46,7 +46,8 @@ Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head) 
   if (routed.refused()) return refusal(routed.status, routed.reason, routed.detail);
   UpgradeVerdict upgrade = check_upgrade(facts, head.headers, l.upgrades);
   if (upgrade.refused()) return refusal(upgrade.status, upgrade.reason, upgrade.detail, upgrade.hint);
-  if (upgrade.requested && gen->config->upstreams[route->upstream_index].protocol != UpstreamProtocol::http1) {
+  const UpstreamProtocol up = gen->config->upstreams[route->upstream_index].protocol;
+  if (upgrade.requested && (up == UpstreamProtocol::h2c || up == UpstreamProtocol::h2)) {
     return refusal(400, "upgrade_not_allowed", "Upgrade to an upstream that speaks HTTP/2",
                    "onelayer tunnels an Upgrade only to an upstream with protocol: http1.");
   }

@@ -122,11 +122,12 @@ std::shared_ptr<TlsClientContext> TlsClientContext::create(const UpstreamTls& tl
     SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
   }
   if (!tls.cert_file.empty() && !load_pair(ctx, tls.cert_file, tls.key_file, error, error_key)) return nullptr;
-  // ALPN follows `protocol` unless `alpn` is given. Only http/1.1 is spoken
-  // to upstreams today, so `auto` offers http/1.1 alone: offering h2 would
-  // let a server pick a protocol the connection cannot speak.
-  (void)protocol;
-  std::vector<std::string> alpn = tls.alpn.empty() ? std::vector<std::string>{"http/1.1"} : tls.alpn;
+  // ALPN follows `protocol` unless `alpn` is given: h2 offers h2 alone.
+  // `auto` still offers http/1.1 alone (its connection is an HTTP/1.1 one
+  // before the handshake): offering h2 would let a server pick a protocol
+  // that connection cannot speak.
+  std::vector<std::string> alpn = tls.alpn;
+  if (alpn.empty()) alpn = {protocol == UpstreamProtocol::h2 ? "h2" : "http/1.1"};
   std::string wire = alpn_wire(alpn);
   SSL_CTX_set_alpn_protos(ctx, reinterpret_cast<const unsigned char*>(wire.data()), static_cast<unsigned>(wire.size()));
   // Client sessions are kept here per endpoint, not in OpenSSL's cache

@@ -368,7 +368,7 @@ void UpConn::detach_and_close(bool reset) {
 UpstreamStream* open_upstream_stream(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
                                      const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                      bool head_request, Millis connect_timeout) {
-  if (upstream.protocol == UpstreamProtocol::h2c)
+  if (upstream.protocol == UpstreamProtocol::h2c || upstream.protocol == UpstreamProtocol::h2)
     return open_h2_upstream_stream(w, ep, upstream, addr, tls, r, head_request, connect_timeout);
   // An idle connection to the address, else a new one. One made under other
   // TLS settings (before a reload) is never reused.

@@ -237,10 +237,18 @@ def run_wrk(args):
 
 # ---------------------------------------------------------------- configs
 
-def onelayer_config(upstream_port, layer, workers, max_connections, budget_mode="requests"):
+def onelayer_config(upstream_port, layer, workers, max_connections, budget_mode="requests",
+                    listener_protocols=None, upstream_protocol=None,
+                    retry_on=("connect-failure", "reset", "503"), idempotent=False):
     """The benchmark's onelayer config: retries configured (3 attempts on
     503/connect failure/reset, budget on) but not triggered by a healthy
-    origin, keep-alive pool to the origin, admin and listener on port 0."""
+    origin, keep-alive pool to the origin, admin and listener on port 0.
+    listener_protocols / upstream_protocol (e.g. ["http1", "h2c"], "h2c")
+    are written only when given; idempotent marks the route's requests safe
+    to repeat (gRPC calls are POSTs)."""
+    listener_extra = f"\n    protocols: [{', '.join(listener_protocols)}]" if listener_protocols else ""
+    upstream_extra = f"\n    protocol: {upstream_protocol}" if upstream_protocol else ""
+    retry_extra = "\n          idempotent: true" if idempotent else ""
     limits = "{ idle_timeout: 60s }"
     if max_connections:
         limits = "{ max_connections: %d, idle_timeout: 60s }" % max_connections
@@ -250,7 +258,7 @@ admin:
 workers: {workers}
 listeners:
   - name: bench
-    listen: 127.0.0.1:0
+    listen: 127.0.0.1:0{listener_extra}
     limits: {limits}
     routes:
       - name: all
@@ -258,14 +266,44 @@ listeners:
         timeout: 15s
         retry:
           max_attempts: 3
-          retry_on: [connect-failure, reset, 503]
+          retry_on: [{', '.join(retry_on)}]{retry_extra}
           backoff: {{ base: 25ms, cap: 1s, jitter: full }}
 upstreams:
   - name: origin
-    endpoints: [127.0.0.1:{upstream_port}]
+    endpoints: [127.0.0.1:{upstream_port}]{upstream_extra}
     connect_timeout: 1s
     pool: {{ max_idle: 256, idle_timeout: 60s }}
     retry_budget: {{ mode: {budget_mode}, ratio: 0.1, min_per_second: 5 }}
+"""
+
+
+def haproxy_config(port, upstream_port, maxconn, nofile=None, proto=None, retry_on="503 conn-failure"):
+    """The benchmark's HAProxy 2.6: 1 thread, keep-alive to the origin, 2
+    retries on what retry_on lists; proto (h2) on the bind and the server."""
+    on = f" proto {proto}" if proto else ""
+    ulimit = f"\n  ulimit-n {nofile}" if nofile else ""
+    return f"""global
+  nbthread 1
+  maxconn {maxconn}{ulimit}
+  no strict-limits
+
+defaults
+  mode http
+  timeout connect 1s
+  timeout client 60s
+  timeout server 15s
+  timeout http-request 10s
+  timeout http-keep-alive 60s
+  retries 2
+  retry-on {retry_on}
+  http-reuse always
+
+frontend fe
+  bind 127.0.0.1:{port}{on}
+  default_backend be
+
+backend be
+  server origin 127.0.0.1:{upstream_port}{on}
 """
 
 
@@ -294,6 +332,14 @@ def main():
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--max-connections", type=int, default=0)
     p.add_argument("--budget-mode", choices=["requests", "successes"], default="requests")
+    p.add_argument("--listener-protocols", help="comma list, e.g. http1,h2c (default: not written)")
+    p.add_argument("--upstream-protocol", help="e.g. h2c (default: not written)")
+    p = sub.add_parser("haproxy-config", help="print the benchmark's HAProxy config")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--upstream-port", type=int, required=True)
+    p.add_argument("--maxconn", type=int, required=True)
+    p.add_argument("--nofile", type=int)
+    p.add_argument("--proto", help="h2: HTTP/2 on the bind and the server line")
     p = sub.add_parser("wrk")
     p.add_argument("--url", required=True)
     p.add_argument("--target", required=True)
@@ -325,8 +371,11 @@ def main():
             if pid not in skip:
                 print(pid)
     elif a.cmd == "onelayer-config":
+        protocols = a.listener_protocols.split(",") if a.listener_protocols else None
         sys.stdout.write(onelayer_config(a.upstream_port, a.layer, a.workers, a.max_connections,
-                                         a.budget_mode))
+                                         a.budget_mode, protocols, a.upstream_protocol))
+    elif a.cmd == "haproxy-config":
+        sys.stdout.write(haproxy_config(a.port, a.upstream_port, a.maxconn, a.nofile, a.proto))
     elif a.cmd == "wrk":
         return run_wrk(a)
     return 0

@@ -75,24 +75,27 @@ async def read_response(reader):
 
 # ---------------------------------------------------------------- idle
 
-async def idle(args):
+class ConnectFailed(Exception):
+    """A connection that opened but did not come up as it should (its kind in str())."""
+
+
+async def hold_connections(args, connect):
+    """Open args.n connections (args.parallel at a time) with connect(), an
+    async function returning (reader, writer) or raising; hold them for
+    args.settle seconds and measure the RSS of the process tree args.pid
+    before and with them. Returns the figures common to every idle test."""
     limit = raise_nofile()
     pids = bench_util.tree_pids(args.pid)
     rss_start = bench_util.status_kib(pids, "VmRSS")
     gate = asyncio.Semaphore(args.parallel)
     conns, failures = [], []
-    req = request_bytes(args.path)
 
     async def open_one():
         async with gate:
             try:
-                r, w = await asyncio.wait_for(
-                    asyncio.open_connection("127.0.0.1", args.port), 5)
-                w.write(req)
-                status, _ = await asyncio.wait_for(read_response(r), 5)
-                conns.append((r, w))
-                if status != 200:
-                    failures.append(f"status {status}")
+                conns.append(await connect())
+            except ConnectFailed as e:
+                failures.append(str(e))
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError) as e:
                 failures.append(type(e).__name__)
 
@@ -105,11 +108,28 @@ async def idle(args):
     alive = sum(1 for r, _ in conns if not r.at_eof())
     for _, w in conns:
         w.close()
-    per_conn = (rss_with - rss_start) * 1024 / alive if alive else None
-    return {"phase": "memory", "target": args.target, "n": args.n, "alive": alive,
+    return {"n": args.n, "alive": alive,
             "failures": len(failures), "failure_kinds": sorted(set(failures))[:5],
             "rss_start_kib": rss_start, "rss_with_kib": rss_with,
-            "bytes_per_conn": per_conn, "open_s": round(open_s, 2), "nofile": limit}
+            "bytes_per_conn": (rss_with - rss_start) * 1024 / alive if alive else None,
+            "open_s": round(open_s, 2), "nofile": limit}
+
+
+async def idle(args):
+    req = request_bytes(args.path)
+
+    async def connect():
+        r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", args.port), 5)
+        w.write(req)
+        status, _ = await asyncio.wait_for(read_response(r), 5)
+        if status != 200:
+            w.close()
+            raise ConnectFailed(f"status {status}")
+        return r, w
+
+    res = {"phase": "memory", "target": args.target}
+    res.update(await hold_connections(args, connect))
+    return res
 
 
 # ---------------------------------------------------------------- body
@@ -207,17 +227,28 @@ def control(port, path):
         SockReader(s).response()
 
 
+async def paced(t_start, end, interval, one):
+    """await one() every interval seconds, from a random moment in the first
+    interval until end. Paced, not closed-loop flat out: a late call does
+    not make the next ones burst to catch up."""
+    next_t = t_start + random.random() * interval
+    while next_t < end:
+        now = time.monotonic()
+        if now < next_t:
+            await asyncio.sleep(next_t - now)
+        await one()
+        next_t = max(next_t + interval, time.monotonic())
+
+
 async def storm_run(args, t_start, end):
     records = []  # (t_send, t_done, status); status 0 = error or timeout
     req = request_bytes(args.path)
 
     async def worker():
         conn = None
-        next_t = t_start + random.random() * args.interval
-        while next_t < end:
-            now = time.monotonic()
-            if now < next_t:
-                await asyncio.sleep(next_t - now)
+
+        async def one():
+            nonlocal conn
             t_send = time.monotonic()
             status = 0
             try:
@@ -233,8 +264,8 @@ async def storm_run(args, t_start, end):
             if close and conn is not None:
                 conn[1].close()
                 conn = None
-            # Paced, not closed-loop flat out; a late client does not burst to catch up.
-            next_t = max(next_t + args.interval, time.monotonic())
+
+        await paced(t_start, end, args.interval, one)
         if conn is not None:
             conn[1].close()
 

@@ -12,11 +12,11 @@ import subprocess
 import sys
 
 # onelayer-successes: onelayer with retry_budget.mode successes (storm phase only).
-ORDER = ["direct", "onelayer", "onelayer-successes", "haproxy", "nginx"]
+ORDER = ["direct", "onelayer", "onelayer-successes", "haproxy", "nginx", "nghttpx"]
 LABEL = {"direct": "direct (no proxy)", "onelayer": "onelayer", "onelayer-successes": "onelayer (budget: successes)",
-         "haproxy": "HAProxy", "nginx": "NGINX"}
+         "haproxy": "HAProxy", "nginx": "NGINX", "nghttpx": "nghttpx"}
 NAME = {"direct": "direct", "onelayer": "onelayer", "onelayer-successes": "onelayer, successes budget",
-        "haproxy": "HAProxy", "nginx": "NGINX"}
+        "haproxy": "HAProxy", "nginx": "NGINX", "nghttpx": "nghttpx"}
 
 
 # ---------------------------------------------------------------- helpers
@@ -56,6 +56,8 @@ def machine():
             "wrk": first_line(["wrk", "-v"]),
             "python": platform.python_version(),
             "gnuplot": first_line(["gnuplot", "--version"]),
+            "nghttpx": first_line(["nghttpx", "--version"]),
+            "h2load": first_line(["h2load", "--version"]),
         },
     }
 
@@ -154,6 +156,22 @@ def throughput(rows, settings):
     return out, summary
 
 
+def memory_rows(out, rows):
+    """The rows of a memory table (the last result of each target) after its
+    heading lines in out; a target that could not be measured says why."""
+    summary = {}
+    for t in targets_in(rows):
+        r = [x for x in rows if x["target"] == t][-1]
+        summary[t] = r
+        if "unavailable" in r:
+            out.append(f"| {LABEL[t]} | not available: {r['unavailable']} | | | |")
+            continue
+        per = r.get("bytes_per_conn")
+        out.append(f"| {LABEL[t]} | {kib(r['rss_start_kib'])} | {kib(r['rss_with_kib'])} | "
+                   f"{'n/a' if per is None else f'{per:,.0f} B'} | {r['alive']} of {r['n']} |")
+    return out + [""], summary
+
+
 def memory(rows, settings):
     out = ["## Memory per idle keep-alive connection\n",
            f"RSS (sum over the proxy's processes) before any traffic, and with "
@@ -161,17 +179,10 @@ def memory(rows, settings):
            f"request and then stay idle; per connection = (RSS with - RSS at start) / connections.\n",
            "| proxy | RSS at start | RSS with idle connections | per connection | connections held |",
            "|---|---:|---:|---:|---:|"]
-    summary = {}
-    for t in targets_in(rows):
-        r = [x for x in rows if x["target"] == t][-1]
-        summary[t] = r
-        per = r.get("bytes_per_conn")
-        out.append(f"| {LABEL[t]} | {kib(r['rss_start_kib'])} | {kib(r['rss_with_kib'])} | "
-                   f"{'n/a' if per is None else f'{per:,.0f} B'} | {r['alive']} of {r['n']} |")
-    return out + [""], summary
+    return memory_rows(out, rows)
 
 
-def large(rows):
+def large(rows, settings):
     sizes = [s for s in ("1m", "100m") if any(r["size"] == s for r in rows)]
     names = {"1m": "1 MiB", "100m": "100 MiB"}
     out = ["## Large bodies\n",
@@ -196,7 +207,7 @@ def large(rows):
                 peak = f"{kib(r['peak_rss_kib'])} (+{kib(grew)})"
             cells += [fmt(r["mb_s"], 0) + bad, peak]
         out.append(f"| {LABEL[t]} | " + " | ".join(cells) + " |")
-    return out + [""]
+    return out + [""], {}
 
 
 def storm(rows, settings):
@@ -269,7 +280,95 @@ def workers(rows, settings):
     return out, {"rps_ratio": rps_ratio, "capacity": capacity}
 
 
-def targets_table(tp, mem, st, wk=None):
+def h2_summary(rows):
+    """Medians by target of the h2 phase's runs; a target with only an
+    "unavailable" row gets {"unavailable": reason}."""
+    summary = {}
+    for t in targets_in(rows):
+        rs = [r for r in rows if r["target"] == t and "unavailable" not in r]
+        if not rs:
+            summary[t] = {"unavailable": next(r["unavailable"] for r in rows if r["target"] == t)}
+            continue
+        s = {k: med([r.get(k) for r in rs]) for k in
+             ("rps", "mean_ms", "max_ms", "proxy_cpu_us_per_req", "origin_cpu_us_per_req")}
+        s["errors"] = sum((r.get("failed") or 0) + (r.get("errored") or 0) + (r.get("timeout") or 0)
+                          + (r.get("non2xx") or 0) for r in rs)
+        s["rps_all"] = [r.get("rps") for r in sorted(rs, key=lambda r: r["round"])]
+        summary[t] = s
+    return summary
+
+
+H2_PEERS = ("haproxy", "nghttpx", "nginx")
+
+
+def h2(rows, settings):
+    summary = h2_summary(rows)
+    out = ["## HTTP/2 (h2c) throughput\n",
+           f"`h2load -c{settings.get('h2_connections')} -m{settings.get('h2_streams')} "
+           f"-n {settings.get('h2_requests')} -d body`: {settings.get('h2_connections')} connections x "
+           f"{settings.get('h2_streams')} concurrent streams of 64-byte POSTs, cleartext HTTP/2 with prior "
+           "knowledge on both sides of every proxy, to one NGINX h2c origin answering `ok`; each proxy with "
+           "1 worker/thread. Rounds interleaved, a fixed number of requests per run, "
+           f"**medians over {settings.get('h2_rounds')} rounds**. CPU is user+system time of the proxy's "
+           "(and the origin's) processes over the run, per request answered.\n",
+           "| path | req/s | mean time per request | proxy CPU µs / req | origin CPU µs / req | errors | "
+           "req/s per round |", "|---|---:|---:|---:|---:|---:|---|"]
+    for t, s in summary.items():
+        if "unavailable" in s:
+            out.append(f"| {LABEL[t]} | not available: {s['unavailable']} | | | | | |")
+            continue
+        out.append(f"| {LABEL[t]} | {fmt(s['rps'], 0)} | {fmt(s['mean_ms'])} ms | "
+                   f"{fmt(s['proxy_cpu_us_per_req']) if t != 'direct' else '-'} | "
+                   f"{fmt(s['origin_cpu_us_per_req'])} | {s['errors']} | "
+                   f"{', '.join(fmt(v, 0) for v in s['rps_all'])} |")
+    o = summary.get("onelayer", {})
+    peers = [t for t in H2_PEERS if t in summary and "unavailable" not in summary[t]]
+    if peers and "onelayer" in summary:
+        out += ["", "Ratios, onelayer / other (req/s: higher is better; CPU: lower is better):", "",
+                "| figure | " + " | ".join(f"onelayer / {NAME[t]}" for t in peers) + " |",
+                "|---|" + "---:|" * len(peers)]
+        if "unavailable" in o:
+            out.append("| req/s | " + " | ".join("n/a" for _ in peers) + " |")
+        else:
+            for key, label in (("rps", "req/s"), ("proxy_cpu_us_per_req", "CPU per request")):
+                out.append(f"| {label} | " + " | ".join(fmt(ratio(o[key], summary[t][key]), 2, "x")
+                                                      for t in peers) + " |")
+            out.append("| req/s, round by round | " + " | ".join(
+                ", ".join(fmt(ratio(a, b), 2) for a, b in zip(o["rps_all"], summary[t]["rps_all"]))
+                for t in peers) + " |")
+    out.append("")
+    return out, summary
+
+
+def h2_memory(rows, settings):
+    out = ["## Memory per idle HTTP/2 connection\n",
+           f"RSS (sum over the proxy's processes) after one probe request, and with "
+           f"{settings.get('h2_idle_conns')} idle h2c connections, each of which sent the preface and "
+           "SETTINGS, acknowledged the proxy's SETTINGS, saw its own acknowledged and then sent nothing; "
+           "per connection = (RSS with - RSS at start) / connections held.\n",
+           "| proxy | RSS at start | RSS with idle connections | per connection | connections held |",
+           "|---|---:|---:|---:|---:|"]
+    return memory_rows(out, rows)
+
+
+def h2_targets(h2s, h2m):
+    """Rows for the targets table: onelayer against the HTTP/2 peers."""
+    o = h2s.get("onelayer", {})
+    rows = []
+    for peer, need in (("haproxy", 1.0), ("nghttpx", 1.0), ("nginx", 1.2)):
+        r = ratio(o.get("rps"), h2s.get(peer, {}).get("rps"))
+        rows.append((f"HTTP/2 throughput >= {need:.1f}x {NAME[peer]} (1 worker)", fmt(r, 2, "x"),
+                     None if r is None else r >= need))
+    mine = h2m.get("onelayer", {}).get("bytes_per_conn")
+    theirs = h2m.get("nghttpx", {}).get("bytes_per_conn")
+    ok = None if (mine is None or theirs is None) else mine <= theirs
+    rows.append(("idle h2c connection memory <= nghttpx's",
+                 "n/a" if mine is None else f"{mine:,.0f} B" + ("" if theirs is None else f" vs {theirs:,.0f} B"),
+                 ok))
+    return rows
+
+
+def targets_table(tp, mem, st, wk=None, extra=()):
     def status(ok):
         return "n/a" if ok is None else ("met" if ok else "**not met**")
 
@@ -305,6 +404,7 @@ def targets_table(tp, mem, st, wk=None):
         a = r.get("arrivals_per_request") if r else None
         rows.append((f"retry storm, depth {d}, budget mode successes: <= 1.03 origin arrivals per request",
                      fmt(a), None if a is None else a <= 1.03))
+    rows += list(extra)
     out = ["## Targets\n", "| target | measured | status |", "|---|---:|---|"]
     out += [f"| {a} | {b} | {status(c)} |" for a, b, c in rows]
     return out + [""]
@@ -327,6 +427,17 @@ def sanity(by):
     for r in by["storm"]:
         if not r["downstream_outage"] or not r["arrivals_outage"]:
             out.append(f"storm {r['target']} depth {r['depth']}: no traffic measured")
+    for r in by["h2"]:
+        if "unavailable" in r:
+            continue
+        bad = sum(r.get(k) or 0 for k in ("failed", "errored", "timeout", "non2xx"))
+        if r.get("rps") is None or bad or r.get("succeeded") != r.get("requests"):
+            out.append(f"h2 {r['target']} round {r['round']}: {bad} errors, "
+                       f"{r.get('succeeded')} of {r.get('requests')} succeeded, rps {r.get('rps')}")
+    for r in by["h2mem"]:
+        if "unavailable" not in r and (r["failures"] or r["alive"] < r["n"]):
+            out.append(f"h2 memory {r['target']}: {r['failures']} failed ({r['failure_kinds']}), "
+                       f"{r['alive']} of {r['n']} held")
     return out
 
 
@@ -417,7 +528,8 @@ def main():
     notes = json.loads(a.notes)
     with open(a.results) as f:
         rows = [json.loads(line) for line in f if line.strip()]
-    by = {p: [r for r in rows if r["phase"] == p] for p in ("throughput", "workers", "memory", "large", "storm")}
+    by = {p: [r for r in rows if r["phase"] == p]
+          for p in ("throughput", "workers", "memory", "large", "storm", "h2", "h2mem")}
     info = machine()
 
     md = ["# onelayer benchmark results", "",
@@ -437,22 +549,16 @@ def main():
            "3 attempts in all on 503 or connection failure (HAProxy `retries 2` + `retry-on 503 "
            "conn-failure`; NGINX `proxy_next_upstream error timeout http_503` with "
            "`proxy_next_upstream_tries 3`; onelayer `max_attempts: 3` with its retry budget).", ""]
-    tp, mem, st, wk = {}, {}, {}, {}
-    if by["throughput"]:
-        sec, tp = throughput(by["throughput"], settings)
-        md += sec
-    if by["workers"]:
-        sec, wk = workers(by["workers"], settings)
-        md += sec
-    if by["memory"]:
-        sec, mem = memory(by["memory"], settings)
-        md += sec
-    if by["large"]:
-        md += large(by["large"])
-    if by["storm"]:
-        sec, st = storm(by["storm"], settings)
-        md += sec
-    md += targets_table(tp, mem, st, wk)
+    sections = (("throughput", throughput), ("workers", workers), ("memory", memory), ("large", large),
+                ("storm", storm), ("h2", h2), ("h2mem", h2_memory))
+    summary = {}
+    for phase, section in sections:
+        if by[phase]:
+            sec, summary[phase] = section(by[phase], settings)
+            md += sec
+    tp, mem, st, wk, h2s, h2m = (summary.get(p, {}) for p in ("throughput", "memory", "storm", "workers",
+                                                               "h2", "h2mem"))
+    md += targets_table(tp, mem, st, wk, h2_targets(h2s, h2m) if (h2s or h2m) else ())
 
     problems = sanity(by)
     notes += [f"CHECK FAILED: {p}" for p in problems]

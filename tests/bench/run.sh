@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # onelayer benchmark suite: onelayer side by side with HAProxy and
-# NGINX, on 127.0.0.1 only, in one command. See usage() and docs/benchmarks.md.
+# NGINX (and nghttpx for HTTP/2), on 127.0.0.1 only, in one command. See usage() and docs/benchmarks.md.
 #
 # Every process it starts is recorded and killed on exit; all files live in
 # one mktemp directory; a watchdog bounds the whole run.
@@ -19,12 +19,14 @@ Usage: tests/bench/run.sh [--quick] [--out DIR] [--phases LIST] [--proxies LIST]
 
   --quick          CI smoke: 2 s wrk, 1 round (both worker counts too), 500 idle
                    connections, 1 MiB body,
-                   3 s storm outage at depth 3 only; finishes in under a minute
+                   3 s storm outage at depth 3 only, h2 with 30k requests a run
+                   and 200 idle h2c connections; finishes in about a minute
   --out DIR        where latest.md, latest.json and the SVG plots go
                    (default: tests/bench/results; with --quick: a temporary
                    directory whose latest.md is printed, unless --out is given)
-  --phases LIST    comma list of memory,throughput,workers,large,storm (default: all)
-  --proxies LIST   comma list of direct,onelayer,haproxy,nginx (default: all)
+  --phases LIST    comma list of memory,throughput,workers,large,storm,h2 (default: all)
+  --proxies LIST   comma list of direct,onelayer,haproxy,nginx,nghttpx (default: all;
+                   nghttpx takes part in the h2 phase only)
   --keep           keep the temporary directory (configs, logs, raw output)
 
 Environment:
@@ -37,10 +39,15 @@ Environment:
   BENCH_STORM_CLIENTS  concurrent storm clients (default 200)
   BENCH_STORM_DEPTHS   proxy stack depths for the storm (default "1 3"; quick "3")
   BENCH_ONELAYER_WORKERS  onelayer's workers (default 1; see docs/benchmarks.md on measuring 2)
+  BENCH_H2_REQUESTS    requests per h2load run (default 300000; quick 30000)
+  BENCH_H2_ROUNDS      interleaved h2 rounds (default 3; quick 1)
+  BENCH_H2_IDLE_CONNS  idle h2c connections per proxy (default 500; quick 200)
+  BENCH_H2_ONELAYER    optional (default): a onelayer that refuses the h2c config is
+                       reported as not available; required: that fails the run
 EOF
 }
 
-QUICK=0 KEEP=0 OUT="" PHASES="memory,throughput,workers,large,storm" TARGETS="direct,onelayer,haproxy,nginx"
+QUICK=0 KEEP=0 OUT="" PHASES="memory,throughput,workers,large,storm,h2" TARGETS="direct,onelayer,haproxy,nginx,nghttpx"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) QUICK=1 ;;
@@ -58,14 +65,19 @@ if [[ $QUICK == 1 ]]; then
   DURATION=${BENCH_DURATION:-2} ROUNDS=${BENCH_ROUNDS:-1} IDLE_N=${BENCH_IDLE_CONNS:-500}
   OUTAGE=${BENCH_STORM_OUTAGE:-3} STORM_LEAD=0.3 STORM_TAIL=1 WARMUP=0
   STORM_DEPTHS=${BENCH_STORM_DEPTHS:-3}
-  SIZES="1m" WATCHDOG=110 MODE=quick
+  SIZES="1m" WATCHDOG=150 MODE=quick
+  H2_REQUESTS=${BENCH_H2_REQUESTS:-30000} H2_ROUNDS=${BENCH_H2_ROUNDS:-1} H2_IDLE_N=${BENCH_H2_IDLE_CONNS:-200}
+  H2_WARMUP_REQUESTS=5000
 else
   DURATION=${BENCH_DURATION:-10} ROUNDS=${BENCH_ROUNDS:-5} IDLE_N=${BENCH_IDLE_CONNS:-10000}
   OUTAGE=${BENCH_STORM_OUTAGE:-10} STORM_LEAD=1 STORM_TAIL=5 WARMUP=2
   STORM_DEPTHS=${BENCH_STORM_DEPTHS:-1 3}
-  SIZES="1m 100m" WATCHDOG=1500 MODE=full
+  SIZES="1m 100m" WATCHDOG=1800 MODE=full
+  H2_REQUESTS=${BENCH_H2_REQUESTS:-300000} H2_ROUNDS=${BENCH_H2_ROUNDS:-3} H2_IDLE_N=${BENCH_H2_IDLE_CONNS:-500}
+  H2_WARMUP_REQUESTS=50000
 fi
 WATCHDOG=${BENCH_WATCHDOG:-$WATCHDOG}
+H2_CONNS=16 H2_STREAMS=32 H2_MAX_SECONDS=120
 STORM_CLIENTS=${BENCH_STORM_CLIENTS:-200}
 ONELAYER_WORKERS=${BENCH_ONELAYER_WORKERS:-1}
 BUILD_DIR=${BUILD_DIR:-$REPO/build}
@@ -82,12 +94,22 @@ fail() { FAILED=1; note "FAILED: $*"; }
 for tool in wrk nginx haproxy curl "$PY"; do
   command -v "$tool" >/dev/null || { echo "run.sh: $tool not found" >&2; exit 1; }
 done
+if has "$PHASES" h2; then
+  command -v h2load >/dev/null || { echo "run.sh: h2load not found (Debian nghttp2-client)" >&2; exit 1; }
+  if has "$TARGETS" nghttpx && ! command -v nghttpx >/dev/null; then
+    echo "run.sh: nghttpx not found (Debian nghttp2-proxy)" >&2; exit 1
+  fi
+fi
 if has "$TARGETS" onelayer && [[ ! -x $ONELAYER_BIN ]]; then
   # An explicit ONELAYER_BIN (ctest sets it) must exist; the default may not be built yet.
   [[ -n $ONELAYER_EXPLICIT ]] && { echo "run.sh: ONELAYER_BIN=$ONELAYER_BIN is not executable" >&2; exit 1; }
   note "onelayer binary not found at $ONELAYER_BIN: onelayer skipped"
   TARGETS=$(tr ',' '\n' <<<"$TARGETS" | grep -vx onelayer | paste -sd,)
 fi
+# nghttpx is an HTTP/2 peer only: the h2 phase takes it, the others do not.
+H2_TARGETS=$TARGETS
+H2_PROXIES=$(tr ',' '\n' <<<"$H2_TARGETS" | grep -vx direct | paste -sd, || true)
+TARGETS=$(tr ',' '\n' <<<"$TARGETS" | grep -vx nghttpx | paste -sd, || true)
 PROXIES=$(tr ',' '\n' <<<"$TARGETS" | grep -vx direct | paste -sd, || true)
 
 # 10,000 idle connections need as many descriptors in the client and in the proxy.
@@ -231,32 +253,37 @@ write_nginx_temp_paths() {
 EOF
 }
 
-# The origin: static files, keep-alive without a request cap so no proxy is
-# measured reconnecting.
-start_nginx_origin() {  # NAME PORT
+# start_nginx NAME PORT [MAIN_LINE]: NGINX with 1 worker, no access log and
+# keep-alive without a request cap (so no path is measured reconnecting);
+# the rest of its http block comes on stdin, MAIN_LINE goes first in the file.
+start_nginx() {
   local name=$1 port=$2 dir="$TMP/$1"
   mkdir -p "$dir"
   {
+    [[ -z ${3:-} ]] || echo "$3"
     write_nginx_common "$dir"
     echo "http {"
     write_nginx_temp_paths "$dir"
-    cat <<EOF
-  access_log off;
-  default_type application/octet-stream;
-  sendfile on;
-  tcp_nopush on;
-  keepalive_requests 1000000;
-  keepalive_timeout 75s;
-  server {
-    listen 127.0.0.1:$port backlog=4096;
-    root $TMP/www;
-  }
-}
-EOF
+    printf '  access_log off;\n  keepalive_requests 1000000;\n  keepalive_timeout 75s;\n'
+    cat
+    echo "}"
   } >"$dir/nginx.conf"
   start_bg "$name" nginx -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log"
   PORT_OF[$name]=$port
   wait_ready "$name" "$port"
+}
+
+# The origin: static files.
+start_nginx_origin() {  # NAME PORT
+  start_nginx "$1" "$2" <<EOF
+  default_type application/octet-stream;
+  sendfile on;
+  tcp_nopush on;
+  server {
+    listen 127.0.0.1:$2 backlog=4096;
+    root $TMP/www;
+  }
+EOF
 }
 
 # NGINX as a reverse proxy. The origin is listed three times so that
@@ -264,16 +291,8 @@ EOF
 # max_fails=0 keeps passive health checks off, as HAProxy and onelayer have none
 # configured here: the same "3 attempts, no breaker" setting for all three.
 start_nginx_proxy() {  # NAME PORT UPSTREAM_PORT
-  local name=$1 port=$2 up=$3 dir="$TMP/$1"
-  mkdir -p "$dir"
-  {
-    write_nginx_common "$dir"
-    echo "http {"
-    write_nginx_temp_paths "$dir"
-    cat <<EOF
-  access_log off;
-  keepalive_requests 1000000;
-  keepalive_timeout 75s;
+  local port=$2 up=$3
+  start_nginx "$1" "$2" <<EOF
   upstream origin {
     server 127.0.0.1:$up max_fails=0;
     server 127.0.0.1:$up max_fails=0;
@@ -293,44 +312,17 @@ start_nginx_proxy() {  # NAME PORT UPSTREAM_PORT
       proxy_next_upstream_tries 3;
     }
   }
-}
 EOF
-  } >"$dir/nginx.conf"
-  start_bg "$name" nginx -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log"
-  PORT_OF[$name]=$port
-  wait_ready "$name" "$port"
 }
 
 # HAProxy 2.6: 1 thread, keep-alive to the origin, 2 retries on 503 or
-# connection failure. maxconn is what the descriptor limit allows.
-start_haproxy() {  # NAME PORT UPSTREAM_PORT
+# connection failure. maxconn is what the descriptor limit allows. PROTO
+# (h2 for the h2 phase) goes on both the bind and the server line.
+start_haproxy() {  # NAME PORT UPSTREAM_PORT [PROTO]
   local name=$1 port=$2 up=$3 dir="$TMP/$1"
   mkdir -p "$dir"
-  cat >"$dir/haproxy.cfg" <<EOF
-global
-  nbthread 1
-  maxconn $(( (NOFILE - 200) / 2 > IDLE_N + 200 ? (NOFILE - 200) / 2 : IDLE_N + 200 ))
-  ulimit-n $NOFILE
-  no strict-limits
-
-defaults
-  mode http
-  timeout connect 1s
-  timeout client 60s
-  timeout server 15s
-  timeout http-request 10s
-  timeout http-keep-alive 60s
-  retries 2
-  retry-on 503 conn-failure
-  http-reuse always
-
-frontend fe
-  bind 127.0.0.1:$port
-  default_backend be
-
-backend be
-  server origin 127.0.0.1:$up
-EOF
+  "$PY" "$UTIL" haproxy-config --port "$port" --upstream-port "$up" ${4:+--proto "$4"} --nofile "$NOFILE" \
+    --maxconn $(( (NOFILE - 200) / 2 > IDLE_N + 200 ? (NOFILE - 200) / 2 : IDLE_N + 200 )) >"$dir/haproxy.cfg"
   start_bg "$name" haproxy -f "$dir/haproxy.cfg" -db
   PORT_OF[$name]=$port
   wait_ready "$name" "$port"
@@ -343,13 +335,19 @@ start_onelayer() {  # NAME UPSTREAM_PORT LAYER_ID
   mkdir -p "$dir"
   "$PY" "$UTIL" onelayer-config --upstream-port "$up" --layer "$layer" --workers "$ONELAYER_WORKERS" \
     --max-connections $((NOFILE - 200)) --budget-mode "${ONELAYER_BUDGET_MODE:-requests}" >"$dir/onelayer.yaml"
+  launch_onelayer "$name"
+}
+
+# launch_onelayer NAME: onelayer with $TMP/NAME/onelayer.yaml, its port read
+# from its ports file.
+launch_onelayer() {
+  local name=$1 dir="$TMP/$1" port
   rm -f "$dir/ports"
   # The access log (always on, stdout) goes to /dev/null: formatted, not stored.
   "$ONELAYER_BIN" --config "$dir/onelayer.yaml" --ports-file "$dir/ports" --log-level warn \
     >/dev/null 2>"$TMP/logs/$name.log" &
   PIDS+=($!)
   PID_OF[$name]=$!
-  local port
   if ! port=$("$PY" "$UTIL" portsfile "$dir/ports" bench --timeout 10); then
     log "$name wrote no ports file; its log:"
     tail -n 20 "$TMP/logs/$name.log" >&2 || true
@@ -401,7 +399,9 @@ start_front_proxies() {
       || { echo "run.sh: $t does not serve; stopping" >&2; exit 1; }
   done
 }
-start_front_proxies
+HTTP1_PHASES=0
+for p in memory throughput workers large storm; do has "$PHASES" "$p" && HTTP1_PHASES=1; done
+if [[ $HTTP1_PHASES == 1 ]]; then start_front_proxies; fi
 
 # ------------------------------------------------------------------ memory
 # First, so that "RSS at start" is the RSS of a proxy that has served nothing.
@@ -512,6 +512,13 @@ if has "$PHASES" storm; then
   done
 fi
 
+# ------------------------------------------------------------------ HTTP/2
+if has "$PHASES" h2; then
+  # shellcheck source=h2_phase.sh
+  source "$HERE/h2_phase.sh"
+  run_h2_phase
+fi
+
 # ------------------------------------------------------------------ report
 ONELAYER_VERSION="" ONELAYER_BUILD=""
 if has "$TARGETS" onelayer; then
@@ -526,7 +533,8 @@ report_rc=0
   --set mode="$MODE" duration_s="$DURATION" rounds="$ROUNDS" idle_conns="$IDLE_N" \
         outage_s="$OUTAGE" storm_clients="$STORM_CLIENTS" nofile="$NOFILE" onelayer_workers="$ONELAYER_WORKERS" \
         onelayer_bin="$ONELAYER_BIN" onelayer_version="$ONELAYER_VERSION" onelayer_build="$ONELAYER_BUILD" \
-        loadavg_start="$LOADAVG_START" \
+        loadavg_start="$LOADAVG_START" h2_requests="$H2_REQUESTS" h2_rounds="$H2_ROUNDS" \
+        h2_idle_conns="$H2_IDLE_N" h2_connections="$H2_CONNS" h2_streams="$H2_STREAMS" \
   --notes "$notes_json" || report_rc=$?
 log "wrote $OUT/latest.md"
 [[ $PRINT_MD == 1 ]] && cat "$OUT/latest.md"

@@ -6,7 +6,10 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_util  # noqa: E402
+import grpc_storm  # noqa: E402
+import h2_tools  # noqa: E402
 import load_clients  # noqa: E402
+import report  # noqa: E402
 
 WRK_OUTPUT = """Running 10s test @ http://127.0.0.1:8080/small.txt
   2 threads and 64 connections
@@ -78,6 +81,174 @@ class StormAnalysis(unittest.TestCase):
         records = [(1.0 + 0.05 * i, 1.0 + 0.05 * i + 0.01, 200 if i < 10 else 503) for i in range(20)]
         r = load_clients.storm_analyze(self.ARGS, records, [], 0.0)
         self.assertIsNone(r["recover_s"])
+
+
+H2LOAD_OUTPUT = """starting benchmark...
+spawning thread #0: 16 total client(s). 100000 total requests
+Application protocol: h2c
+progress: 100% done
+
+finished in 1.79s, 55920.25 req/s, 4.16MB/s
+requests: 100000 total, 100000 started, 100000 done, 99990 succeeded, 10 failed, 0 errored, 0 timeout
+status codes: 99990 2xx, 0 3xx, 0 4xx, 10 5xx
+traffic: 3.86MB (4050771) total, 2.29MB (2400000) headers (space savings 51.02%), 97.66KB (100000) data
+                     min         max         mean         sd        +/- sd
+time for request:       31us      5.13ms      2.34ms       932us    73.94%
+time for connect:       90us       656us       324us       156us    62.50%
+"""
+
+
+class H2loadParsing(unittest.TestCase):
+    def test_summary_gives_rps_counts_and_request_time(self):
+        r = h2_tools.parse_h2load(H2LOAD_OUTPUT)
+        self.assertAlmostEqual(r["rps"], 55920.25)
+        self.assertAlmostEqual(r["seconds"], 1.79)
+        self.assertEqual((r["requests"], r["succeeded"], r["failed"]), (100000, 99990, 10))
+        self.assertEqual((r["status_2xx"], r["non2xx"]), (99990, 10))
+        self.assertAlmostEqual(r["mean_ms"], 2.34)
+        self.assertAlmostEqual(r["max_ms"], 5.13)
+
+    def test_refused_connection_gives_no_rps(self):
+        r = h2_tools.parse_h2load("could not connect to address 127.0.0.1\n")
+        self.assertIsNone(r["rps"])
+        self.assertIsNone(r["succeeded"])
+
+    def test_cpu_per_request_from_ticks(self):
+        us = h2_tools.per_request_us(bench_util.CLK_TCK, 1000)  # one CPU second over 1000 requests
+        self.assertAlmostEqual(us, 1000.0)
+        self.assertIsNone(h2_tools.per_request_us(5, 0))
+
+
+class H2Frames(unittest.TestCase):
+    SERVER_SETTINGS = h2_tools.frame(h2_tools.SETTINGS, 0, 0, bytes.fromhex("000300000080"))
+    SETTINGS_ACK = h2_tools.frame(h2_tools.SETTINGS, h2_tools.ACK, 0)
+
+    def test_frame_layout(self):
+        self.assertEqual(self.SETTINGS_ACK, bytes.fromhex("000000040100000000"))
+        frames, rest = h2_tools.split_frames(self.SERVER_SETTINGS + self.SETTINGS_ACK[:4])
+        self.assertEqual(frames, [(4, 0, 0, bytes.fromhex("000300000080"))])
+        self.assertEqual(rest, self.SETTINGS_ACK[:4])
+
+    def test_handshake_acks_the_peer_and_waits_for_its_ack(self):
+        hs = h2_tools.Handshake()
+        data = self.SERVER_SETTINGS + h2_tools.frame(0x8, 0, 0, b"\x00\x00\xff\xff") + self.SETTINGS_ACK
+        self.assertEqual(hs.feed(data[:5]), b"")  # a split frame waits for the rest
+        self.assertEqual(hs.feed(data[5:20]), self.SETTINGS_ACK)
+        self.assertFalse(hs.done)
+        hs.feed(data[20:])
+        self.assertTrue(hs.done)
+
+    def test_goaway_and_http1_answers_fail(self):
+        hs = h2_tools.Handshake()
+        hs.feed(self.SERVER_SETTINGS + h2_tools.frame(h2_tools.GOAWAY, 0, 0, bytes(4) + b"\x00\x00\x00\x01"))
+        self.assertEqual(hs.error, "GOAWAY 1")
+        self.assertFalse(hs.done)
+        hs = h2_tools.Handshake()
+        hs.feed(b"HTTP/1.1 400 Bad Request\r\n")
+        self.assertEqual(hs.error, "answered HTTP/1")
+
+
+def h2_row(target, rnd, rps, cpu=None, **kw):
+    row = {"phase": "h2", "target": target, "round": rnd, "rps": rps, "requests": 100, "succeeded": 100,
+           "failed": 0, "errored": 0, "timeout": 0, "non2xx": 0, "mean_ms": 1.0, "max_ms": 2.0,
+           "proxy_cpu_us_per_req": cpu, "origin_cpu_us_per_req": 3.0}
+    row.update(kw)
+    return row
+
+
+class H2Report(unittest.TestCase):
+    SETTINGS = {"h2_connections": "16", "h2_streams": "32", "h2_requests": "100", "h2_rounds": "3",
+                "h2_idle_conns": "500"}
+
+    def test_medians_ratios_and_targets(self):
+        rows = [h2_row("onelayer", r, v, 5.0) for r, v in ((1, 60.0), (2, 50.0), (3, 70.0))]
+        rows += [h2_row("haproxy", r, 50.0, 10.0) for r in (1, 2, 3)]
+        rows += [h2_row("nginx", r, 10.0, 40.0) for r in (1, 2, 3)]
+        lines, summary = report.h2(rows, self.SETTINGS)
+        self.assertEqual(summary["onelayer"]["rps"], 60.0)
+        self.assertIn("| req/s | 1.20x | 6.00x |", lines)
+        self.assertIn("| CPU per request | 0.50x | 0.12x |", lines)
+        mem = {"onelayer": {"bytes_per_conn": 900.0}, "nghttpx": {"bytes_per_conn": 1000.0}}
+        verdict = {name: ok for name, _, ok in report.h2_targets(summary, mem)}
+        self.assertEqual(verdict["HTTP/2 throughput >= 1.0x HAProxy (1 worker)"], True)
+        self.assertEqual(verdict["HTTP/2 throughput >= 1.2x NGINX (1 worker)"], True)
+        self.assertIsNone(verdict["HTTP/2 throughput >= 1.0x nghttpx (1 worker)"])
+        self.assertEqual(verdict["idle h2c connection memory <= nghttpx's"], True)
+
+    def test_unavailable_onelayer_gets_a_reason_and_no_figure(self):
+        rows = [{"phase": "h2", "target": "onelayer", "unavailable": "refused the h2c config"},
+                h2_row("haproxy", 1, 50.0, 10.0)]
+        lines, summary = report.h2(rows, self.SETTINGS)
+        self.assertIn("| onelayer | not available: refused the h2c config | | | | | |", lines)
+        self.assertIn("| req/s | n/a |", lines)
+        self.assertTrue(all(ok is None for _, _, ok in report.h2_targets(summary, {})))
+
+    def test_sanity_flags_failed_h2_requests_but_not_unavailable_rows(self):
+        by = {p: [] for p in ("throughput", "workers", "memory", "large", "storm", "h2", "h2mem")}
+        by["h2"] = [h2_row("nginx", 1, 10.0, failed=2, succeeded=98),
+                    {"phase": "h2", "target": "onelayer", "unavailable": "no"}]
+        by["h2mem"] = [{"phase": "h2mem", "target": "onelayer", "unavailable": "no"}]
+        problems = report.sanity(by)
+        self.assertEqual(len(problems), 1)
+        self.assertIn("h2 nginx round 1: 2 errors", problems[0])
+
+
+class OnelayerConfigs(unittest.TestCase):
+    def test_protocol_keys_only_when_asked(self):
+        plain = bench_util.onelayer_config(8080, "bench", 1, 0)
+        self.assertNotIn("protocol", plain)
+        self.assertNotIn("idempotent", plain)
+        h2 = bench_util.onelayer_config(8080, "bench", 1, 0, listener_protocols=["http1", "h2c"],
+                                        upstream_protocol="h2c")
+        self.assertIn("    protocols: [http1, h2c]\n", h2)
+        self.assertIn("    protocol: h2c\n", h2)
+
+    def test_grpc_storm_route_retries_unavailable_and_is_idempotent(self):
+        cfg = grpc_storm.onelayer_config(9000, "hop1")
+        self.assertIn("retry_on: [unavailable, reset, 503]", cfg)
+        self.assertIn("idempotent: true", cfg)
+        self.assertIn("layer_id: hop1", cfg)
+
+
+class GrpcStormAnalysis(unittest.TestCase):
+    ARGS = types.SimpleNamespace(outage=1.0, lead=0.5, tail=1.0)
+
+    def test_arrivals_per_call_and_statuses(self):
+        records = [(0.1 * i, 0.1 * i + 0.01, grpc_storm.UNAVAILABLE) for i in range(10)]
+        records.append((1.2, 1.21, grpc_storm.OK))
+        arrivals = [(0.1 * i, grpc_storm.UNAVAILABLE) for i in range(10)] + [(0.55, grpc_storm.UNAVAILABLE)]
+        r = grpc_storm.analyze(self.ARGS, records, arrivals, 0.0)
+        self.assertEqual(r["calls_outage"], 10)
+        self.assertEqual(r["arrivals_outage"], 11)
+        self.assertAlmostEqual(r["arrivals_per_call"], 1.1)
+        self.assertEqual(r["caller_status_outage"], {"UNAVAILABLE": 10})
+        self.assertEqual(r["ok_outage"], 0)
+        self.assertAlmostEqual(r["recover_s"], 0.2)
+
+    def test_caller_deadline_counts_as_client_error(self):
+        self.assertEqual(grpc_storm.as_http_status(grpc_storm.OK), 200)
+        self.assertEqual(grpc_storm.as_http_status(grpc_storm.DEADLINE_EXCEEDED), 0)
+        self.assertEqual(grpc_storm.as_http_status(grpc_storm.UNAVAILABLE), 1014)
+
+    def test_outage_state_fails_only_inside_the_window(self):
+        o = grpc_storm.Outage()
+        self.assertEqual(o.arrive(5.0), grpc_storm.OK)
+        self.assertEqual(o.arrivals, [])  # not armed: not logged
+        o.arm(10.0, 2.0)
+        codes = [o.arrive(t) for t in (9.9, 10.0, 11.9, 12.0)]
+        self.assertEqual(codes, [0, 14, 14, 0])
+        self.assertEqual(len(o.arrivals), 4)
+
+    def test_markdown_rows_and_target(self):
+        ok = {"target": "onelayer", "calls_outage": 100, "arrivals_outage": 120, "arrivals_per_call": 1.2,
+              "ok_outage": 3, "caller_status_outage": {"OK": 3, "UNAVAILABLE": 97}, "recover_s": 0.1}
+        na = {"target": "onelayer3", "unavailable": "refused"}
+        md = grpc_storm.markdown([ok, na], {"callers": 100, "call_timeout_s": 5.0, "outage_s": 10.0})
+        self.assertIn("| onelayer | 1 | 100 | 120 | **1.20** | 3 | OK 3, UNAVAILABLE 97 | 0.1 s |", md)
+        self.assertIn("| onelayer | 3 | not available: refused |", md)
+        self.assertIn("depth 1: <= 1.15 server arrivals per call | 1.20 | **not met** |", md)
+        self.assertIn("depth 3: <= 1.15 server arrivals per call | n/a | n/a |", md)
+        self.assertEqual(grpc_storm.sanity([ok, na]), [])
 
 
 if __name__ == "__main__":

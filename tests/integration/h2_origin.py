@@ -71,6 +71,10 @@ class Request:
     def later(self, seconds, fn):
         self._conn.later(seconds, fn)
 
+    def drop_connection(self):
+        """The connection ends (FIN) without GOAWAY, streams still open."""
+        self._conn.closing = True
+
     def goaway(self, last_stream_id, close=True):
         """GOAWAY NO_ERROR naming ``last_stream_id``, then (``close``) the
         socket is closed once the output is written."""
@@ -154,6 +158,7 @@ class _Connection:
             self.pump()
             self.flush()
             if self.closing:
+                self.linger()
                 return
             wait = min([t[0] for t in self.timers] + [now + 0.05]) - now
             r, _, _ = select.select([self.sock], [], [], max(0.0, wait))
@@ -165,6 +170,20 @@ class _Connection:
             for ev in self.h2.receive_data(data):
                 self.on_event(ev)
             self.flush()
+
+    def linger(self):
+        """Ends the connection the way servers do: FIN first, then what the
+        client still sends is read (for up to a second) so the close never
+        turns into an RST that could discard responses already sent."""
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                r, _, _ = select.select([self.sock], [], [], deadline - time.monotonic())
+                if r and not self.sock.recv(65536):
+                    return
+        except OSError:
+            pass
 
     def on_event(self, ev):
         if isinstance(ev, h2.events.RequestReceived):

@@ -1,11 +1,15 @@
-"""HTTP/2 to upstreams (``protocol: h2c``, cleartext with prior knowledge)
-through the real onelayer: HTTP/1.1 clients in front, NGINX (nginx-light,
-``listen ... http2``) and scripted python3-h2 origins behind. Bodies both
+"""HTTP/2 to upstreams (``protocol: h2c``, cleartext with prior knowledge,
+and ``protocol: h2`` over TLS) through the real onelayer: HTTP/1.1 clients
+in front, NGINX (nginx-light, ``listen ... http2``, in clear and with TLS)
+and scripted python3-h2 origins behind. Bodies both
 ways, trailers, many requests multiplexed on one connection, REFUSED_STREAM
 and GOAWAY retried without duplicating a processed request, a stalled
 stream beside a flowing one, and a reset mid-body."""
 
+import os
 import socket
+import subprocess
+import tempfile
 import threading
 import time
 import unittest
@@ -104,6 +108,37 @@ class H2UpstreamTest(IntegrationTest):
             self.assertEqual((r.status, r.body, r.header("content-length")), (200, b"data", "4"))
             self.assertIsNone(r.header("x-checksum"))
         self.assertEqual(o.snapshot()[0].field("te"), "trailers")
+
+    def test_an_http2_client_reaches_an_h2c_origin_with_a_body_and_gets_its_trailers(self):
+        def handler(r):
+            r.respond(200, [("content-type", "text/plain")], b"echo:" + r.body, trailers=[("x-checksum", "abc")])
+        o = self.h2origin(handler)
+        proxy = self.proxy_to(o.port)
+        body = b"0123456789" * 9000  # 90,000 bytes: more than one stream window
+        fd, path = tempfile.mkstemp(prefix="onelayer-h2-body-")
+        self.addCleanup(os.unlink, path)
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+        base = "http://127.0.0.1:%d" % proxy.port()
+        r = subprocess.run(["nghttp", "-d", path, base + "/up"], capture_output=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout == b"echo:" + body, "the echo came back cut or changed (%d bytes)" % len(r.stdout))
+        (req,) = o.snapshot()
+        self.assertEqual((req.method, req.path, req.body == body), ("POST", "/up", True))
+        self.assertEqual(req.field(":authority"), "127.0.0.1:%d" % proxy.port())
+        # The origin's trailers reach the HTTP/2 client as a trailing HEADERS.
+        r = subprocess.run(["nghttp", "-v", base + "/small"], capture_output=True, text=True, errors="replace",
+                           timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(":status: 200", r.stdout)
+        self.assertIn(") x-checksum: abc", r.stdout)
+        # 50 streams of one client connection become 50 streams of one
+        # upstream connection.
+        r = subprocess.run(["nghttp", "-n", "-m", "50", base + "/many"], capture_output=True, text=True,
+                           errors="replace", timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(o.snapshot()), 52)
+        self.assertEqual(o.accepted, 1)
 
     # -- multiplexing ----------------------------------------------------
     def test_a_hundred_concurrent_requests_share_one_connection_to_nginx(self):
@@ -267,6 +302,26 @@ class H2UpstreamTest(IntegrationTest):
         body = raw[raw.index(b"\r\n\r\n") + 4:]
         self.assertEqual(body, b"p" * 1000, "the client must see the cut: fewer bytes than announced")
 
+    def test_a_lost_connection_fails_its_streams_a_get_is_retried_and_a_post_is_not(self):
+        seen = set()
+
+        def handler(r):
+            if r.path not in seen:  # the first try arrives, then its connection is lost
+                seen.add(r.path)
+                r.drop_connection()
+            else:
+                r.respond(200, [], b"second try")
+        o = self.h2origin(handler)
+        proxy = self.proxy_to(o.port, retry={"max_attempts": 2})
+        with h.Conn(proxy.port()) as c:
+            r = c.request("POST", "/order", host="svc.test", body=b"x")
+        self.assertProxyError(r, 502, "upstream_reset")
+        self.assertEqual([(q.path, q.conn_id) for q in o.snapshot()], [("/order", 1)], "a POST was repeated")
+        with h.Conn(proxy.port()) as c:
+            r = c.request("GET", "/item", host="svc.test")
+        self.assertEqual((r.status, r.body), (200, b"second try"))
+        self.assertEqual([(q.path, q.conn_id) for q in o.snapshot()][1:], [("/item", 2), ("/item", 3)])
+
     def test_an_origin_reset_before_the_head_is_a_502_upstream_reset(self):
         o = self.h2origin(lambda r: r._conn.reset(r.stream_id, h2_origin.INTERNAL_ERROR))
         proxy = self.proxy_to(o.port, retry={"max_attempts": 1})
@@ -292,6 +347,64 @@ class H2UpstreamTest(IntegrationTest):
             self.assertEqual(c.request("GET", "/3", host="a").status, 200)
         self.assertEqual(o.accepted, 2)
         self.assertEqual([q.conn_id for q in o.snapshot()], [1, 1, 2])
+
+
+class H2TlsUpstreamTest(tls.PkiTest):
+    """``protocol: h2``: HTTP/2 over TLS, ALPN h2, against NGINX with a
+    certificate made at test time."""
+
+    def nginx(self, **kw):
+        n = tls.Nginx(self.pki, **kw)
+        self.addCleanup(n.stop)
+        return n
+
+    def proxy_to(self, nginx, tls_block, retry=None):
+        up = {"protocol": "h2", "tls": tls_block}
+        return self.start_proxy(h.simple_config(nginx.port, upstream=up, retry=retry, workers=1))
+
+    def test_requests_go_over_tls_with_alpn_h2_and_share_one_connection(self):
+        n = self.nginx(http2=True)
+        proxy = self.proxy_to(n, {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")})
+        r = get(proxy.port(), "/first")
+        self.assertEqual((r.status, r.body), (200, b"ok sni=origin.test alpn=h2\n"))
+        results = h.concurrent_gets(proxy.port(), 40, concurrency=20, target="/many")
+        self.assertEqual([status for _, status, _ in results], [200] * 40)
+        lines = n.access_lines()
+        self.assertEqual(len(lines), 41)
+        self.assertEqual({(tls.field(l, "alpn"), tls.field(l, "http")) for l in lines}, {("h2", "HTTP/2.0")})
+        self.assertEqual(len({tls.field(l, "conn") for l in lines}), 1, "one HTTP/2 connection for all")
+
+    def test_after_a_reload_to_a_wrong_ca_the_pooled_connection_is_not_used(self):
+        n = self.nginx(http2=True)
+        good = {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")}
+        proxy = self.proxy_to(n, good)
+        self.assertEqual(get(proxy.port(), "/before").status, 200)
+        self.assertEqual(ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active"), 1)
+        up = {"protocol": "h2", "tls": dict(good, ca_file=self.pki.path("other-ca.pem"))}
+        ops.rewrite_config(proxy, h.simple_config(n.port, upstream=up, workers=1))
+        self.assertEqual(ops.admin(proxy, "POST", "/reload").status, 200)
+        # The new context does not verify nginx: a stream on the old
+        # connection would have answered 200.
+        self.assertProxyError(get(proxy.port(), "/after"), 502, "upstream_tls")
+        self.assertEqual([l.split()[1] for l in n.access_lines()], ["/before"])
+        self.assertEqual(ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active"), 0,
+                         "the stale idle connection was closed")
+
+    def test_a_server_that_does_not_choose_h2_is_a_connect_failure(self):
+        n = self.nginx(http2=False)
+        proxy = self.proxy_to(n, {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")},
+                              retry={"max_attempts": 2})
+        r = get(proxy.port(), "/x")
+        self.assertProxyError(r, 502, "connect_failure")
+        self.assertEqual(n.access_lines(), [], "no request may reach a server that would not speak h2")
+
+    def test_a_certificate_that_does_not_verify_is_final_upstream_tls(self):
+        n = self.nginx(http2=True)
+        proxy = self.proxy_to(n, {"sni": "other.test", "ca_file": self.pki.path("ca.pem")},
+                              retry={"max_attempts": 3})
+        r = get(proxy.port(), "/x")
+        self.assertProxyError(r, 502, "upstream_tls")
+        self.assertEqual(n.access_lines(), [])
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@ import ops_helpers as ops
 from harness import IntegrationTest
 
 REASONS = ["not_idempotent", "body_too_large", "attempts_exhausted", "budget_exhausted", "deadline",
-           "retry_after_beyond_deadline", "outer_owner", "inner_exhausted", "circuit_open"]
+           "retry_after_beyond_deadline", "outer_owner", "inner_exhausted", "circuit_open",
+           "server_pushback"]
 # A budget that never limits these tests: 1000 tokens at start, 10 per request.
 AMPLE_BUDGET = {"ratio": 10, "min_per_second": 1000}
 

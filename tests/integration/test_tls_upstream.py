@@ -8,20 +8,10 @@ import subprocess
 import unittest
 
 import harness as h
-from harness import IntegrationTest
 import tls_helpers as tls
 
 
-class PkiTest(IntegrationTest):
-    """A CA and certificates made once per class with the openssl CLI."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.pki = tls.Pki()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.pki.cleanup()
+PkiTest = tls.PkiTest
 
 
 class TlsUpstreamTest(PkiTest):

@@ -224,6 +224,15 @@ class TunnelTest(IntegrationTest):
         self.assertIn(b"forwards Upgrade: websocket", r.body)
         self.assertNoArrivals(origin)
 
+    def test_upgrade_to_an_http2_upstream_is_refused_before_the_origin(self):
+        origin = self.start_origin()
+        proxy = self.start_proxy(h.simple_config(origin.port, upstream={"protocol": "h2c"}))
+        with h.Conn(proxy.port()) as c:
+            r = c.request("GET", "/ws", headers=[("Connection", "Upgrade"), ("Upgrade", "websocket")])
+        self.assertProxyError(r, 400, "upgrade_not_allowed")
+        self.assertIn(b"protocol: http1", r.body)
+        self.assertNoArrivals(origin)
+
     def test_an_h2c_offer_is_ignored_and_the_request_forwarded_as_http11(self):
         origin = self.start_origin()
         proxy = self.proxy_for(origin)

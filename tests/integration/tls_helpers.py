@@ -15,6 +15,7 @@ import tempfile
 import time
 
 import harness as h
+from harness import IntegrationTest
 
 
 def need(tool):
@@ -65,6 +66,18 @@ class Pki:
 
     def cleanup(self):
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class PkiTest(IntegrationTest):
+    """A CA and certificates made once per class with the openssl CLI."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.pki = Pki()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.pki.cleanup()
 
 
 LOG_FORMAT = ("$request_method $request_uri sni=$ssl_server_name alpn=$ssl_alpn_protocol "

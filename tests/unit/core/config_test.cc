@@ -462,7 +462,8 @@ upstreams:
             "t.yaml:19:28: listeners[0].routes[0].retry.per_try_timeout: invalid duration "
             "\"0.5ms\" (expected a number and a unit: ms, s, m or h, e.g. 250ms, 1.5s; whole ms)",
             "t.yaml:20:22: listeners[0].routes[0].retry.retry_on[0]: must be connect-failure, "
-            "reset, timeout or a status code (100-599)",
+            "reset, timeout, a status code (100-599) or a gRPC status (cancelled, deadline-exceeded, internal, "
+            "resource-exhausted, unavailable)",
             "t.yaml:20:27: listeners[0].routes[0].retry.retry_on[1]: status code must be between "
             "100 and 599",
             "t.yaml:21:30: listeners[0].routes[0].retry.backoff.jitter: must be one of full, "

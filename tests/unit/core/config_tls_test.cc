@@ -65,12 +65,22 @@ TEST_CASE("config tls: every upstream tls key as written, and the round trip kee
   check_round_trip(c);
 }
 
-TEST_CASE("config tls: h2 over TLS is refused with what to write instead, and h2c does not go with tls") {
-  auto e = errors_of(with("", "    protocol: h2\n    tls: {}\n"));
+TEST_CASE("config h2: HTTP/2 over TLS needs a tls block and offers ALPN h2 alone, and h2c does not go with tls") {
+  ConfigPtr c = load_ok(with("", "    protocol: h2\n    tls: {}\n"));
+  CHECK(c->upstreams[0].protocol == UpstreamProtocol::h2);
+  CHECK(c->upstreams[0].tls->alpn.empty());  // follows protocol: h2
+  check_round_trip(c);
+  ConfigPtr given = load_ok(with("", "    protocol: h2\n    tls: { alpn: [h2] }\n"));
+  CHECK(given->upstreams[0].tls->alpn == std::vector<std::string>{"h2"});
+  check_round_trip(given);
+
+  auto e = errors_of(with("", "    protocol: h2\n"));
   REQUIRE(e.size() == 1);
-  CHECK(e[0].find("upstreams[0].protocol: HTTP/2 over TLS to upstreams is not available") != std::string::npos);
-  CHECK(e[0].find("use h2c") != std::string::npos);
-  CHECK(e[0].find("auto with tls") != std::string::npos);
+  CHECK(e[0].find("upstreams[0].protocol: h2 is HTTP/2 over TLS and needs a tls block (cleartext: h2c)") !=
+        std::string::npos);
+  e = errors_of(with("", "    protocol: h2\n    tls: { alpn: [h2, http/1.1] }\n"));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("tls.alpn must be [h2] or left out") != std::string::npos);
   e = errors_of(with("", "    protocol: h2c\n    tls: {}\n"));
   REQUIRE(e.size() == 1);
   CHECK(e[0].find("upstreams[0].protocol: h2c is HTTP/2 over cleartext TCP and cannot go with a tls block") !=
@@ -96,9 +106,12 @@ TEST_CASE("config h2c: an upstream speaks HTTP/2 over cleartext, and the round t
 }
 
 TEST_CASE("config h2c: an active health check is refused (it speaks HTTP/1.1), outlier detection is not") {
-  auto e = errors_of(with("", "    protocol: h2c\n    health_check: { path: /healthz }\n"));
-  REQUIRE(e.size() == 1);
-  CHECK(e[0].find("upstreams[0].protocol: h2c upstreams cannot have a health_check yet") != std::string::npos);
+  for (const char* up : {"    protocol: h2c\n", "    protocol: h2\n    tls: {}\n"}) {
+    auto e = errors_of(with("", std::string(up) + "    health_check: { path: /healthz }\n"));
+    REQUIRE(e.size() == 1);
+    CHECK(e[0].find("upstreams[0].protocol: upstreams speaking HTTP/2 cannot have a health_check yet") !=
+          std::string::npos);
+  }
   ConfigPtr c = load_ok(with("", "    protocol: h2c\n    outlier_detection: { consecutive_failures: 3 }\n"));
   CHECK(c->upstreams[0].outlier_detection.consecutive_failures == 3);
 }
@@ -112,10 +125,14 @@ TEST_CASE("config tls: a client certificate needs its key and the other way roun
   CHECK(e[0].find("upstreams[0].tls.key_file: needs cert_file too") != std::string::npos);
   e = errors_of(with("", "    tls: { alpn: [h2] }\n"));
   REQUIRE(e.size() == 1);
-  CHECK(e[0].find("h2 cannot be spoken over TLS yet") != std::string::npos);
+  CHECK(e[0].find("upstreams[0].tls.alpn[0]: h2 is offered only with protocol: h2 (protocol http1 speaks") !=
+        std::string::npos);
+  e = errors_of(with("", "    protocol: auto\n    tls: { alpn: [http/1.1, h2] }\n"));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("tls.alpn[1]: h2 is offered only with protocol: h2 (protocol auto") != std::string::npos);
   e = errors_of(with("", "    tls: { alpn: [spdy/3] }\n"));
   REQUIRE(e.size() == 1);
-  CHECK(e[0].find("must be http/1.1") != std::string::npos);
+  CHECK(e[0].find("must be http/1.1 or h2") != std::string::npos);
   e = errors_of(with("", "    tls: { sni: \"a b\", verify: maybe, ca_file: \"\", extra: 1 }\n"));
   CHECK(e.size() == 4);
 }

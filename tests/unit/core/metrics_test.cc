@@ -110,12 +110,15 @@ onelayer_retries_declined_total{route="items",reason="retry_after_beyond_deadlin
 onelayer_retries_declined_total{route="items",reason="outer_owner"} 0
 onelayer_retries_declined_total{route="items",reason="inner_exhausted"} 0
 onelayer_retries_declined_total{route="items",reason="circuit_open"} 0
-# HELP onelayer_attempt_failures_total Failed upstream attempts, by route, attempt (first or retry) and outcome (connect-failure, reset, timeout or the status code).
+onelayer_retries_declined_total{route="items",reason="server_pushback"} 0
+# HELP onelayer_attempt_failures_total Failed upstream attempts, by route, attempt (first or retry) and outcome (connect-failure, reset, timeout, refused-stream, the status code or the gRPC status name).
 # TYPE onelayer_attempt_failures_total counter
 # HELP onelayer_faults_injected_total Faults injected into upstream attempts (route fault blocks and admin drills), by route and kind.
 # TYPE onelayer_faults_injected_total counter
 onelayer_faults_injected_total{route="items",kind="abort"} 0
 onelayer_faults_injected_total{route="items",kind="delay"} 0
+# HELP onelayer_grpc_responses_total gRPC calls answered downstream (proxied or onelayer's own answers), by route and grpc-status code.
+# TYPE onelayer_grpc_responses_total counter
 # HELP onelayer_amplification_ratio Upstream attempts per downstream request over the last 60 seconds, by route (0 without requests).
 # TYPE onelayer_amplification_ratio gauge
 onelayer_amplification_ratio{route="items"} 2
@@ -386,18 +389,18 @@ TEST_CASE("ExtraCounterSamplesRenderWithTypeCounter") {
 TEST_CASE("metrics: attempt failures by first/retry and outcome, and injected faults") {
   Metrics m;
   RouteMetrics* rm = m.route("l", "r", "u");
-  const RetryTrigger s503{AttemptOutcome::response, 503};
+  const RetryTrigger s503{AttemptOutcome::response, 503, {}};
   rm->on_attempt_failure(true, s503);
   rm->on_attempt_failure(true, s503);
-  rm->on_attempt_failure(true, RetryTrigger{AttemptOutcome::reset, 0});
+  rm->on_attempt_failure(true, RetryTrigger{AttemptOutcome::reset, 0, {}});
   rm->on_attempt_failure(false, s503);
-  rm->on_attempt_failure(false, RetryTrigger{AttemptOutcome::response, 700});  // outside 100..599: ignored
+  rm->on_attempt_failure(false, RetryTrigger{AttemptOutcome::response, 700, {}});  // outside 100..599: ignored
   rm->on_fault("abort");
   rm->on_fault("delay");
   rm->on_fault("delay");
   CHECK(rm->attempt_failures(true, s503) == 2);
   CHECK(rm->attempt_failures(false, s503) == 1);
-  CHECK(rm->attempt_failures(false, RetryTrigger{AttemptOutcome::response, 700}) == 0);
+  CHECK(rm->attempt_failures(false, RetryTrigger{AttemptOutcome::response, 700, {}}) == 0);
   std::string text = m.render_prometheus(0, {});
   CHECK(text.find("onelayer_attempt_failures_total{route=\"r\",attempt=\"first\",outcome=\"503\"} 2\n") != std::string::npos);
   CHECK(text.find("onelayer_attempt_failures_total{route=\"r\",attempt=\"first\",outcome=\"reset\"} 1\n") != std::string::npos);
@@ -406,6 +409,60 @@ TEST_CASE("metrics: attempt failures by first/retry and outcome, and injected fa
   CHECK(text.find("onelayer_faults_injected_total{route=\"r\",kind=\"delay\"} 2\n") != std::string::npos);
   CHECK(text.find("# TYPE onelayer_shed_total counter\n") != std::string::npos);
   CHECK(text.find("# TYPE onelayer_hidden_retries_total counter\n") != std::string::npos);
+}
+
+TEST_CASE("GrpcTriggersCountUnderTheirStatusNameAndRefusedStreamsApart") {
+  Metrics m;
+  RouteMetrics* rm = m.route("l", "calls", "u");
+  const RetryTrigger unavailable{AttemptOutcome::response, 200, GrpcStatus::unavailable};
+  rm->on_retry(unavailable);
+  rm->on_retry(unavailable);
+  rm->on_retry(RetryTrigger{AttemptOutcome::refused, 0, {}});
+  rm->on_retry(AttemptOutcome::response, 200);  // an HTTP 200 is a status trigger, not a gRPC one
+  rm->on_attempt_failure(true, unavailable);
+  rm->on_attempt_failure(false, RetryTrigger{AttemptOutcome::refused, 0, {}});
+  CHECK(rm->retries(unavailable) == 2);
+  CHECK(rm->retries(AttemptOutcome::response, 200) == 1);
+  CHECK(rm->retries(RetryTrigger{AttemptOutcome::refused, 0, {}}) == 1);
+  CHECK(rm->retries(RetryTrigger{AttemptOutcome::response, 200, GrpcStatus::internal}) == 0);
+  const std::string text = m.render_prometheus(0, {});
+  CHECK(text.find("onelayer_retries_total{route=\"calls\",reason=\"unavailable\"} 2\n") != std::string::npos);
+  CHECK(text.find("onelayer_retries_total{route=\"calls\",reason=\"refused-stream\"} 1\n") != std::string::npos);
+  CHECK(text.find("onelayer_retries_total{route=\"calls\",reason=\"200\"} 1\n") != std::string::npos);
+  CHECK(text.find("reason=\"internal\"") == std::string::npos);  // only counted statuses appear
+  CHECK(text.find("onelayer_attempt_failures_total{route=\"calls\",attempt=\"first\",outcome=\"unavailable\"} 1\n") !=
+        std::string::npos);
+  CHECK(text.find("onelayer_attempt_failures_total{route=\"calls\",attempt=\"retry\",outcome=\"refused-stream\"} 1\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("GrpcResponsesAreCountedByStatusNumberAndSummedAcrossListeners") {
+  Metrics m;
+  RouteMetrics* a = m.route("one", "calls", "u");
+  RouteMetrics* b = m.route("two", "calls", "u");
+  a->on_grpc_response(GrpcStatus::ok);
+  a->on_grpc_response(GrpcStatus::unavailable);
+  b->on_grpc_response(GrpcStatus::unavailable);
+  b->on_grpc_response(GrpcStatus::unauthenticated);
+  CHECK(a->grpc_responses(GrpcStatus::unavailable) == 1);
+  CHECK(a->grpc_responses(GrpcStatus::internal) == 0);
+  const std::string text = m.render_prometheus(0, {});
+  CHECK(text.find("# TYPE onelayer_grpc_responses_total counter\n"
+                  "onelayer_grpc_responses_total{route=\"calls\",grpc_status=\"0\"} 1\n"
+                  "onelayer_grpc_responses_total{route=\"calls\",grpc_status=\"14\"} 2\n"
+                  "onelayer_grpc_responses_total{route=\"calls\",grpc_status=\"16\"} 1\n") != std::string::npos);
+  // A shell-supplied sample cannot shadow the built-in family.
+  const std::string shadowed = m.render_prometheus(0, {{"onelayer_grpc_responses_total", "", 9, ""}});
+  CHECK(shadowed.find("onelayer_grpc_responses_total 9") == std::string::npos);
+}
+
+TEST_CASE("ServerPushbackIsACountedDeclineReason") {
+  Metrics m;
+  RouteMetrics* rm = m.route("l", "calls", "u");
+  rm->on_declined(Decline::server_pushback);
+  CHECK(rm->declined(Decline::server_pushback) == 1);
+  CHECK(m.render_prometheus(0, {}).find(
+            "onelayer_retries_declined_total{route=\"calls\",reason=\"server_pushback\"} 1\n") != std::string::npos);
 }
 
 TEST_CASE("RequestsOverHttp2AreTheirOwnSeriesWithProtocolH2") {

@@ -91,3 +91,17 @@ TEST_CASE("access log appends to what the buffer holds") {
   CHECK(out.rfind("previous\n2026-11-29T16:42:56.919Z listener=outbound ", 0) == 0);
   CHECK(out.back() == '\n');
 }
+
+TEST_CASE("access log ends with grpc_status for gRPC calls only") {
+  AccessRecord r = sample();
+  CHECK(line(r, LogFormat::text).find("grpc_status") == std::string::npos);
+  r.grpc_status = 14;
+  const std::string text = line(r, LogFormat::text);
+  CHECK(text.size() > 16);
+  CHECK(text.substr(text.size() - 16) == " grpc_status=14\n");
+  const std::string json = line(r, LogFormat::json);
+  const std::string tail = ",\"grpc_status\":14}\n";
+  CHECK(json.substr(json.size() - tail.size()) == tail);
+  r.grpc_status = 0;
+  CHECK(line(r, LogFormat::text).find(" grpc_status=0\n") != std::string::npos);
+}

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/config_loader.h"
+#include "core/grpc_timeout.h"
 #include "shell/worker.h"
 
 using namespace onelayer;
@@ -91,8 +92,9 @@ class FakeDownstream final : public DownstreamStream {
   size_t queued = 0;  // what queued_bytes() answers
   bool held = false;
   bool refuse_heads = false;  // send_response_head: this response cannot reach the client
+  WireProtocol wire = WireProtocol::http1;  // what protocol() answers
 
-  WireProtocol protocol() const override { return WireProtocol::http1; }
+  WireProtocol protocol() const override { return wire; }
   const std::string& peer_ip() const override { return peer_; }
   bool over_tls() const override { return false; }
   bool send_response_head(const MessageHead& head, const ResponseMeta& meta) override {
@@ -259,8 +261,8 @@ class Harness {
   Worker w{rt, 0};
   std::unique_ptr<Exchange> ex;
 
-  Harness() {
-    rt.install(test_config());
+  explicit Harness(ConfigPtr config = test_config()) {
+    rt.install(std::move(config));
     w.set_upstream_streams(&factory);
   }
   ~Harness() {
@@ -834,4 +836,314 @@ TEST_CASE("exchange: a Retry-After beyond the deadline returns the 503 at once")
   CHECK(extra_field(t.down.heads[0].extra, "x-retry-exhausted") == "1");
   CHECK(t.factory.at(0).releases == 1);
   t.check_no_more_attempts(1);
+}
+
+// ---- gRPC calls (docs/grpc.md) ---------------------------------------------
+
+namespace {
+
+// gRPC routes: idempotent (retries UNAVAILABLE), unsafe (no key, not
+// idempotent), and one to an http1 upstream. The loader refuses h2c until
+// HTTP/2 upstreams exist, so the upstream's protocol is set after loading.
+constexpr const char* kGrpcConfig = R"(layer_id: edge
+listeners:
+  - name: out
+    listen: 127.0.0.1:0
+    limits: { idle_timeout: 500ms }
+    routes:
+      - name: grpc
+        match: { path_prefix: /pkg.Svc/ }
+        upstream: h2
+        timeout: 5s
+        retry:
+          max_attempts: 3
+          per_try_timeout: 80ms
+          idempotent: true
+          backoff: { base: 1ms, cap: 2ms, jitter: none }
+          retry_after: { honor: true, max: 1s }
+      - name: grpc-unsafe
+        upstream: h2
+        timeout: 5s
+        retry: { max_attempts: 3, backoff: { base: 1ms, cap: 2ms, jitter: none } }
+      - name: grpc-to-http1
+        upstream: h1
+        retry: { max_attempts: 3, idempotent: true }
+upstreams:
+  - name: h2
+    endpoints: [127.0.0.1:9]
+    retry_budget: { ratio: 1.0, min_per_second: 100 }
+  - name: h1
+    endpoints: [127.0.0.1:9]
+)";
+constexpr size_t kRouteGrpc = 0, kRouteGrpcUnsafe = 1, kRouteGrpcToHttp1 = 2;
+
+ConfigPtr grpc_config() {
+  LoadResult r = load_config_string(kGrpcConfig, "exchange_grpc_test.yaml");
+  INFO(format_errors(r.errors));
+  REQUIRE(r.ok());
+  auto c = std::make_shared<Config>(*r.config);
+  c->upstreams[0].protocol = UpstreamProtocol::h2c;
+  return c;
+}
+
+// A harness whose client speaks HTTP/2.
+struct GrpcHarness : Harness {
+  GrpcHarness() : Harness(grpc_config()) { down.wire = WireProtocol::h2; }
+
+  // A unary call on `route`, its one message read whole.
+  Exchange& call(size_t route = kRouteGrpc, Headers more = {}) {
+    Headers fields{{"content-type", "application/grpc"}, {"te", "trailers"}};
+    for (Header& f : more) fields.push_back(std::move(f));
+    Exchange& e = begin(route, request_head("POST", "/pkg.Svc/Get", std::move(fields)));
+    e.on_request_body("\0\0\0\0\1x", 6);
+    e.on_request_end();
+    return e;
+  }
+  RouteMetrics& metrics(size_t route = kRouteGrpc) { return *w.generation()->route_metrics[0][route]; }
+
+  // Stream `i` answers Trailers-Only with grpc-status `status`.
+  void trailers_only(size_t i, const char* status, Headers more = {}) {
+    Headers fields{{"content-type", "application/grpc"}, {"grpc-status", status}};
+    for (Header& f : more) fields.push_back(std::move(f));
+    FakeUpstream& u = factory.at(i);
+    MessageHead h = response_head(200, std::move(fields));
+    if (u.r->on_up_head(h) < 0) return;
+    u.r->on_up_end(true);
+  }
+  // Stream `i` answers a head, `message` (none when empty), then trailers.
+  void answer_grpc(size_t i, const std::string& message, Headers trailers) {
+    FakeUpstream& u = factory.at(i);
+    MessageHead h = response_head(200, {{"content-type", "application/grpc"}});
+    REQUIRE(u.r->on_up_head(h) == 0);
+    if (!message.empty() && u.r->on_up_body(message.data(), message.size()) < 0) return;
+    if (u.gone()) return;
+    u.r->on_up_trailers(trailers);
+    if (u.gone()) return;
+    u.r->on_up_end(true);
+  }
+  static RetryTrigger unavailable() { return RetryTrigger{AttemptOutcome::response, 200, GrpcStatus::unavailable}; }
+};
+
+}  // namespace
+
+TEST_CASE("exchange grpc: UNAVAILABLE Trailers-Only twice then OK: three attempts, one OK to the client") {
+  GrpcHarness t;
+  t.call();
+  t.connect(0);
+  t.trailers_only(0, "14");
+  t.await_attempt(2);
+  t.connect(1);
+  t.trailers_only(1, "14");
+  t.await_attempt(3);
+  t.connect(2);
+  t.trailers_only(2, "0");
+  REQUIRE(t.down.heads.size() == 1);
+  CHECK(extra_field(t.down.heads[0].headers, "grpc-status") == "0");
+  CHECK(t.down.heads[0].extra.empty());
+  CHECK(t.down.ends == 1);
+  CHECK(t.down.proxy_responses.empty());
+  CHECK(t.metrics().retries(GrpcHarness::unavailable()) == 2);
+  CHECK(t.metrics().grpc_responses(GrpcStatus::ok) == 1);
+  CHECK(t.metrics().grpc_responses(GrpcStatus::unavailable) == 0);
+  CHECK(t.metrics().attempt_failures(true, GrpcHarness::unavailable()) == 1);
+  CHECK(t.metrics().attempt_failures(false, GrpcHarness::unavailable()) == 1);
+  // Each attempt carried the message again.
+  for (size_t i = 0; i < 3; ++i) CHECK(t.factory.at(i).body == std::string("\0\0\0\0\1x", 6));
+  CHECK(t.factory.at(0).field("grpc-previous-rpc-attempts") == "<none>");
+  CHECK(t.factory.at(1).field("grpc-previous-rpc-attempts") == "1");
+  CHECK(t.factory.at(2).field("grpc-previous-rpc-attempts") == "2");
+  t.check_no_more_attempts(3);
+}
+
+TEST_CASE("exchange grpc: UNAVAILABLE in trailers after headers is retried; the held head never reaches the client") {
+  GrpcHarness t;
+  t.call();
+  t.connect(0);
+  t.answer_grpc(0, "", {{"grpc-status", "14"}, {"grpc-message", "down"}});
+  CHECK(t.down.heads.empty());
+  CHECK(t.down.trailers.empty());
+  t.await_attempt(2);
+  t.connect(1);
+  t.answer_grpc(1, std::string("\0\0\0\0\2ok", 7), {{"grpc-status", "0"}});
+  REQUIRE(t.down.heads.size() == 1);
+  CHECK(t.down.body == std::string("\0\0\0\0\2ok", 7));
+  REQUIRE(t.down.trailers.size() == 1);
+  CHECK(extra_field(t.down.trailers[0], "grpc-status") == "0");
+  CHECK(t.down.ends == 1);
+  CHECK(t.metrics().retries(GrpcHarness::unavailable()) == 1);
+  CHECK(t.metrics().grpc_responses(GrpcStatus::ok) == 1);
+  CHECK(t.factory.at(0).cancels == 1);
+}
+
+TEST_CASE("exchange grpc: a failure after a message went downstream is committed, never retried") {
+  GrpcHarness t;
+  t.call();
+  t.connect(0);
+  t.answer_grpc(0, std::string("\0\0\0\0\1a", 6), {{"grpc-status", "14"}});
+  REQUIRE(t.down.heads.size() == 1);
+  REQUIRE(t.down.trailers.size() == 1);
+  CHECK(extra_field(t.down.trailers[0], "grpc-status") == "14");
+  CHECK(extra_field(t.down.trailers[0], "x-retry-exhausted") == "<none>");
+  CHECK(t.metrics().grpc_responses(GrpcStatus::unavailable) == 1);
+  CHECK(t.metrics().retries(GrpcHarness::unavailable()) == 0);
+  t.check_no_more_attempts(1);
+}
+
+TEST_CASE("exchange grpc: pushback sets the wait; the retry does not start before it") {
+  GrpcHarness t;
+  t.call();
+  t.connect(0);
+  const auto answered = std::chrono::steady_clock::now();
+  t.trailers_only(0, "14", {{"grpc-retry-pushback-ms", "60"}});
+  t.run_for(30ms);
+  CHECK(t.factory.opens() == 1);
+  t.await_attempt(2);
+  CHECK(std::chrono::steady_clock::now() - answered >= 60ms);
+  t.connect(1);
+  t.trailers_only(1, "0");
+  CHECK(t.down.heads.size() == 1);
+}
+
+TEST_CASE("exchange grpc: pushback -1 stops: declined server_pushback, marked in the Trailers-Only head") {
+  GrpcHarness t;
+  t.call();
+  t.connect(0);
+  t.trailers_only(0, "14", {{"grpc-retry-pushback-ms", "-1"}});
+  REQUIRE(t.down.heads.size() == 1);
+  CHECK(extra_field(t.down.heads[0].headers, "grpc-status") == "14");
+  CHECK(extra_field(t.down.heads[0].extra, "x-retry-exhausted") == "1");
+  CHECK(t.metrics().declined(Decline::server_pushback) == 1);
+  CHECK(t.metrics().grpc_responses(GrpcStatus::unavailable) == 1);
+  t.check_no_more_attempts(1);
+}
+
+TEST_CASE("exchange grpc: attempts exhausted on trailers: the last answer passes with x-retry-exhausted in its trailers") {
+  GrpcHarness t;
+  t.call();
+  for (size_t i = 0; i < 3; ++i) {
+    if (i > 0) t.await_attempt(i + 1);
+    t.connect(i);
+    t.answer_grpc(i, "", {{"grpc-status", "14"}});
+  }
+  REQUIRE(t.down.heads.size() == 1);
+  CHECK(t.down.heads[0].extra.empty());
+  REQUIRE(t.down.trailers.size() == 1);
+  CHECK(extra_field(t.down.trailers[0], "grpc-status") == "14");
+  CHECK(extra_field(t.down.trailers[0], "x-retry-exhausted") == "3");
+  CHECK(t.metrics().declined(Decline::attempts_exhausted) == 1);
+  CHECK(t.down.ends == 1);
+}
+
+TEST_CASE("exchange grpc: x-retry-exhausted in upstream trailers is final") {
+  GrpcHarness t;
+  t.call();
+  t.connect(0);
+  t.answer_grpc(0, "", {{"grpc-status", "14"}, {"x-retry-exhausted", "3"}});
+  REQUIRE(t.down.trailers.size() == 1);
+  CHECK(extra_field(t.down.trailers[0], "x-retry-exhausted") == "3");
+  CHECK(t.metrics().declined(Decline::inner_exhausted) == 1);
+  t.check_no_more_attempts(1);
+}
+
+TEST_CASE("exchange grpc: an unsafe route does not retry a gRPC POST") {
+  GrpcHarness t;
+  t.call(kRouteGrpcUnsafe);
+  t.connect(0);
+  t.trailers_only(0, "14");
+  REQUIRE(t.down.heads.size() == 1);
+  CHECK(t.metrics(kRouteGrpcUnsafe).declined(Decline::not_idempotent) == 1);
+  t.check_no_more_attempts(1);
+}
+
+TEST_CASE("exchange grpc: a refused stream is retried on an unsafe route, counted as refused-stream") {
+  GrpcHarness t;
+  t.call(kRouteGrpcUnsafe);
+  t.connect(0).r->on_up_refused();
+  t.await_attempt(2);
+  t.connect(1);
+  t.trailers_only(1, "0");
+  CHECK(t.down.heads.size() == 1);
+  CHECK(t.metrics(kRouteGrpcUnsafe).retries(RetryTrigger{AttemptOutcome::refused, 0, {}}) == 1);
+}
+
+TEST_CASE("exchange grpc: the caller's grpc-timeout shortens the deadline and each attempt carries what is left") {
+  GrpcHarness t;
+  t.call(kRouteGrpc, {{"grpc-timeout", "600m"}});
+  FakeUpstream& first = t.connect(0);
+  // per_try_timeout 80ms is the smaller: the attempt gets at most that.
+  const std::string sent = first.field("grpc-timeout");
+  auto parsed = parse_grpc_timeout(sent);
+  REQUIRE(parsed);
+  CHECK(*parsed <= 80ms);
+  CHECK(*parsed > 0ms);
+  CHECK(std::stoll(first.field("x-request-timeout-ms")) <= 80);
+  t.trailers_only(0, "14");
+  t.await_attempt(2);
+  CHECK(parse_grpc_timeout(t.connect(1).field("grpc-timeout")).value() <= 80ms);
+}
+
+TEST_CASE("exchange grpc: a held head that never gets its outcome times out and is retried") {
+  GrpcHarness t;
+  t.call();
+  FakeUpstream& first = t.connect(0);
+  MessageHead h = response_head(200, {{"content-type", "application/grpc"}});
+  REQUIRE(first.r->on_up_head(h) == 0);
+  t.await_attempt(2);  // per_try_timeout (80ms) ran out while the head was held
+  CHECK(t.down.heads.empty());
+  CHECK(first.cancels == 1);
+  t.connect(1);
+  t.trailers_only(1, "0");
+  CHECK(t.down.heads.size() == 1);
+  CHECK(t.metrics().retries(RetryTrigger{AttemptOutcome::timeout, 0, {}}) == 1);
+}
+
+TEST_CASE("exchange grpc: a call to an http1 upstream is answered UNAVAILABLE without an attempt") {
+  GrpcHarness t;
+  t.call(kRouteGrpcToHttp1);
+  CHECK(t.factory.opens() == 0);
+  t.check_proxy_answer(502, "bad_upstream_response");
+  CHECK(t.metrics(kRouteGrpcToHttp1).grpc_responses(GrpcStatus::unavailable) == 1);
+}
+
+TEST_CASE("exchange grpc: onelayer's own answer to a gRPC caller is counted by its gRPC status") {
+  GrpcHarness t;
+  t.call();
+  for (size_t i = 0; i < 3; ++i) {
+    if (i > 0) t.await_attempt(i + 1);
+    t.factory.at(i).r->on_connect_failed(UV_ECONNREFUSED, false);
+  }
+  t.check_proxy_answer(502, "connect_failure");
+  CHECK(extra_field(t.down.proxy_responses[0].extra, "x-retry-exhausted") == "3");
+  CHECK(t.metrics().grpc_responses(GrpcStatus::unavailable) == 1);
+}
+
+TEST_CASE("exchange grpc: over HTTP/1 a gRPC content-type is plain HTTP (the head is not held)") {
+  Harness t(grpc_config());  // the client speaks HTTP/1.1
+  Exchange& e = t.begin(kRouteGrpc, request_head("POST", "/pkg.Svc/Get", {{"content-type", "application/grpc"}}));
+  e.on_request_end();
+  FakeUpstream& u = t.connect(0);
+  CHECK(u.field("grpc-timeout") == "<none>");
+  MessageHead h = response_head(200, {{"content-type", "application/grpc"}});
+  CHECK(u.r->on_up_head(h) == 0);
+  CHECK(t.down.heads.size() == 1);
+}
+
+TEST_CASE("exchange grpc: a body replayed before it was fully read goes out once, in order") {
+  GrpcHarness t;
+  Exchange& e = t.begin(kRouteGrpc, request_head("POST", "/pkg.Svc/Put", {{"content-type", "application/grpc"}}));
+  // The attempt starts before the end of the body (a streaming call).
+  REQUIRE(t.factory.opens() == 1);
+  FakeUpstream& first = t.connect(0);
+  e.on_request_body("AAAA", 4);
+  CHECK(first.body == "AAAA");
+  t.trailers_only(0, "14");  // fails while the client is still sending
+  e.on_request_body("BBBB", 4);  // arrives during the backoff
+  t.await_attempt(2);
+  FakeUpstream& second = t.connect(1);
+  e.on_request_body("CCCC", 4);  // arrives after the replay went out
+  e.on_request_end();
+  CHECK(second.body == "AAAABBBBCCCC");
+  CHECK(second.end);
+  t.trailers_only(1, "0");
+  CHECK(t.down.heads.size() == 1);
 }

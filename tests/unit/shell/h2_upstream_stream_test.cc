@@ -54,9 +54,10 @@ class HeadSink : public H2Session::Handler {
 
 }  // namespace
 
-TEST_CASE("h2 request head: Host becomes :authority, the target :path, scheme http") {
+TEST_CASE("h2 request head: Host becomes :authority, the target :path, the scheme as given") {
   Request r({{"Host", "api.example:81"}, {"Accept", "*/*"}});
-  H2Session::Head h = h2_request_head(r.out);
+  CHECK(h2_request_head(r.out, "https").scheme == "https");
+  H2Session::Head h = h2_request_head(r.out, "http");
   CHECK(h.method == "POST");
   CHECK(h.scheme == "http");
   CHECK(h.path == "/orders?id=7");
@@ -68,21 +69,21 @@ TEST_CASE("h2 request head: Host becomes :authority, the target :path, scheme ht
 
 TEST_CASE("h2 request head: no Host gives the default host as :authority") {
   Request r(Headers{{"Accept", "*/*"}});
-  CHECK(h2_request_head(r.out).authority == "orders.internal:8080");
+  CHECK(h2_request_head(r.out, "http").authority == "orders.internal:8080");
 }
 
 TEST_CASE("h2 request head: content-length is kept when the request has one, te only as trailers") {
   Request r({{"Host", "a"}, {"Content-Length", "5"}, {"TE", "trailers, deflate"}});
   r.head.has_content_length = true;
   r.head.content_length = 5;
-  H2Session::Head h = h2_request_head(r.out);
+  H2Session::Head h = h2_request_head(r.out, "http");
   CHECK(value_of(h.fields, "content-length") == "5");
   CHECK(value_of(h.fields, "te") == "trailers");
   CHECK(count_headers(h.fields, "content-length") == 1);
 
   Request chunked({{"Host", "a"}, {"Transfer-Encoding", "chunked"}, {"TE", "gzip"}});
   chunked.head.chunked = true;
-  H2Session::Head c = h2_request_head(chunked.out);
+  H2Session::Head c = h2_request_head(chunked.out, "http");
   CHECK(find_header(c.fields, "content-length") == nullptr);
   CHECK(find_header(c.fields, "transfer-encoding") == nullptr);
   CHECK(find_header(c.fields, "te") == nullptr);
@@ -97,7 +98,7 @@ TEST_CASE("h2 request head: a server receives lower-case names and no connection
              {"X-Hop", "1"},
              {"X-Trace-Id", "abc"},
              {"TE", "trailers"}});
-  H2Session::Head h = h2_request_head(r.out);
+  H2Session::Head h = h2_request_head(r.out, "http");
   HeadSink server_side;
   HeadSink client_side;
   H2Session client(H2Session::Role::client, &client_side);
