@@ -321,7 +321,9 @@ void DownConn::process_input(const char* data, size_t len) {
 }
 
 int DownConn::on_head(MessageHead& head) {
-  disarm_timer();
+  // The header timer is left armed: while an exchange runs its callback does
+  // nothing, and the idle timer that follows is a later deadline, recorded
+  // without heap work (a disarm and a new arm would cost two).
   // HTTP/1.0 stays open when it asks for keep-alive (llhttp's keep_alive
   // says so); its responses then need Content-Length framing.
   http10_ = !(head.http_major == 1 && head.http_minor >= 1);
