@@ -52,6 +52,7 @@ H2Downstream::H2Downstream(DownConn* conn, Worker* w, WorkerListener* listener)
 }
 
 H2Downstream::~H2Downstream() {
+  worker_->forget_write(this);
   worker_->runtime().metrics.downstream_h2_connections_active.fetch_sub(1, std::memory_order_relaxed);
   // Streams before the session (a stream still holding an exchange aborts
   // it; nothing of that reaches the session).
@@ -67,6 +68,9 @@ H2DownStream* H2Downstream::find(int32_t id) {
 void H2Downstream::on_input(const char* data, size_t len) {
   if (lost_) return;
   if (!settings_seen_) note_settings(data, len);
+  // What this input makes the session and the upstreams write leaves after
+  // the poll, in one write per connection (write_deferred()).
+  worker_->enter_read();
   in_recv_ = true;
   bool ok = session_.recv(reinterpret_cast<const uint8_t*>(data), len, uv_now(worker_->loop()));
   in_recv_ = false;
@@ -75,7 +79,12 @@ void H2Downstream::on_input(const char* data, size_t len) {
                  conn_->peer_ip(), session_.goaway_code(), session_.close_reason());
   }
   write_out();
-  // WINDOW_UPDATEs in this input may have let queued DATA go.
+  worker_->leave_read();
+}
+
+void H2Downstream::write_deferred() {
+  write_out();
+  // WINDOW_UPDATEs read, or the frames just written, may let queued DATA go.
   wake_waiting_streams();
 }
 
@@ -97,6 +106,7 @@ void H2Downstream::note_settings(const char* data, size_t len) {
 
 void H2Downstream::write_out() {
   if (lost_ || conn_->closing()) return;
+  if (worker_->defer_write(this)) return;
   if (in_recv_ || writing_) {
     write_wanted_ = true;
     return;

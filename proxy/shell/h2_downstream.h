@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "shell/deferred_writer.h"
 #include "shell/h2_session.h"
 #include "shell/timer_list.h"
 
@@ -31,7 +32,7 @@ class H2DownStream;
 class Worker;
 class WorkerListener;
 
-class H2Downstream final : private H2Session::Handler, private TimerList::Entry {
+class H2Downstream final : private H2Session::Handler, private TimerList::Entry, private DeferredWriter {
  public:
   H2Downstream(DownConn* conn, Worker* w, WorkerListener* listener);
   ~H2Downstream() override;
@@ -59,6 +60,7 @@ class H2Downstream final : private H2Session::Handler, private TimerList::Entry 
   void write_out();
 
  private:
+  void write_deferred() override;
   // H2Session::Handler.
   void on_head(int32_t stream, H2Session::Head& head, bool end_stream) override;
   void on_data(int32_t stream, const uint8_t* data, size_t len) override;

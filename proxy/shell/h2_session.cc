@@ -3,7 +3,9 @@
 #include <nghttp2/nghttp2.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
+#include <forward_list>
 #include <vector>
 
 namespace onelayer {
@@ -28,32 +30,38 @@ bool connection_specific(std::string_view lname, std::string_view value) {
          lname == "transfer-encoding" || lname == "upgrade";
 }
 
-// Name/value storage for one submit call (nghttp2 copies what it is given).
+bool has_upper(std::string_view s) {
+  for (char c : s)
+    if (c >= 'A' && c <= 'Z') return true;
+  return false;
+}
+
+// The name/value pairs of one submit call (nghttp2 copies them): they point
+// at the caller's strings, which outlive the call; only a name that needs
+// lower-casing is copied, into the list.
 class FieldList {
  public:
-  void add(std::string name, std::string value) {
-    names_.push_back(std::move(name));
-    values_.push_back(std::move(value));
+  explicit FieldList(size_t expected) { nva_.reserve(expected); }
+  void add(std::string_view name, std::string_view value) {
+    nva_.push_back(nghttp2_nv{bytes(name), bytes(value), name.size(), value.size(), NGHTTP2_NV_FLAG_NONE});
   }
   void add_fields(const Headers& fields) {
     for (const Header& h : fields) {
-      std::string n = lower_name(h.name);
-      if (!n.empty() && n[0] != ':' && !connection_specific(n, h.value)) add(std::move(n), h.value);
+      std::string_view n = h.name;
+      if (has_upper(n)) {
+        lowered_.push_front(lower_name(n));
+        n = lowered_.front();
+      }
+      if (!n.empty() && n[0] != ':' && !connection_specific(n, h.value)) add(n, h.value);
     }
   }
-  const std::vector<nghttp2_nv>& nva() {
-    nva_.clear();
-    for (size_t i = 0; i < names_.size(); ++i) {
-      nva_.push_back(nghttp2_nv{reinterpret_cast<uint8_t*>(names_[i].data()),
-                                reinterpret_cast<uint8_t*>(values_[i].data()), names_[i].size(),
-                                values_[i].size(), NGHTTP2_NV_FLAG_NONE});
-    }
-    return nva_;
-  }
+  const std::vector<nghttp2_nv>& nva() const { return nva_; }
 
  private:
-  std::vector<std::string> names_, values_;
+  static uint8_t* bytes(std::string_view s) { return reinterpret_cast<uint8_t*>(const_cast<char*>(s.data())); }
+
   std::vector<nghttp2_nv> nva_;
+  std::forward_list<std::string> lowered_;  // a node each, so the views stay put
 };
 
 uint32_t fatal_code(int rv) {
@@ -319,7 +327,7 @@ struct H2Session::Callbacks {
       if (st->trailers_pending) {
         *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
         st->trailers_pending = false;
-        FieldList f;
+        FieldList f(st->out_trailers.size());
         f.add_fields(st->out_trailers);
         const auto& nva = f.nva();
         if (nghttp2_submit_trailer(session, id, nva.data(), nva.size()) != 0)
@@ -403,6 +411,7 @@ H2Session::Stream& H2Session::add_stream(int32_t id, bool peer_opened) {
   st->id = id;
   st->peer_opened = peer_opened;
   Stream& ref = *st;
+  if (!peer_opened) ++own_streams_;
   streams_[id] = std::move(st);
   return ref;
 }
@@ -421,7 +430,7 @@ int H2Session::headers_received(int32_t id, bool end) {
     if (role_ == Role::server && block == Stream::Block::head) {
       // Refused: 431 (RFC 9113 10.5.1), the Handler never sees the stream.
       st->refused = true;
-      FieldList f;
+      FieldList f(1);
       f.add(":status", "431");
       const auto& nva = f.nva();
       nghttp2_submit_response(session_, id, nva.data(), nva.size(), nullptr);
@@ -465,6 +474,7 @@ void H2Session::finish_stream(int32_t id, uint32_t error_code) {
   if (it == streams_.end()) return;
   std::unique_ptr<Stream> st = std::move(it->second);
   streams_.erase(it);
+  if (!st->peer_opened) --own_streams_;
   if (!st->known() || !handler_) return;
   if (st->refused_code) handler_->on_reset(id, st->refused_code);
   else if (st->local_reset || error_code == NGHTTP2_NO_ERROR) handler_->on_closed(id);
@@ -536,22 +546,20 @@ uint32_t H2Session::stream_limit() const {
 
 bool H2Session::can_submit_request() const {
   if (role_ != Role::client || failed_ || goaway_sent_ || goaway_received_) return false;
-  uint32_t cap = stream_limit();
-  size_t mine = 0;
-  for (const auto& [id, st] : streams_)
-    if (!st->peer_opened) ++mine;
-  return mine < cap;
+  return own_streams_ < stream_limit();
 }
 
 bool H2Session::submit_head(int32_t stream, const Head& head, bool request, bool end_stream) {
-  FieldList f;
+  FieldList f(head.fields.size() + 4);
+  char status[16];
   if (request) {
     f.add(":method", head.method);
     f.add(":scheme", head.scheme);
     if (!head.authority.empty()) f.add(":authority", head.authority);
     if (head.method != "CONNECT") f.add(":path", head.path);
   } else {
-    f.add(":status", std::to_string(head.status));
+    const char* end = std::to_chars(status, status + sizeof status, head.status).ptr;
+    f.add(":status", std::string_view(status, static_cast<size_t>(end - status)));
   }
   f.add_fields(head.fields);
   const auto& nva = f.nva();
@@ -651,6 +659,7 @@ void H2Session::close_streams(uint32_t error_code) {
     if (it == streams_.end()) continue;
     std::unique_ptr<Stream> st = std::move(it->second);
     streams_.erase(it);
+    if (!st->peer_opened) --own_streams_;
     if (!st->known() || !handler_) continue;
     if (st->local_reset) handler_->on_closed(id);
     else handler_->on_reset(id, error_code);

@@ -211,6 +211,7 @@ class H2Session {
   Limits limits_;
   nghttp2_session* session_ = nullptr;
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;
+  size_t own_streams_ = 0;  // streams_ we opened (client)
   Stats stats_;
   uint64_t now_ms_ = 0;
   double reset_tokens_ = 0;

@@ -41,7 +41,12 @@ H2UpConn::H2UpConn(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr
 }
 
 // The TLS channel goes before its context.
-H2UpConn::~H2UpConn() { tls_.reset(); }
+H2UpConn::~H2UpConn() {
+  worker_->forget_write(this);
+  tls_.reset();
+}
+
+void H2UpConn::write_deferred() { flush(); }
 
 bool H2UpConn::has_free_slot() const {
   return !closing() && !no_new_streams_ && !session_.want_close() && streams_.size() < session_.stream_limit();
@@ -318,6 +323,7 @@ void H2UpConn::refuse_queued() {
 void H2UpConn::flush() {
   if (closing() || !tcp_up_) return;
   if (in_read_) return;  // on_read flushes once the read is done
+  if (worker_->defer_write(this)) return;  // after the poll, once for all streams
   if (write_queue() > kMaxWriteQueue) return;  // on_write_done flushes again
   out_.clear();
   session_.flush(out_);
@@ -366,9 +372,15 @@ void H2UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
     lose(static_cast<int>(nread));
     return;
   }
+  // The downstreams this input answers write after the poll, once each.
+  worker_->enter_read();
+  read_input(buf->base, static_cast<size_t>(nread));
+  worker_->leave_read();
+}
+
+void H2UpConn::read_input(const char* data, size_t len) {
   in_read_ = true;
-  session_.recv(reinterpret_cast<const uint8_t*>(buf->base), static_cast<size_t>(nread),
-                uv_now(worker_->loop()));
+  session_.recv(reinterpret_cast<const uint8_t*>(data), len, uv_now(worker_->loop()));
   in_read_ = false;
   if (closing()) return;
   if (!connected_ && session_.peer_settings_received()) become_ready();

@@ -13,6 +13,7 @@
 
 #include "core/clock.h"
 #include "shell/conn.h"
+#include "shell/deferred_writer.h"
 #include "shell/h2_session.h"
 #include "shell/tls_context.h"
 #include "shell/upstream_stream.h"
@@ -22,7 +23,7 @@ namespace onelayer {
 class H2UpStream;
 struct EndpointState;
 
-class H2UpConn final : public Conn, private H2Session::Handler {
+class H2UpConn final : public Conn, private H2Session::Handler, private DeferredWriter {
  public:
   // `addr_index`: the endpoint address to connect to (the balancer's pick),
   // -1 for the endpoint's sticky one.
@@ -81,6 +82,8 @@ class H2UpConn final : public Conn, private H2Session::Handler {
   void close_for_shutdown() { lose(UV_ECANCELED); }
 
  private:
+  void write_deferred() override;
+  void read_input(const char* data, size_t len);
   void start_connect();
   void on_tcp_connected();
   void become_ready();

@@ -25,7 +25,7 @@ Worker::Worker(Runtime& rt, int index) : rt_(rt), index_(index), read_buf_(new c
   async_.data = this;
   uv_check_init(&loop_, &reaper_);
   reaper_.data = this;
-  uv_check_start(&reaper_, [](uv_check_t* c) { static_cast<Worker*>(c->data)->retired_.clear(); });
+  uv_check_start(&reaper_, [](uv_check_t* c) { static_cast<Worker*>(c->data)->on_check(); });
   uv_unref(reinterpret_cast<uv_handle_t*>(&reaper_));
   timers_.emplace(&loop_);
   parked_.emplace(this);
@@ -175,6 +175,37 @@ void Worker::link(DownConn* d) {
 void Worker::parked_closed(WorkerListener* l) {
   l->connection_closed();  // may free a closed listener
   rt_.metrics.downstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool Worker::defer_write(DeferredWriter* w) {
+  if (reading_ == 0) return false;
+  if (!w->write_deferred_queued_) {
+    w->write_deferred_queued_ = true;
+    deferred_writes_.push_back(w);
+  }
+  return true;
+}
+
+void Worker::forget_write(DeferredWriter* w) {
+  if (!w->write_deferred_queued_) return;
+  w->write_deferred_queued_ = false;
+  for (DeferredWriter*& q : deferred_writes_)
+    if (q == w) q = nullptr;
+  for (DeferredWriter*& q : writing_now_)
+    if (q == w) q = nullptr;
+}
+
+void Worker::on_check() {
+  // Writing one may queue another (not while reading_ is 0) or end one.
+  writing_now_.swap(deferred_writes_);
+  for (size_t i = 0; i < writing_now_.size(); ++i) {
+    DeferredWriter* w = writing_now_[i];
+    if (!w) continue;
+    w->write_deferred_queued_ = false;
+    w->write_deferred();
+  }
+  writing_now_.clear();
+  retired_.clear();
 }
 
 void Worker::retire(std::unique_ptr<Exchange> ex) {

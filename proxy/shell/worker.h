@@ -16,6 +16,7 @@
 
 #include "core/clock.h"
 #include "shell/conn.h"
+#include "shell/deferred_writer.h"
 #include "shell/http_parser_pool.h"
 #include "shell/parked_connections.h"
 #include "shell/runtime.h"
@@ -88,6 +89,15 @@ class Worker {
   // negative libuv error.
   int flush_tls(Conn* c);
 
+  // Read callbacks of HTTP/2 connections run between enter_read() and
+  // leave_read(). Inside them defer_write() queues `w` (true) for one
+  // write_deferred() after the poll; outside, it returns false and the
+  // caller writes at once. A writer going away calls forget_write().
+  void enter_read() { ++reading_; }
+  void leave_read() { --reading_; }
+  bool defer_write(DeferredWriter* w);
+  void forget_write(DeferredWriter* w);
+
   void down_closed(DownConn* d);
   // Frees a finished exchange after the current callback chain (a check
   // handle runs after every poll): never inside one of its own callbacks.
@@ -113,6 +123,7 @@ class Worker {
   void maybe_finish_drain();
   void close_everything();
   void link(DownConn* d);  // into the list of connections (not counted)
+  void on_check();         // after every poll: deferred writes, then retired exchanges
 
   Runtime& rt_;
   int index_;
@@ -123,6 +134,9 @@ class Worker {
   HttpParserPool parsers_;
   std::optional<ParkedConnections> parked_;  // after timers_: its records hold entries
   std::vector<std::unique_ptr<Exchange>> retired_;
+  std::vector<DeferredWriter*> deferred_writes_;
+  std::vector<DeferredWriter*> writing_now_;  // deferred_writes_ being written (reused)
+  int reading_ = 0;
   std::thread thread_;
   GenerationPtr gen_;
   std::unique_ptr<char[]> read_buf_;
