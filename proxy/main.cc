@@ -37,7 +37,11 @@ int main(int argc, char** argv) {
     } else if (a == "--check") {
       check = true;
     } else if (a == "--version") {
-      std::printf("onelayer %s\n", ONELAYER_VERSION);
+#ifdef ONELAYER_JEMALLOC
+      std::printf("onelayer %s (allocator: jemalloc)\n", ONELAYER_VERSION);
+#else
+      std::printf("onelayer %s (allocator: libc malloc)\n", ONELAYER_VERSION);
+#endif
       return 0;
     } else if (a == "--log-level") {
       level = value("--log-level");

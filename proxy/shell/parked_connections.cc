@@ -4,6 +4,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "shell/freed_memory.h"
 #include "shell/worker.h"
 #include "shell/worker_listener.h"
 
@@ -50,8 +51,13 @@ bool ParkedConnections::park(int fd, WorkerListener* l, uint64_t idle_left_ms) {
   parked_.push_back(p);
   if (parked_.size() == 1) uv_poll_start(&poll_, UV_READABLE, on_readable);
   w_->timers().arm(*p, idle_left_ms, on_idle_timeout);
+  // The DownConn this socket leaves is freed just after: its pages go back
+  // once the burst of parkings is over.
+  if (!release_.armed() && allocator_is_jemalloc()) w_->timers().arm(release_, kReleaseAfterMs, on_release);
   return true;
 }
+
+void ParkedConnections::on_release(TimerList::Entry*) { release_freed_memory(); }
 
 int ParkedConnections::unlink(Parked* p, WorkerListener** listener) {
   epoll_ctl(epfd_, EPOLL_CTL_DEL, p->fd, nullptr);

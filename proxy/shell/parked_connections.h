@@ -31,6 +31,9 @@ class ParkedConnections {
   // enough that a client sending requests back to back never parks (parking
   // and waking cost a few system calls each), short next to idle_timeout.
   static constexpr uint64_t kParkAfterMs = 250;
+  // After connections were parked, their freed memory goes back to the
+  // system this much later (one release for a whole burst of parkings).
+  static constexpr uint64_t kReleaseAfterMs = 100;
 
   explicit ParkedConnections(Worker* w);
   ParkedConnections(const ParkedConnections&) = delete;
@@ -54,7 +57,11 @@ class ParkedConnections {
     uint32_t index;  // in parked_
   };
 
+  // The pending release of freed memory (release_freed_memory()).
+  struct MemoryRelease : TimerList::Entry {};
+
   static void on_readable(uv_poll_t* p, int status, int events);
+  static void on_release(TimerList::Entry* e);
   static void on_idle_timeout(TimerList::Entry* e);
   void wake_ready();
   // Takes `p` out of the set and frees it; its socket stays open.
@@ -66,6 +73,7 @@ class ParkedConnections {
   uv_poll_t poll_;
   bool poll_open_ = false;
   std::vector<Parked*> parked_;
+  MemoryRelease release_;
 };
 
 }  // namespace onelayer

@@ -4,6 +4,7 @@ invalid one exits 1 and prints every error as `file:line:col: path: message`."""
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import textwrap
 import unittest
@@ -158,6 +159,15 @@ class ConfigCheckTest(unittest.TestCase):
         print("\n--version: %r" % (out + err).strip())
         self.assertEqual(code, 0, out + err)
         self.assertRegex(out + err, r"\d+\.\d+")
+
+    def test_version_names_the_allocator_the_binary_links(self):
+        code, out, err = h.run_onelayer(["--version"])
+        self.assertEqual(code, 0, out + err)
+        m = re.search(r"\(allocator: (jemalloc|libc malloc)\)", out)
+        self.assertIsNotNone(m, out)
+        linked = subprocess.run(["ldd", h.onelayer_bin()], capture_output=True, text=True).stdout
+        print("\n%s; ldd: %s" % (m.group(0), "libjemalloc" in linked))
+        self.assertEqual(m.group(1) == "jemalloc", "libjemalloc" in linked, linked)
 
 
 if __name__ == "__main__":
