@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
-#include <forward_list>
 #include <vector>
 
 namespace onelayer {
@@ -14,20 +13,18 @@ namespace {
 
 constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-std::string lower_name(std::string_view s) {
-  std::string out(s);
-  for (char& c : out)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  return out;
-}
-
 // Connection-specific fields (RFC 9113 8.2.2): a peer must treat a message
 // carrying one as malformed, so they are never sent ("te: trailers" is the
-// one value allowed).
+// one value allowed). By length first: this runs for every field sent.
 bool connection_specific(std::string_view lname, std::string_view value) {
-  if (lname == "te") return !iequals(trim_ows(value), "trailers");
-  return lname == "connection" || lname == "keep-alive" || lname == "proxy-connection" ||
-         lname == "transfer-encoding" || lname == "upgrade";
+  switch (lname.size()) {
+    case 2: return lname == "te" && !iequals(trim_ows(value), "trailers");
+    case 7: return lname == "upgrade";
+    case 10: return lname == "connection" || lname == "keep-alive";
+    case 16: return lname == "proxy-connection";
+    case 17: return lname == "transfer-encoding";
+    default: return false;
+  }
 }
 
 // Fields whose value is new on every message (trace and request ids, the
@@ -61,13 +58,11 @@ class FieldList {
   void add(std::string_view name, std::string_view value, uint8_t flags = NGHTTP2_NV_FLAG_NONE) {
     nva_.push_back(nghttp2_nv{bytes(name), bytes(value), name.size(), value.size(), flags});
   }
+  // Once per list (lowered_ is sized for one list of fields).
   void add_fields(const Headers& fields) {
     for (const Header& h : fields) {
       std::string_view n = h.name;
-      if (has_upper(n)) {
-        lowered_.push_front(lower_name(n));
-        n = lowered_.front();
-      }
+      if (has_upper(n)) n = lowered(fields, n);
       if (n.empty() || n[0] == ':' || connection_specific(n, h.value)) continue;
       add(n, h.value, new_on_every_message(n) ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE);
     }
@@ -77,8 +72,24 @@ class FieldList {
  private:
   static uint8_t* bytes(std::string_view s) { return reinterpret_cast<uint8_t*>(const_cast<char*>(s.data())); }
 
+  // `name` in lower case, kept in lowered_ for the life of the list. The
+  // first call sizes it for every name of `fields`, so it never moves and
+  // the views given out stay valid.
+  std::string_view lowered(const Headers& fields, std::string_view name) {
+    if (!lowered_sized_) {
+      size_t all = 0;
+      for (const Header& h : fields) all += h.name.size();
+      lowered_.reserve(all);
+      lowered_sized_ = true;
+    }
+    size_t at = lowered_.size();
+    for (char c : name) lowered_.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+    return std::string_view(lowered_).substr(at, name.size());
+  }
+
   std::vector<nghttp2_nv> nva_;
-  std::forward_list<std::string> lowered_;  // a node each, so the views stay put
+  std::string lowered_;
+  bool lowered_sized_ = false;
 };
 
 uint32_t fatal_code(int rv) {

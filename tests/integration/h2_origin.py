@@ -46,6 +46,14 @@ class Request:
                 return v
         return default
 
+    def never_indexed(self, name):
+        """Whether field `name` came as an HPACK literal never indexed
+        (RFC 7541 6.2.3): hpack gives those as NeverIndexedHeaderTuple."""
+        for f in self.fields:
+            if f[0] == name:
+                return type(f).__name__ == "NeverIndexedHeaderTuple"
+        raise KeyError(name)
+
     @property
     def method(self):
         return self.field(":method")

@@ -140,6 +140,23 @@ class H2UpstreamTest(IntegrationTest):
         self.assertEqual(len(o.snapshot()), 52)
         self.assertEqual(o.accepted, 1)
 
+    def test_fields_new_on_every_request_are_never_indexed_and_the_others_are(self):
+        # baggage (its attempt id), the time left and trace ids change on
+        # every request: indexed, each would push the fields that repeat out
+        # of the HPACK table.
+        o = self.h2origin(lambda r: r.respond(200, [], b"ok"))
+        proxy = self.proxy_to(o.port, retry={"max_attempts": 2})
+        with h.Conn(proxy.port()) as c:
+            for i in range(2):
+                r = c.request("GET", "/ids", headers=[("Host", "svc.test"), ("User-Agent", "probe/1"),
+                                                      ("traceparent", "00-%032x-%016x-01" % (i + 1, i + 1))])
+                self.assertEqual(r.status, 200)
+        for req in o.snapshot():
+            for name in ("baggage", "x-request-timeout-ms", "traceparent"):
+                self.assertTrue(req.never_indexed(name), "%s was indexed" % name)
+            for name in ("user-agent", "x-retry-owner", "via"):
+                self.assertFalse(req.never_indexed(name), "%s came as never indexed" % name)
+
     # -- multiplexing ----------------------------------------------------
     def test_a_hundred_concurrent_requests_share_one_connection_to_nginx(self):
         n = self.nginx()
