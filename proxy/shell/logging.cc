@@ -125,22 +125,28 @@ static void append_text_value(std::string& out, std::string_view v) {
   }
 }
 
+// A field's key with its separators, as each format writes it: one append
+// per key instead of three.
+struct LogKey {
+  std::string_view text, json;
+};
+#define ONELAYER_LOG_KEY(name) LogKey{" " name "=", ",\"" name "\":"}
+constexpr LogKey kListenerKey = ONELAYER_LOG_KEY("listener"), kRouteKey = ONELAYER_LOG_KEY("route"),
+                 kMethodKey = ONELAYER_LOG_KEY("method"), kPathKey = ONELAYER_LOG_KEY("path"),
+                 kStatusKey = ONELAYER_LOG_KEY("status"), kAttemptsKey = ONELAYER_LOG_KEY("attempts"),
+                 kRetryReasonsKey = ONELAYER_LOG_KEY("retry_reasons"), kDeclinedKey = ONELAYER_LOG_KEY("declined"),
+                 kErrorKey = ONELAYER_LOG_KEY("error"), kUpstreamKey = ONELAYER_LOG_KEY("upstream"),
+                 kDurationKey = ONELAYER_LOG_KEY("duration_ms"), kBytesInKey = ONELAYER_LOG_KEY("bytes_in"),
+                 kBytesOutKey = ONELAYER_LOG_KEY("bytes_out"), kProtocolKey = ONELAYER_LOG_KEY("protocol"),
+                 kStreamKey = ONELAYER_LOG_KEY("stream"), kGrpcStatusKey = ONELAYER_LOG_KEY("grpc_status");
+#undef ONELAYER_LOG_KEY
+
 void format_access_log(const AccessRecord& r, LogFormat format, std::string& line) {
   // Formatted by hand: this runs once per request, and fmt's format-string
   // parsing and buffer growth cost as much as the rest of the line.
   const bool json = format == LogFormat::json;
-  auto key = [&](std::string_view k) {
-    if (json) {
-      line += ",\"";
-      line += k;
-      line += "\":";
-    } else {
-      line += ' ';
-      line += k;
-      line += '=';
-    }
-  };
-  auto str = [&](std::string_view k, std::string_view v) {
+  auto key = [&](const LogKey& k) { line.append(json ? k.json : k.text); };
+  auto str = [&](const LogKey& k, std::string_view v) {
     key(k);
     if (json) {
       append_json_string(line, v);
@@ -148,7 +154,7 @@ void format_access_log(const AccessRecord& r, LogFormat format, std::string& lin
       append_text_value(line, v);
     }
   };
-  auto num = [&](std::string_view k, uint64_t v) {
+  auto num = [&](const LogKey& k, uint64_t v) {
     key(k);
     append_decimal(line, v);
   };
@@ -156,23 +162,23 @@ void format_access_log(const AccessRecord& r, LogFormat format, std::string& lin
   if (json) line += "{\"time\":\"";
   append_iso_time(line, r.unix_ms);
   if (json) line += '"';
-  str("listener", r.listener);
-  str("route", r.route);
-  str("method", r.method);
-  str("path", r.path);
-  num("status", r.status < 0 ? 0 : static_cast<uint64_t>(r.status));
-  num("attempts", r.attempts);
-  str("retry_reasons", r.retry_reasons);
-  str("declined", r.declined);
-  str("error", r.error);
-  str("upstream", r.upstream_endpoints);
-  key("duration_ms");
+  str(kListenerKey, r.listener);
+  str(kRouteKey, r.route);
+  str(kMethodKey, r.method);
+  str(kPathKey, r.path);
+  num(kStatusKey, r.status < 0 ? 0 : static_cast<uint64_t>(r.status));
+  num(kAttemptsKey, r.attempts);
+  str(kRetryReasonsKey, r.retry_reasons);
+  str(kDeclinedKey, r.declined);
+  str(kErrorKey, r.error);
+  str(kUpstreamKey, r.upstream_endpoints);
+  key(kDurationKey);
   append_millis3(line, r.duration_ms);
-  num("bytes_in", r.bytes_in);
-  num("bytes_out", r.bytes_out);
-  str("protocol", r.protocol);
-  num("stream", r.stream_id);
-  if (r.grpc_status >= 0) num("grpc_status", static_cast<uint64_t>(r.grpc_status));  // gRPC calls only
+  num(kBytesInKey, r.bytes_in);
+  num(kBytesOutKey, r.bytes_out);
+  str(kProtocolKey, r.protocol);
+  num(kStreamKey, r.stream_id);
+  if (r.grpc_status >= 0) num(kGrpcStatusKey, static_cast<uint64_t>(r.grpc_status));  // gRPC calls only
   line += json ? "}\n" : "\n";
 }
 
