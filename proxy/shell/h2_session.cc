@@ -13,39 +13,65 @@ namespace {
 
 constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-// Connection-specific fields (RFC 9113 8.2.2): a peer must treat a message
-// carrying one as malformed, so they are never sent ("te: trailers" is the
-// one value allowed). By length first: this runs for every field sent.
-bool connection_specific(std::string_view lname, std::string_view value) {
-  switch (lname.size()) {
-    case 2: return lname == "te" && !iequals(trim_ows(value), "trailers");
-    case 7: return lname == "upgrade";
-    case 10: return lname == "connection" || lname == "keep-alive";
-    case 16: return lname == "proxy-connection";
-    case 17: return lname == "transfer-encoding";
-    default: return false;
+// What becomes of a field (its name in lower case) on the way out. By length
+// first: this runs for every field sent.
+//
+// Connection-specific fields (RFC 9113 8.2.2) are dropped: a peer must treat
+// a message carrying one as malformed ("te: trailers" is the one value
+// allowed).
+//
+// Fields whose value is new on every message (trace and request ids, the
+// time left) go as literals never indexed (RFC 7541 6.2.3). Indexed, each
+// would take a slot of the HPACK dynamic table on every request and push
+// out the fields that do repeat (user-agent, via, ...), which then go as
+// literals again: more bytes and more work for both ends.
+enum class OutgoingField { indexed, never_indexed, dropped };
+
+OutgoingField outgoing_field(std::string_view n, std::string_view value) {
+  switch (n.size()) {
+    case 2:
+      if (n == "te") return iequals(trim_ows(value), "trailers") ? OutgoingField::indexed : OutgoingField::dropped;
+      return n == "b3" ? OutgoingField::never_indexed : OutgoingField::indexed;
+    case 7:
+      if (n == "upgrade") return OutgoingField::dropped;
+      return n == "baggage" ? OutgoingField::never_indexed : OutgoingField::indexed;
+    case 10:
+      if (n == "connection" || n == "keep-alive") return OutgoingField::dropped;
+      return n == "tracestate" ? OutgoingField::never_indexed : OutgoingField::indexed;
+    case 11:
+      return n == "traceparent" || n == "x-b3-spanid" ? OutgoingField::never_indexed : OutgoingField::indexed;
+    case 12:
+      return n == "x-request-id" || n == "grpc-timeout" || n == "x-b3-traceid" || n == "sentry-trace"
+                 ? OutgoingField::never_indexed
+                 : OutgoingField::indexed;
+    case 13: return n == "uber-trace-id" ? OutgoingField::never_indexed : OutgoingField::indexed;
+    case 15: return n == "x-amzn-trace-id" ? OutgoingField::never_indexed : OutgoingField::indexed;
+    case 16: return n == "proxy-connection" ? OutgoingField::dropped : OutgoingField::indexed;
+    case 17:
+      if (n == "transfer-encoding") return OutgoingField::dropped;
+      return n == "x-b3-parentspanid" ? OutgoingField::never_indexed : OutgoingField::indexed;
+    case 20: return n == "x-request-timeout-ms" ? OutgoingField::never_indexed : OutgoingField::indexed;
+    case 21: return n == "x-cloud-trace-context" ? OutgoingField::never_indexed : OutgoingField::indexed;
+    default: return OutgoingField::indexed;
   }
 }
 
-// Fields whose value is new on every message (trace and request ids, the
-// time left): written as literals never indexed (RFC 7541 6.2.2). Indexed,
-// each would take a slot of the HPACK dynamic table on every request and
-// push out the fields that do repeat (:authority, user-agent, via, ...),
-// which then go as literals again: more bytes and more work for both ends.
-bool new_on_every_message(std::string_view lname) {
-  static constexpr std::string_view kNames[] = {
-      "baggage",      "traceparent",  "tracestate",      "x-request-id",          "x-request-timeout-ms",
-      "grpc-timeout", "x-b3-traceid", "x-b3-spanid",     "x-b3-parentspanid",     "b3",
-      "sentry-trace", "uber-trace-id", "x-amzn-trace-id", "x-cloud-trace-context",
-  };
-  for (std::string_view n : kNames)
-    if (n.size() == lname.size() && n == lname) return true;
-  return false;
-}
-
+// Eight bytes at a time: a byte b is in 'A'..'Z' when b + (0x80 - 'A') has
+// its top bit set and b + (0x80 - 'Z' - 1) has not (for b < 0x80; bytes with
+// the top bit set are no letter).
 bool has_upper(std::string_view s) {
-  for (char c : s)
-    if (c >= 'A' && c <= 'Z') return true;
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kTops = 0x8080808080808080ull;
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8) {
+    uint64_t x;
+    std::memcpy(&x, s.data() + i, 8);
+    uint64_t low7 = x & ~kTops;
+    uint64_t at_least_a = low7 + (0x80 - 'A') * kOnes;
+    uint64_t above_z = low7 + (0x80 - 'Z' - 1) * kOnes;
+    if (at_least_a & ~above_z & ~x & kTops) return true;
+  }
+  for (; i < s.size(); ++i)
+    if (s[i] >= 'A' && s[i] <= 'Z') return true;
   return false;
 }
 
@@ -63,8 +89,10 @@ class FieldList {
     for (const Header& h : fields) {
       std::string_view n = h.name;
       if (has_upper(n)) n = lowered(fields, n);
-      if (n.empty() || n[0] == ':' || connection_specific(n, h.value)) continue;
-      add(n, h.value, new_on_every_message(n) ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE);
+      if (n.empty() || n[0] == ':') continue;
+      OutgoingField kind = outgoing_field(n, h.value);
+      if (kind == OutgoingField::dropped) continue;
+      add(n, h.value, kind == OutgoingField::never_indexed ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE);
     }
   }
   const std::vector<nghttp2_nv>& nva() const { return nva_; }
@@ -431,11 +459,20 @@ H2Session::~H2Session() {
 // them; a Stream leaving it is unhooked from nghttp2 first.
 // A client stream nghttp2 has not opened yet (its HEADERS still queued) is
 // only in streams_.
+// The last stream found is remembered: the callbacks of one frame (a header
+// each, the frame's end) ask for the same stream in a row.
 H2Session::Stream* H2Session::find(int32_t id) {
   if (id <= 0) return nullptr;
-  if (auto* st = static_cast<Stream*>(nghttp2_session_get_stream_user_data(session_, id))) return st;
-  auto it = streams_.find(id);
-  return it == streams_.end() ? nullptr : it->second.get();
+  if (id == last_found_id_) return last_found_;
+  auto* st = static_cast<Stream*>(nghttp2_session_get_stream_user_data(session_, id));
+  if (!st) {
+    auto it = streams_.find(id);
+    if (it == streams_.end()) return nullptr;
+    st = it->second.get();
+  }
+  last_found_id_ = id;
+  last_found_ = st;
+  return st;
 }
 
 const H2Session::Stream* H2Session::find(int32_t id) const { return const_cast<H2Session*>(this)->find(id); }
@@ -456,6 +493,10 @@ std::unique_ptr<H2Session::Stream> H2Session::remove_stream(int32_t id) {
   if (it == streams_.end()) return nullptr;
   std::unique_ptr<Stream> st = std::move(it->second);
   streams_.erase(it);
+  if (last_found_id_ == id) {
+    last_found_id_ = 0;
+    last_found_ = nullptr;
+  }
   nghttp2_session_set_stream_user_data(session_, id, nullptr);  // fails harmlessly once nghttp2 let it go
   if (!st->peer_opened) --own_streams_;
   return st;

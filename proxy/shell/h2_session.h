@@ -213,6 +213,8 @@ class H2Session {
   nghttp2_session* session_ = nullptr;
   std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;
   size_t own_streams_ = 0;  // streams_ we opened (client)
+  int32_t last_found_id_ = 0;  // find()'s memory of its last answer
+  Stream* last_found_ = nullptr;
   Stats stats_;
   uint64_t now_ms_ = 0;
   double reset_tokens_ = 0;

@@ -355,6 +355,29 @@ TEST_CASE("h2 request and response with body and trailers, both ways") {
   CHECK_FALSE(p.server.want_close());
 }
 
+TEST_CASE("h2 field names are lower-cased wherever their capitals are, and dropped fields by every spelling") {
+  Pair p;
+  H2Session::Head req = get("/names");
+  // Capitals at the start, the end, across the 8-byte steps of the check,
+  // in a name longer than the small-string buffer; names without any.
+  req.fields = {{"X-Forwarded-For", "1"},  {"abcdefgH", "2"},         {"abcdefghI", "3"},
+                {"abcdefg-abcdefgZ", "4"}, {"lower-case-only-here", "5"}, {"Z", "6"},
+                {"via", "7"},              {"Transfer-Encoding", "chunked"}, {"TE", "gzip"},
+                {"Keep-Alive", "1"},       {"PROXY-CONNECTION", "x"},   {"Upgrade", "h2c"}, {"Te", "Trailers"}};
+  int32_t id = p.client.submit_request(req, true);
+  REQUIRE(id == 1);
+  p.pump();
+  REQUIRE(p.srec.streams.count(1));
+  CHECK(p.srec.streams[1].head.fields == Headers{{"x-forwarded-for", "1"},
+                                                 {"abcdefgh", "2"},
+                                                 {"abcdefghi", "3"},
+                                                 {"abcdefg-abcdefgz", "4"},
+                                                 {"lower-case-only-here", "5"},
+                                                 {"z", "6"},
+                                                 {"via", "7"},
+                                                 {"te", "Trailers"}});
+}
+
 TEST_CASE("h2 head-only request and a response without trailers") {
   Pair p;
   int32_t id = p.client.submit_request(get("/a"), true);
