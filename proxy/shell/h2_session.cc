@@ -208,8 +208,13 @@ struct H2Session::Callbacks {
     st->block = head ? Stream::Block::head : Stream::Block::trailers;
     st->block_bytes = 0;
     st->oversized = false;
-    if (head) st->head = Head();
-    else st->trailers.clear();
+    // Room for a usual head at once (one allocation, no regrowth per field).
+    if (head) {
+      st->head = Head();
+      st->head.fields.reserve(12);
+    } else {
+      st->trailers.clear();
+    }
     return 0;
   }
 

@@ -182,13 +182,27 @@ void format_access_log(const AccessRecord& r, LogFormat format, std::string& lin
   line += json ? "}\n" : "\n";
 }
 
+namespace {
+constexpr size_t kAccessBatchBytes = 16 * 1024;
+thread_local bool t_batching = false;
+thread_local std::string t_lines;  // reused: no allocation per request
+}  // namespace
+
 void write_access_log(const AccessRecord& r) {
-  thread_local std::string line;  // reused: no allocation per request
-  line.clear();
-  format_access_log(r, g_format, line);
+  if (!t_batching) t_lines.clear();
+  format_access_log(r, g_format, t_lines);
   // stdout is fully buffered (setup_logging); the server flushes it a few
-  // times a second and at exit, so a busy proxy makes no syscall per line.
-  std::fwrite(line.data(), 1, line.size(), stdout);
+  // times a second and at exit, so a busy proxy makes no syscall per line,
+  // and a batching worker takes stdout's lock once per loop iteration.
+  if (!t_batching || t_lines.size() >= kAccessBatchBytes) hand_over_access_log();
+}
+
+void batch_access_log() { t_batching = true; }
+
+void hand_over_access_log() {
+  if (t_lines.empty()) return;
+  std::fwrite(t_lines.data(), 1, t_lines.size(), stdout);
+  t_lines.clear();
 }
 
 void flush_access_log() { std::fflush(stdout); }

@@ -29,8 +29,16 @@ struct AccessRecord {
 };
 // Appends one access-log line (newline included) in `format` to `out`.
 void format_access_log(const AccessRecord& r, LogFormat format, std::string& out);
+// Formats the line into this thread's batch (see batch_access_log()) or,
+// on a thread that does not batch, straight into stdout's buffer.
 void write_access_log(const AccessRecord& r);
-void flush_access_log();
+// From now on this thread's lines gather in a batch of its own, handed to
+// stdout by hand_over_access_log() (or when the batch passes 16 KiB): one
+// locked fwrite for many lines. A worker turns it on and hands over at the
+// end of every loop iteration and when it stops.
+void batch_access_log();
+void hand_over_access_log();
+void flush_access_log();  // stdout's buffer to the file (the server's thread)
 
 // JSON string escaping for log lines.
 void append_json_string(std::string& out, std::string_view s);

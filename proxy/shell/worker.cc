@@ -13,6 +13,7 @@
 #include "shell/endpoint_state.h"
 #include "shell/exchange.h"
 #include "shell/h2_upstream.h"
+#include "shell/logging.h"
 #include "shell/upstream.h"
 #include "shell/socket_address.h"
 
@@ -49,7 +50,9 @@ void Worker::join() {
 }
 
 void Worker::run() {
+  batch_access_log();
   uv_run(&loop_, UV_RUN_DEFAULT);
+  hand_over_access_log();
   spdlog::debug("worker {} stopped", index_);
   if (on_stopped) on_stopped();
 }
@@ -206,6 +209,7 @@ void Worker::on_check() {
   }
   writing_now_.clear();
   retired_.clear();
+  hand_over_access_log();  // this iteration's lines, in one locked write
 }
 
 void Worker::retire(std::unique_ptr<Exchange> ex) {
