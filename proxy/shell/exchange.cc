@@ -134,13 +134,13 @@ void Exchange::start() {
     arm_timer(rs_->time_left(started_), on_body_deadline);
     return;
   }
-  start_attempt();
+  start_attempt(started_);  // this very moment: no second clock read
 }
 
 void Exchange::start_when_body_buffered() {
   awaiting_body_ = false;
   stop_timer();
-  start_attempt();
+  start_attempt(Clock::now());
 }
 
 void Exchange::arm_timer(Millis ms, TimerList::Entry::Callback cb) {
@@ -186,12 +186,11 @@ void Exchange::on_body_deadline(TimerList::Entry* e) {
 void Exchange::on_backoff_done(TimerList::Entry* e) {
   Exchange* ex = of(e);
   if (ex->finished_) return;
-  ex->start_attempt();
+  ex->start_attempt(Clock::now());
 }
 
-void Exchange::start_attempt() {
+void Exchange::start_attempt(TimePoint now) {
   waiting_backoff_ = false;
-  TimePoint now = Clock::now();
   // Fault drills and route fault blocks (nothing to do unless one exists).
   if (!fault_delayed_ && (route_->fault.enabled || w_->runtime().faults.any_drill())) {
     FaultInjector::Decision f = w_->runtime().faults.decide(route_->fault, ucfg_->name, now, w_->random());
@@ -260,7 +259,7 @@ void Exchange::start_attempt() {
   UpstreamStreamFactory* f = w_->upstream_streams();
   attempt_.stream = f ? f->open(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_, connect_timeout)
                       : open_upstream_stream(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_, connect_timeout);
-  if (attempt_.stream->ready()) on_connected();
+  if (attempt_.stream->ready()) send_head_and_body(now);
 }
 
 // The balancer's choice for this attempt (a retry prefers a member not
@@ -314,10 +313,9 @@ void Exchange::cancel_member() {
   eps_->report(attempt_.take_member(), UpstreamEndpoints::Result::cancelled, Clock::now(), {});
 }
 
-void Exchange::on_connected() { send_head_and_body(); }
+void Exchange::on_connected() { send_head_and_body(Clock::now()); }
 
-void Exchange::send_head_and_body() {
-  TimePoint now = Clock::now();
+void Exchange::send_head_and_body(TimePoint now) {
   RequestRewrite rw;
   rw.config = cfg_;
   rw.inner_hops = route_->inner_hops;

@@ -84,8 +84,8 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   bool response_started() const { return response_started_; }
   bool request_complete() const { return request_complete_; }
  private:
-  void start_attempt();
-  void send_head_and_body();
+  void start_attempt(TimePoint now);
+  void send_head_and_body(TimePoint now);
   void send_body_bytes(const char* data, size_t len);
   void send_request_end();
   void arm_timer(Millis ms, TimerList::Entry::Callback cb);
