@@ -509,6 +509,18 @@ void rewrite_request_headers(const Headers& in, const RequestRewrite& rw, Header
   rewrite_request_into(in, rw, sink);
 }
 
+namespace {
+struct ForwardingSink {
+  HeaderSink& to;
+  void put(std::string_view name, std::string_view value) { to.put(name, value); }
+};
+}  // namespace
+
+void rewrite_request_headers(const Headers& in, const RequestRewrite& rw, HeaderSink& sink) {
+  ForwardingSink forward{sink};
+  rewrite_request_into(in, rw, forward);
+}
+
 bool append_rewritten_request_headers(const Headers& in, const RequestRewrite& rw, std::string& out) {
   TextSink sink{out};
   return rewrite_request_into(in, rw, sink);

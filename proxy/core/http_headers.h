@@ -134,6 +134,18 @@ struct RequestRewrite {
 // appended, comma-joined onto existing fields of that name (merged into the
 // first one). Written protocol fields are appended after the received ones.
 void rewrite_request_headers(const Headers& in, const RequestRewrite& rw, Headers& out);
+// Where a rewrite can put its fields one at a time instead of into a list.
+// The views passed to put() live only for the call.
+class HeaderSink {
+ public:
+  virtual void put(std::string_view name, std::string_view value) = 0;
+
+ protected:
+  ~HeaderSink() = default;
+};
+// The same fields as rewrite_request_headers, each given to `sink` in order
+// (an HTTP/2 head is built from them without a list of strings first).
+void rewrite_request_headers(const Headers& in, const RequestRewrite& rw, HeaderSink& sink);
 // The same fields as rewrite_request_headers + append_serialized, written
 // straight into `out` (the proxy's hot path: no list, no copy of a kept
 // field but the serialized one). Returns whether a Host field was written.

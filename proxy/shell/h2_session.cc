@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "shell/h2_field_block.h"
+
 namespace onelayer {
 
 namespace {
@@ -93,6 +95,23 @@ class FieldList {
       OutgoingField kind = outgoing_field(n, h.value);
       if (kind == OutgoingField::dropped) continue;
       add(n, h.value, kind == OutgoingField::never_indexed ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE);
+    }
+  }
+  void add_request_line(std::string_view method, std::string_view scheme, std::string_view authority,
+                        std::string_view path) {
+    add(":method", method);
+    add(":scheme", scheme);
+    if (!authority.empty()) add(":authority", authority);
+    if (method != "CONNECT") add(":path", path);
+  }
+  // A block's names are in lower case already.
+  void add_block(const H2FieldBlock& fields) {
+    for (size_t i = 0; i < fields.size(); ++i) {
+      H2FieldBlock::Field h = fields[i];
+      if (h.name.empty() || h.name[0] == ':') continue;
+      OutgoingField kind = outgoing_field(h.name, h.value);
+      if (kind == OutgoingField::dropped) continue;
+      add(h.name, h.value, kind == OutgoingField::never_indexed ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE);
     }
   }
   const std::vector<nghttp2_nv>& nva() const { return nva_; }
@@ -364,6 +383,32 @@ struct H2Session::Callbacks {
       default:
         return 0;
     }
+  }
+
+  // Submits a head: a request (stream 0: a new one) or the response of
+  // `stream`, with a data provider unless it ends the stream.
+  static bool submit_fields(H2Session& s, int32_t stream, const FieldList& f, bool request, bool end_stream) {
+    const auto& nva = f.nva();
+    nghttp2_data_provider prov{};
+    prov.read_callback = read_data;
+    nghttp2_data_provider* pp = end_stream ? nullptr : &prov;
+    if (request) {
+      // nghttp2 opens the stream when its HEADERS go out: the user data is
+      // given here, so the stream is found from the start.
+      auto st = std::make_unique<Stream>();
+      int32_t id = nghttp2_submit_request(s.session_, nullptr, nva.data(), nva.size(), pp, st.get());
+      if (id <= 0) return false;
+      stream = id;
+      s.add_stream(id, false, std::move(st));
+    } else if (nghttp2_submit_response(s.session_, stream, nva.data(), nva.size(), pp) != 0) {
+      return false;
+    }
+    Stream* st = s.find(stream);
+    st->head_submitted = true;
+    st->has_provider = !end_stream;
+    st->local_ended = end_stream;
+    s.last_submitted_ = stream;
+    return true;
   }
 
   static ssize_t read_data(nghttp2_session* session, int32_t id, uint8_t* buf, size_t length,
@@ -640,41 +685,26 @@ bool H2Session::submit_head(int32_t stream, const Head& head, bool request, bool
   FieldList f(head.fields.size() + 4);
   char status[16];
   if (request) {
-    f.add(":method", head.method);
-    f.add(":scheme", head.scheme);
-    if (!head.authority.empty()) f.add(":authority", head.authority);
-    if (head.method != "CONNECT") f.add(":path", head.path);
+    f.add_request_line(head.method, head.scheme, head.authority, head.path);
   } else {
     const char* end = std::to_chars(status, status + sizeof status, head.status).ptr;
     f.add(":status", std::string_view(status, static_cast<size_t>(end - status)));
   }
   f.add_fields(head.fields);
-  const auto& nva = f.nva();
-  nghttp2_data_provider prov{};
-  prov.read_callback = Callbacks::read_data;
-  nghttp2_data_provider* pp = end_stream ? nullptr : &prov;
-  if (request) {
-    // nghttp2 opens the stream when its HEADERS go out: the user data is
-    // given here, so the stream is found from the start.
-    auto st = std::make_unique<Stream>();
-    int32_t id = nghttp2_submit_request(session_, nullptr, nva.data(), nva.size(), pp, st.get());
-    if (id <= 0) return false;
-    stream = id;
-    add_stream(id, false, std::move(st));
-  } else if (nghttp2_submit_response(session_, stream, nva.data(), nva.size(), pp) != 0) {
-    return false;
-  }
-  Stream* st = find(stream);
-  st->head_submitted = true;
-  st->has_provider = !end_stream;
-  st->local_ended = end_stream;
-  last_submitted_ = stream;
-  return true;
+  return Callbacks::submit_fields(*this, stream, f, request, end_stream);
 }
 
 int32_t H2Session::submit_request(const Head& head, bool end_stream) {
   if (!can_submit_request()) return 0;
   return submit_head(0, head, true, end_stream) ? last_submitted_ : 0;
+}
+
+int32_t H2Session::submit_request(const RequestLine& line, const H2FieldBlock& fields, bool end_stream) {
+  if (!can_submit_request()) return 0;
+  FieldList f(fields.size() + 4);
+  f.add_request_line(line.method, line.scheme, line.authority, line.path);
+  f.add_block(fields);
+  return Callbacks::submit_fields(*this, 0, f, true, end_stream) ? last_submitted_ : 0;
 }
 
 bool H2Session::submit_response(int32_t stream, const Head& head, bool end_stream) {

@@ -32,6 +32,8 @@ struct nghttp2_session;
 
 namespace onelayer {
 
+class H2FieldBlock;
+
 // The first bytes of a connection: the HTTP/2 prior-knowledge preface
 // ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), something else (HTTP/1), or too few
 // bytes to tell. Pure; `first_bytes` is everything read so far.
@@ -156,6 +158,13 @@ class H2Session {
   // SETTINGS_MAX_CONCURRENT_STREAMS is reached, a GOAWAY was sent or
   // received, or the session ended.
   int32_t submit_request(const Head& head, bool end_stream);
+  // The same from views of the pseudo-header fields and a field block
+  // (the upstream path: no Head of strings built first). The views are read
+  // during the call only.
+  struct RequestLine {
+    std::string_view method, scheme, authority, path;
+  };
+  int32_t submit_request(const RequestLine& line, const H2FieldBlock& fields, bool end_stream);
   bool can_submit_request() const;
   // Client: how many of our streams may be open at once: the peer's
   // SETTINGS_MAX_CONCURRENT_STREAMS (unlimited until its SETTINGS arrive),

@@ -21,6 +21,7 @@
 namespace onelayer {
 
 class H2UpStream;
+struct H2Request;
 struct EndpointState;
 
 class H2UpConn final : public Conn, private H2Session::Handler, private DeferredWriter {
@@ -66,7 +67,7 @@ class H2UpConn final : public Conn, private H2Session::Handler, private Deferred
   // Opens s's HTTP/2 stream with `head`. Returns its id; 0 when no stream
   // slot is free now: `s` is queued and open_queued() comes once one frees
   // (or on_refused() when the connection cannot open it any more).
-  int32_t open_stream(H2UpStream* s, const H2Session::Head& head, bool end_stream);
+  int32_t open_stream(H2UpStream* s, const H2Request& request, bool end_stream);
   H2Session& session() { return session_; }
   // The session's output goes to the socket (after the read when called
   // from inside one, so one read's answers leave together).

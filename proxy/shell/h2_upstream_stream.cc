@@ -5,6 +5,7 @@
 
 #include <uv.h>
 
+#include <charconv>
 #include <utility>
 
 #include "shell/h2_upstream.h"
@@ -42,36 +43,53 @@ bool parse_length(std::string_view v, uint64_t& out) {
 
 }  // namespace
 
-H2Session::Head h2_request_head(const OutgoingRequest& req, std::string_view scheme) {
+namespace {
+
+// Host becomes :authority (the first one); every other field goes to the
+// block as it comes.
+class RequestFieldSink final : public HeaderSink {
+ public:
+  explicit RequestFieldSink(H2Request& r) : r_(r) {}
+  void put(std::string_view name, std::string_view value) override {
+    if (name.size() == 4 && iequals(name, "host")) {
+      if (r_.authority.empty()) r_.authority = value;
+      return;
+    }
+    r_.fields.put(name, value);
+  }
+
+ private:
+  H2Request& r_;
+};
+
+}  // namespace
+
+H2Request h2_request(const OutgoingRequest& req, std::string_view scheme) {
   const MessageHead& m = *req.head;
-  H2Session::Head h;
-  h.method = m.method;
-  h.scheme = std::string(scheme);
-  h.path = std::string(req.target);
-  Headers fields;
+  H2Request r;
+  r.method = m.method;
+  r.scheme = scheme;
+  r.path = req.target;
+  // What the rewrite adds (the protocol fields, Via, X-Forwarded-*) fits in
+  // the slack: one allocation each for the spans and the bytes.
+  size_t bytes = 512;
+  for (const Header& f : m.headers) bytes += f.name.size() + f.value.size();
+  r.fields.reserve(m.headers.size() + 12, bytes);
+  RequestFieldSink sink(r);
   if (req.rewrite) {
-    rewrite_request_headers(m.headers, *req.rewrite, fields);
+    rewrite_request_headers(m.headers, *req.rewrite, sink);
   } else {
     for (const Header& f : m.headers)
-      if (!is_hop_by_hop(f.name, m.headers) && !iequals(f.name, "content-length")) fields.push_back(f);
+      if (!is_hop_by_hop(f.name, m.headers) && !iequals(f.name, "content-length")) sink.put(f.name, f.value);
   }
-  h.fields.reserve(fields.size() + 2);
-  for (Header& f : fields) {
-    if (iequals(f.name, "host")) {
-      if (h.authority.empty()) h.authority = std::move(f.value);
-      continue;
-    }
-    // The session lower-cases names and drops connection-specific fields.
-    h.fields.push_back(std::move(f));
-  }
-  if (h.authority.empty()) h.authority = std::string(req.default_host);
+  if (r.authority.empty()) r.authority = req.default_host;
   if (m.has_content_length) {
-    std::string n;
-    append_decimal(n, m.content_length);
-    h.fields.push_back(Header{"content-length", std::move(n)});
+    char digits[24];
+    auto end = std::to_chars(digits, digits + sizeof digits, m.content_length).ptr;
+    r.fields.put("content-length", std::string_view(digits, static_cast<size_t>(end - digits)));
   }
-  if (wants_trailers(m.headers)) h.fields.push_back(Header{"te", "trailers"});
-  return h;
+  if (wants_trailers(m.headers)) r.fields.put("te", "trailers");
+  return r;
 }
 
 H2UpStream::H2UpStream(H2UpConn* conn, Receiver* r, bool head_request)
@@ -95,7 +113,7 @@ bool H2UpStream::closing() const { return !conn_ || conn_->closing(); }
 
 int H2UpStream::send_request(const OutgoingRequest& req) {
   if (!conn_ || conn_->closing()) return UV_ECONNRESET;
-  H2Session::Head head = h2_request_head(req, conn_->over_tls() ? "https" : "http");
+  H2Request head = h2_request(req, conn_->over_tls() ? "https" : "http");
   std::string_view body = req.has_body ? req.body : std::string_view();
   bool end = !req.has_body || req.end;
   bool end_with_head = end && body.empty();

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/http_headers.h"
+#include "shell/h2_field_block.h"
 #include "shell/h2_session.h"
 #include "shell/upstream_stream.h"
 
@@ -22,9 +23,15 @@ class H2UpConn;
 // The HTTP/2 request head for an attempt: :method, :scheme (`scheme`:
 // http on h2c, https on h2), :path,
 // :authority from Host (the default host when there is none), the fields
-// core rewrite_request_headers keeps minus connection-specific ones,
-// content-length when the request has one, te: trailers when asked for.
-H2Session::Head h2_request_head(const OutgoingRequest& req, std::string_view scheme);
+// core rewrite_request_headers keeps (H2Session drops the
+// connection-specific ones), content-length when the request has one,
+// te: trailers when asked for.
+struct H2Request {
+  std::string method, scheme, authority, path;
+  H2FieldBlock fields;
+  H2Session::RequestLine line() const { return {method, scheme, authority, path}; }
+};
+H2Request h2_request(const OutgoingRequest& req, std::string_view scheme);
 
 class H2UpStream final : public UpstreamStream {
  public:
@@ -85,7 +92,7 @@ class H2UpStream final : public UpstreamStream {
   Millis connect_timeout_;
   int32_t id_ = 0;
   // A request waiting for a stream slot (H2UpConn::open_stream said 0).
-  std::optional<H2Session::Head> queued_head_;
+  std::optional<H2Request> queued_head_;
   std::string queued_body_;
   bool queued_end_ = false;
   // Response bytes that arrived while paused: not consumed (the peer's

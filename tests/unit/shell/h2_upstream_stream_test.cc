@@ -1,4 +1,4 @@
-// h2_request_head: an attempt's request as HTTP/2 pseudo-header fields and
+// h2_request: an attempt's request as HTTP/2 pseudo-header fields and
 // fields, and what a server session receives of it (names lower-cased,
 // connection-specific fields gone).
 #include <doctest/doctest.h>
@@ -56,37 +56,40 @@ class HeadSink : public H2Session::Handler {
 
 TEST_CASE("h2 request head: Host becomes :authority, the target :path, the scheme as given") {
   Request r({{"Host", "api.example:81"}, {"Accept", "*/*"}});
-  CHECK(h2_request_head(r.out, "https").scheme == "https");
-  H2Session::Head h = h2_request_head(r.out, "http");
+  CHECK(h2_request(r.out, "https").scheme == "https");
+  H2Request h = h2_request(r.out, "http");
+  const Headers fields = h.fields.headers();
   CHECK(h.method == "POST");
   CHECK(h.scheme == "http");
   CHECK(h.path == "/orders?id=7");
   CHECK(h.authority == "api.example:81");
-  CHECK(find_header(h.fields, "host") == nullptr);
-  CHECK(value_of(h.fields, "accept") == "*/*");
-  CHECK(value_of(h.fields, "via") == "1.1 onelayer");  // the rewrite's fields are there
+  CHECK(find_header(fields, "host") == nullptr);
+  CHECK(value_of(fields, "accept") == "*/*");
+  CHECK(value_of(fields, "via") == "1.1 onelayer");  // the rewrite's fields are there
+  for (const Header& f : fields)
+    for (char ch : f.name) CHECK_FALSE((ch >= 'A' && ch <= 'Z'));  // lower-cased on the way in
 }
 
 TEST_CASE("h2 request head: no Host gives the default host as :authority") {
   Request r(Headers{{"Accept", "*/*"}});
-  CHECK(h2_request_head(r.out, "http").authority == "orders.internal:8080");
+  CHECK(h2_request(r.out, "http").authority == "orders.internal:8080");
 }
 
 TEST_CASE("h2 request head: content-length is kept when the request has one, te only as trailers") {
   Request r({{"Host", "a"}, {"Content-Length", "5"}, {"TE", "trailers, deflate"}});
   r.head.has_content_length = true;
   r.head.content_length = 5;
-  H2Session::Head h = h2_request_head(r.out, "http");
-  CHECK(value_of(h.fields, "content-length") == "5");
-  CHECK(value_of(h.fields, "te") == "trailers");
-  CHECK(count_headers(h.fields, "content-length") == 1);
+  const Headers h = h2_request(r.out, "http").fields.headers();
+  CHECK(value_of(h, "content-length") == "5");
+  CHECK(value_of(h, "te") == "trailers");
+  CHECK(count_headers(h, "content-length") == 1);
 
   Request chunked({{"Host", "a"}, {"Transfer-Encoding", "chunked"}, {"TE", "gzip"}});
   chunked.head.chunked = true;
-  H2Session::Head c = h2_request_head(chunked.out, "http");
-  CHECK(find_header(c.fields, "content-length") == nullptr);
-  CHECK(find_header(c.fields, "transfer-encoding") == nullptr);
-  CHECK(find_header(c.fields, "te") == nullptr);
+  const Headers c = h2_request(chunked.out, "http").fields.headers();
+  CHECK(find_header(c, "content-length") == nullptr);
+  CHECK(find_header(c, "transfer-encoding") == nullptr);
+  CHECK(find_header(c, "te") == nullptr);
 }
 
 TEST_CASE("h2 request head: a server receives lower-case names and no connection-specific field") {
@@ -98,12 +101,12 @@ TEST_CASE("h2 request head: a server receives lower-case names and no connection
              {"X-Hop", "1"},
              {"X-Trace-Id", "abc"},
              {"TE", "trailers"}});
-  H2Session::Head h = h2_request_head(r.out, "http");
+  H2Request h = h2_request(r.out, "http");
   HeadSink server_side;
   HeadSink client_side;
   H2Session client(H2Session::Role::client, &client_side);
   H2Session server(H2Session::Role::server, &server_side);
-  int32_t id = client.submit_request(h, true);
+  int32_t id = client.submit_request(h.line(), h.fields, true);
   REQUIRE(id > 0);
   std::string bytes;
   client.flush(bytes);
