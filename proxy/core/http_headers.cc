@@ -526,6 +526,21 @@ size_t append_rewritten_response_headers(const Headers& in, std::string_view via
   return rewrite_response_into(in, via, sink);
 }
 
+void rewrite_trailers(const Headers& in, Headers& out) {
+  out.clear();
+  out.reserve(in.size());
+  for (const Header& f : in) {
+    const Kind kind = classify(f.name);
+    if (kind == Kind::framing || kind == Kind::hop_by_hop || kind == Kind::host || !is_valid_field(f)) continue;
+    out.push_back(f);
+  }
+}
+
+std::string_view via_member_for(uint8_t major, uint8_t minor) {
+  if (major >= 2) return "2 onelayer";
+  return minor == 0 ? "1.0 onelayer" : "1.1 onelayer";
+}
+
 bool response_marks_exhausted(const Headers& h, const HeaderNames& names) {
   return find_header(h, names.retry_exhausted) != nullptr;
 }

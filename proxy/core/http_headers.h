@@ -142,6 +142,16 @@ bool append_rewritten_request_headers(const Headers& in, const RequestRewrite& r
 // Response: drops hop-by-hop (incl. Connection-listed) and framing headers and
 // fields whose name is not a token or whose value has CR/LF/NUL/CTL; appends Via.
 void rewrite_response_headers(const Headers& in, std::string_view via, Headers& out);
+// Trailer fields to forward (a chunked body's trailer section, an HTTP/2
+// trailing HEADERS), either direction: drops what only means something in
+// a header section or to one hop (RFC 9110 6.5.1): hop-by-hop fields
+// (Trailer and TE included), framing (Content-Length, Transfer-Encoding),
+// Host, and fields with an invalid name or value. Order kept.
+void rewrite_trailers(const Headers& in, Headers& out);
+// The Via member for a message that arrived in HTTP/`major`.`minor`
+// (RFC 9110 7.6.3: the received protocol, "2" for HTTP/2): "1.0 onelayer",
+// "1.1 onelayer" or "2 onelayer".
+std::string_view via_member_for(uint8_t major, uint8_t minor);
 // The response carries names.retry_exhausted (any value): an inner owner has
 // given up on it, so it is final here.
 bool response_marks_exhausted(const Headers& h, const HeaderNames& names);

@@ -740,3 +740,20 @@ TEST_CASE("EveryForeignRetryDirectiveIsStrippedWhateverItsCase") {
     CHECK_MESSAGE(out == expected, name);
   }
 }
+
+TEST_CASE("TrailersLoseHopByHopFramingHostAndInvalidFieldsAndKeepTheRestInOrder") {
+  const Headers in = {{"grpc-status", "0"},        {"Transfer-Encoding", "chunked"}, {"Content-Length", "5"},
+                      {"Trailer", "x-sum"},        {"Connection", "close"},          {"TE", "trailers"},
+                      {"Host", "evil.example"},    {"Bad Name", "1"},                {"x-bad", "a\r\nb"},
+                      {"X-Checksum", "abc123"},    {"grpc-message", "fine"}};
+  Headers out{{"stale", "x"}};
+  rewrite_trailers(in, out);
+  const Headers expected = {{"grpc-status", "0"}, {"X-Checksum", "abc123"}, {"grpc-message", "fine"}};
+  CHECK(out == expected);
+}
+
+TEST_CASE("ViaNamesTheProtocolVersionTheMessageArrivedWith") {
+  CHECK(via_member_for(2, 0) == "2 onelayer");
+  CHECK(via_member_for(1, 1) == "1.1 onelayer");
+  CHECK(via_member_for(1, 0) == "1.0 onelayer");
+}
