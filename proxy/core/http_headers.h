@@ -115,8 +115,9 @@ struct RequestRewrite {
 };
 
 // Builds the header list to send upstream for ONE attempt (out is cleared first):
-// - drops hop-by-hop headers (fixed set and Connection-listed names) and
-//   Content-Length / Transfer-Encoding (the shell writes its own framing);
+// - drops hop-by-hop headers (fixed set and Connection-listed names),
+//   Content-Length / Transfer-Encoding (the shell writes its own framing)
+//   and Expect (the proxy answered 100-continue itself);
 //   a Connection option cannot remove Host, baggage or the protocol headers
 //   (names.*): a hop must not be able to switch retry ownership off that way;
 // - drops fields with an invalid name or value (validation should have

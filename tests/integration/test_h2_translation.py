@@ -192,6 +192,7 @@ class ExpectContinueTest(IntegrationTest):
         self.assertEqual((c.status(sid), bytes(c.streams[sid]["data"])), (200, b"body"))
         (a,) = origin.wait_for(1)
         self.assertEqual(a.body, b"body")
+        self.assertIsNone(a.header("expect"), "the 100 was onelayer's: Expect goes no further")
 
     def test_without_expect_no_interim_head_is_sent(self):
         _, _, c = self.start(h.echo())
