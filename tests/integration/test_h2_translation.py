@@ -119,6 +119,14 @@ class TrailersTest(IntegrationTest):
         self.assertEqual(by_path["/small"].trailers, TRAILERS)
         self.assertEqual(by_path["/big"].trailers, TRAILERS)
 
+    def test_request_trailers_over_max_header_bytes_are_431_and_go_nowhere(self):
+        origin = self.start_origin(default=h.echo())
+        proxy = self.proxy_for(origin, limits={"max_header_bytes": "4KiB"})
+        with h.Conn(proxy.port()) as c:
+            r = c.request("POST", "/t", body=b"abc", chunked=True, trailers=[("X-Big", "a" * 6000)])
+        self.assertProxyError(r, 431, "headers_too_large")
+        self.assertNoArrivals(origin)
+
     def test_a_retried_request_carries_its_trailers_on_every_attempt(self):
         origin = self.start_origin(script=[h.respond(503), h.echo()])
         proxy = self.proxy_for(origin, retry=FAST_RETRY)
