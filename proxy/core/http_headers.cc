@@ -35,7 +35,9 @@ constexpr std::array<bool, 256> kTchar = make_tchar_table();
 
 // What a field name means to the rewrite, decided once per field: the rules
 // below then switch on it instead of comparing the name against every list.
-enum class Kind : uint8_t { other, host, via, x_forwarded_for, x_forwarded_proto, baggage, framing, hop_by_hop, foreign_retry };
+enum class Kind : uint8_t {
+  other, host, via, x_forwarded_for, x_forwarded_proto, baggage, framing, hop_by_hop, foreign_retry, expectation
+};
 
 struct NamedKind {
   std::string_view name;
@@ -46,6 +48,7 @@ constexpr NamedKind kKinds[] = {
     {"te", Kind::hop_by_hop},
     {"via", Kind::via},
     {"host", Kind::host},
+    {"expect", Kind::expectation},
     {"trailer", Kind::hop_by_hop},
     {"upgrade", Kind::hop_by_hop},
     {"baggage", Kind::baggage},
@@ -71,7 +74,8 @@ constexpr NamedKind kKinds[] = {
 // Hop-by-hop: connection, keep-alive, proxy-connection, te, trailer, upgrade
 // (RFC 9110 7.6.1 and the de-facto extras; transfer-encoding is framing).
 // Foreign retry directives (docs/retries.md): Envoy and Linkerd request headers
-// that would make an inner hop retry on its own.
+// that would make an inner hop retry on its own. Expect: onelayer answers
+// 100-continue itself (validation refuses any other), so it never goes on.
 
 constexpr size_t kMaxKindLength = 38;
 struct KindRange {
@@ -217,7 +221,8 @@ struct RequestFieldRule {
 
   bool operator()(const Header& f) const { return keeps(f, classify(f.name)); }
   bool keeps(const Header& f, Kind kind) const {
-    if (kind == Kind::framing || kind == Kind::hop_by_hop || !is_valid_field(f)) return false;
+    if (kind == Kind::framing || kind == Kind::hop_by_hop || kind == Kind::expectation || !is_valid_field(f))
+      return false;
     if (strip_foreign && kind == Kind::foreign_retry) return false;
     const bool owner = iequals(f.name, names.retry_owner), attempt = iequals(f.name, names.retry_attempt);
     const bool timeout = iequals(f.name, names.request_timeout_ms);
@@ -536,6 +541,21 @@ void rewrite_response_headers(const Headers& in, std::string_view via, Headers& 
 size_t append_rewritten_response_headers(const Headers& in, std::string_view via, std::string& out) {
   TextSink sink{out};
   return rewrite_response_into(in, via, sink);
+}
+
+void rewrite_trailers(const Headers& in, Headers& out) {
+  out.clear();
+  out.reserve(in.size());
+  for (const Header& f : in) {
+    const Kind kind = classify(f.name);
+    if (kind == Kind::framing || kind == Kind::hop_by_hop || kind == Kind::host || !is_valid_field(f)) continue;
+    out.push_back(f);
+  }
+}
+
+std::string_view via_member_for(uint8_t major, uint8_t minor) {
+  if (major >= 2) return "2 onelayer";
+  return minor == 0 ? "1.0 onelayer" : "1.1 onelayer";
 }
 
 bool response_marks_exhausted(const Headers& h, const HeaderNames& names) {

@@ -115,8 +115,9 @@ struct RequestRewrite {
 };
 
 // Builds the header list to send upstream for ONE attempt (out is cleared first):
-// - drops hop-by-hop headers (fixed set and Connection-listed names) and
-//   Content-Length / Transfer-Encoding (the shell writes its own framing);
+// - drops hop-by-hop headers (fixed set and Connection-listed names),
+//   Content-Length / Transfer-Encoding (the shell writes its own framing)
+//   and Expect (the proxy answered 100-continue itself);
 //   a Connection option cannot remove Host, baggage or the protocol headers
 //   (names.*): a hop must not be able to switch retry ownership off that way;
 // - drops fields with an invalid name or value (validation should have
@@ -154,6 +155,16 @@ bool append_rewritten_request_headers(const Headers& in, const RequestRewrite& r
 // Response: drops hop-by-hop (incl. Connection-listed) and framing headers and
 // fields whose name is not a token or whose value has CR/LF/NUL/CTL; appends Via.
 void rewrite_response_headers(const Headers& in, std::string_view via, Headers& out);
+// Trailer fields to forward (a chunked body's trailer section, an HTTP/2
+// trailing HEADERS), either direction: drops what only means something in
+// a header section or to one hop (RFC 9110 6.5.1): hop-by-hop fields
+// (Trailer and TE included), framing (Content-Length, Transfer-Encoding),
+// Host, and fields with an invalid name or value. Order kept.
+void rewrite_trailers(const Headers& in, Headers& out);
+// The Via member for a message that arrived in HTTP/`major`.`minor`
+// (RFC 9110 7.6.3: the received protocol, "2" for HTTP/2): "1.0 onelayer",
+// "1.1 onelayer" or "2 onelayer".
+std::string_view via_member_for(uint8_t major, uint8_t minor);
 // The response carries names.retry_exhausted (any value): an inner owner has
 // given up on it, so it is final here.
 bool response_marks_exhausted(const Headers& h, const HeaderNames& names);

@@ -286,20 +286,27 @@ void render_process(Writer& w, const Metrics& m) {
            "Generation of the configuration in force (1 for the first load, +1 per successful reload).");
   w.sample("onelayer_config_generation", "", load(m.config_generation));
 
+  // Connection gauges by protocol: the h2 share of all, http1 the rest.
+  auto by_protocol = [&](const char* name, const std::atomic<uint64_t>& all_count,
+                         const std::atomic<uint64_t>& h2_count) {
+    uint64_t all = all_count.load(kRelaxed);
+    uint64_t h2 = std::min(all, h2_count.load(kRelaxed));
+    w.sample(name, label("protocol", "http1"), all - h2);
+    w.sample(name, label("protocol", "h2"), h2);
+  };
   w.family("onelayer_downstream_connections_active", "gauge",
            "Open downstream (client) connections, by protocol (http1 or h2).");
-  {
-    uint64_t all = m.downstream_connections_active.load(kRelaxed);
-    uint64_t h2 = std::min(all, m.downstream_h2_connections_active.load(kRelaxed));
-    w.sample("onelayer_downstream_connections_active", label("protocol", "http1"), all - h2);
-    w.sample("onelayer_downstream_connections_active", label("protocol", "h2"), h2);
-  }
+  by_protocol("onelayer_downstream_connections_active", m.downstream_connections_active,
+              m.downstream_h2_connections_active);
   w.family("onelayer_downstream_connections_total", "counter", "Downstream (client) connections accepted.");
   w.sample("onelayer_downstream_connections_total", "", load(m.downstream_connections_total));
-  w.family("onelayer_upstream_connections_active", "gauge", "Open upstream connections, in use or idle in a pool.");
-  w.sample("onelayer_upstream_connections_active", "", load(m.upstream_connections_active));
-  w.family("onelayer_upstream_connections_total", "counter", "Upstream connections established.");
-  w.sample("onelayer_upstream_connections_total", "", load(m.upstream_connections_total));
+  w.family("onelayer_upstream_connections_active", "gauge",
+           "Open upstream connections, in use or idle in a pool, by protocol (http1 or h2).");
+  by_protocol("onelayer_upstream_connections_active", m.upstream_connections_active,
+              m.upstream_h2_connections_active);
+  w.family("onelayer_upstream_connections_total", "counter",
+           "Upstream connections established, by protocol (http1 or h2).");
+  by_protocol("onelayer_upstream_connections_total", m.upstream_connections_total, m.upstream_h2_connections_total);
 
   w.family("onelayer_bytes_in_total", "counter", "Bytes read from downstream connections.");
   w.sample("onelayer_bytes_in_total", "", load(m.bytes_in_total));

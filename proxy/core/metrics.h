@@ -177,6 +177,9 @@ class Metrics {
   // gauge the share of them that speaks HTTP/2 (rendered as the `protocol`
   // label: http1 = all - h2).
   std::atomic<uint64_t> downstream_h2_connections_active{0};
+  // Likewise upstream: upstream_connections_* count every connection, these
+  // the HTTP/2 ones among them (h2c and h2).
+  std::atomic<uint64_t> upstream_h2_connections_active{0}, upstream_h2_connections_total{0};
   std::atomic<uint64_t> downstream_connections_active{0}, downstream_connections_total{0},
       upstream_connections_active{0}, upstream_connections_total{0}, bytes_in_total{0},
       bytes_out_total{0}, config_generation{0}, config_reloads_ok{0}, config_reloads_error{0};

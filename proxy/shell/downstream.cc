@@ -358,6 +358,12 @@ int DownConn::on_body(const char* data, size_t len) {
   return closing() ? -1 : 0;
 }
 
+// A chunked request's trailer section: it goes upstream with the request's
+// end where the upstream's framing can carry it.
+void DownConn::on_trailers(Headers& trailers) {
+  if (ex_) ex_->on_request_trailers(trailers);
+}
+
 int DownConn::on_message_end() {
   if (ex_) ex_->on_request_end();
   if (!ex_ && !in_exchange_ && !closing()) return 0;  // answered without an exchange; go on
@@ -507,10 +513,8 @@ void DownConn::send_response_trailers(const Headers& trailers) {
   Response& r = response();
   if (!r.body.chunked() || r.trailers_sent) return;
   Headers kept;
-  rewrite_response_headers(trailers, "", kept);
-  r.pending_head += "0\r\n";
-  append_serialized(kept, r.pending_head);
-  r.pending_head += "\r\n";
+  rewrite_trailers(trailers, kept);
+  r.body.append_last(r.pending_head, kept);
   r.trailers_sent = true;
 }
 

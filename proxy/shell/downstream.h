@@ -87,6 +87,7 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
  private:
   int on_head(MessageHead& head) override;
   int on_body(const char* data, size_t len) override;
+  void on_trailers(Headers& trailers) override;
   int on_message_end() override;
 
   static void on_head_or_idle_timeout(TimerList::Entry* t);

@@ -325,7 +325,7 @@ void Exchange::send_head_and_body(TimePoint now) {
   rw.client_ip = down_->peer_ip();
   rw.outer_owned = ownership_.outer_owned;
   rw.attempt_id = attempt_id_;  // the retry-attempt baggage member
-  rw.via = via_member();
+  rw.via = via_member(req_);  // the version the client spoke
   rw.grpc = grpc_call_;  // grpc-timeout and grpc-previous-rpc-attempts
   if (down_->over_tls()) rw.proto = "https";  // the client spoke TLS to this listener
 
@@ -338,6 +338,7 @@ void Exchange::send_head_and_body(TimePoint now) {
   out.has_body = req_.chunked || req_.content_length > 0;
   out.body = body_.pending();
   out.end = request_complete_;
+  if (request_complete_ && !req_trailers_.empty()) out.trailers = &req_trailers_;
   if (request_complete_) attempt_.request_end_sent = true;
   int rc = attempt_.stream->send_request(out);
   forwarded_any_ = true;
@@ -355,7 +356,11 @@ void Exchange::send_body_bytes(const char* data, size_t len) {
 
 void Exchange::send_request_end() {
   attempt_.request_end_sent = true;
-  attempt_.stream->send_request_end();
+  if (req_trailers_.empty()) {
+    attempt_.stream->send_request_end();
+  } else {
+    attempt_.stream->send_request_trailers(req_trailers_);
+  }
 }
 
 bool Exchange::upstream_ready() const {
@@ -392,6 +397,11 @@ void Exchange::on_request_body(const char* data, size_t len) {
   }
   size_t queued = body_.queued() + (attempt_.stream ? attempt_.stream->queued_bytes() : 0);
   if (!body_.replayable() && queued > kHighWater) down_->hold_request_body();
+}
+
+void Exchange::on_request_trailers(const Headers& trailers) {
+  if (finished_) return;
+  rewrite_trailers(trailers, req_trailers_);
 }
 
 void Exchange::on_request_end() {
@@ -607,7 +617,7 @@ int Exchange::judge_response(MessageHead& head, const Headers& outcome_fields) {
   DownstreamStream::ResponseMeta meta;
   meta.no_body = resp_no_body_;
   meta.head_request = head_request_;
-  meta.via = via_member();
+  meta.via = via_member(head);  // the version the upstream answered in
   meta.extra = &extra;
   if (!down_->send_response_head(head, meta)) {
     spdlog::info("upstream {}: response cannot be carried to this client", attempt_.endpoint->label);

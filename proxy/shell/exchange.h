@@ -44,6 +44,10 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
 
   void start();
   void on_request_body(const char* data, size_t len);
+  // The request's trailers (a chunked body's trailer section, an HTTP/2
+  // trailing HEADERS), before on_request_end: kept with the body, so a
+  // replayed request carries them again.
+  void on_request_trailers(const Headers& trailers);
   void on_request_end();
   void on_down_drained();
   // The request turned out malformed or too large after its head was taken:
@@ -119,8 +123,11 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   TimePoint end_attempt(UpstreamEndpoints::Result r);
   void cancel_member();  // the attempt ends without a verdict
   bool upstream_ready() const;
-  // The Via member this listener writes ("" when `via: false`).
-  std::string_view via_member() const { return cfg_->via_on(*lcfg_) ? "1.1 onelayer" : ""; }
+  // The Via member this listener writes for a message that arrived as `m`
+  // (its protocol version: "2 onelayer", "1.1 onelayer"; "" when `via: false`).
+  std::string_view via_member(const MessageHead& m) const {
+    return cfg_->via_on(*lcfg_) ? via_member_for(m.http_major, m.http_minor) : "";
+  }
   void end_tunnel(const char* error);
   void pass_tunnel_bytes(Conn* to, const char* data, size_t len, bool from_down);
   static void on_tunnel_idle(TimerList::Entry* e);
@@ -153,6 +160,7 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   TimePoint started_;
 
   ReplayBody body_;  // kept for replay up to buffer_limit, else the bytes not sent yet
+  Headers req_trailers_;  // the request's trailers, filtered (every attempt sends them)
   // The body is read whole (up to buffer_limit) before the first attempt:
   // a request refused for its body never reaches the upstream.
   bool awaiting_body_ = false;

@@ -57,9 +57,13 @@ void H2DownStream::on_head(H2Session::Head& head, bool end_stream) {
     refuse(a.status, a.reason, a.detail, a.extra, a.counted_in, a.hint);
     return;
   }
-  // An Upgrade cannot reach here (HTTP/2 forbids the field); Expect:
-  // 100-continue gets no 100 (the client sends its body after its own
-  // wait), the exchange reads the body as usual.
+  // An Upgrade cannot reach here (HTTP/2 forbids the field). Expect:
+  // 100-continue gets an interim :status 100 now, as on HTTP/1: the body
+  // is needed anyway (for replay), and the upstream never has to speak 1xx.
+  if (a.expect_continue && !end_stream && session().submit_interim(id_, 100)) {
+    response_bytes_ += 9 + 1;  // frame header, :status 100 (indexed)
+    conn_->write_out();
+  }
   ex_ = std::make_unique<Exchange>(this, worker(), a, mh);
   ex_->start();
 }
@@ -74,6 +78,10 @@ void H2DownStream::on_data(const uint8_t* data, size_t len) {
   } else {
     session().consume(id_, len);
   }
+}
+
+void H2DownStream::on_trailers(Headers& trailers) {
+  if (ex_) ex_->on_request_trailers(trailers);
 }
 
 void H2DownStream::on_end() {
@@ -136,7 +144,7 @@ void H2DownStream::send_response_trailers(const Headers& trailers) {
   if (ended_) return;
   if (head_pending_ && !submit_pending_head(false)) return;
   Headers kept;
-  rewrite_response_headers(trailers, "", kept);
+  rewrite_trailers(trailers, kept);
   for (const Header& f : kept) response_bytes_ += f.name.size() + f.value.size() + 2;
   session().send_trailers(id_, kept);
   ended_ = true;
@@ -207,8 +215,19 @@ void H2DownStream::send_proxy_response(int status, const char* reason, const Hea
 
 void H2DownStream::refuse(int status, const char* reason, const char* detail, const Headers& extra,
                           RouteMetrics* counted_in, std::string_view hint) {
-  WorkerListener* l = conn_->listener();
   answer(status, reason, extra, method_ == "HEAD", hint);
+  account_refusal(status, reason, detail, counted_in);
+}
+
+void H2DownStream::note_codec_refusal(const H2Session::Head& partial) {
+  method_ = partial.method;
+  path_ = partial.path;
+  response_bytes_ = 9 + 4 + 36;  // frame header, :status, x-onelayer-error (roughly, as head_size)
+  account_refusal(431, "headers_too_large", "request header list over max_header_bytes", nullptr);
+}
+
+void H2DownStream::account_refusal(int status, const char* reason, const char* detail, RouteMetrics* counted_in) {
+  WorkerListener* l = conn_->listener();
   spdlog::info("listener {}: {} {} from {} (HTTP/2 stream {}): {}", l->name(), status, reason, peer_ip(), id_,
                detail ? detail : "");
   if (!counted_in && !l->unrouted()) l->unrouted() = worker()->runtime().metrics.route(l->name(), "", "");

@@ -31,6 +31,7 @@ class H2DownStream final : public DownstreamStream {
   // The session's events for this stream (H2Downstream passes them on).
   void on_head(H2Session::Head& head, bool end_stream);
   void on_data(const uint8_t* data, size_t len);
+  void on_trailers(Headers& trailers);  // the request's trailing HEADERS
   void on_end();
   // The stream ended before its answer did: the client reset it, or the
   // connection went away. A running exchange is aborted with `reason`.
@@ -39,6 +40,9 @@ class H2DownStream final : public DownstreamStream {
   // this stream's queue may resume it.
   void on_drained();
   bool has_exchange() const { return ex_ != nullptr; }
+  // The session answered this stream's head 431 itself (over
+  // max_header_bytes; `partial`: what it decoded): counted and logged.
+  void note_codec_refusal(const H2Session::Head& partial);
 
   // DownstreamStream.
   WireProtocol protocol() const override { return WireProtocol::h2; }
@@ -67,6 +71,8 @@ class H2DownStream final : public DownstreamStream {
   // A refusal before any exchange: answered, counted and logged here.
   void refuse(int status, const char* reason, const char* detail, const Headers& extra,
               struct RouteMetrics* counted_in, std::string_view hint);
+  // Counts and logs a refusal answered already (unrouted unless `counted_in`).
+  void account_refusal(int status, const char* reason, const char* detail, struct RouteMetrics* counted_in);
   void retire_exchange();
   // Submits a head held back for body bytes (`end`: nothing follows it).
   bool submit_pending_head(bool end);

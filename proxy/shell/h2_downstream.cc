@@ -217,9 +217,9 @@ void H2Downstream::on_data(int32_t stream, const uint8_t* data, size_t len) {
   }
 }
 
-// Request trailers have nowhere to go: the exchange forwards a body and its
-// end (docs/http2.md).
-void H2Downstream::on_trailers(int32_t, Headers&) {}
+void H2Downstream::on_trailers(int32_t stream, Headers& trailers) {
+  if (H2DownStream* s = find(stream)) s->on_trailers(trailers);
+}
 
 void H2Downstream::on_end(int32_t stream) {
   if (H2DownStream* s = find(stream)) s->on_end();
@@ -234,6 +234,12 @@ void H2Downstream::on_closed(int32_t stream) {
   // Both sides ended (an exchange that ended our side is just finishing),
   // or we reset it (its exchange has ended already).
   bury(stream);
+}
+
+// The session answered 431 itself: counted and logged like the other
+// refusals, by a stream object that lives for this call only.
+void H2Downstream::on_head_refused(int32_t stream, const H2Session::Head& partial) {
+  H2DownStream(this, stream).note_codec_refusal(partial);
 }
 
 void H2Downstream::on_goaway(int32_t, uint32_t error_code) {

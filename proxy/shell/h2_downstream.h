@@ -69,6 +69,7 @@ class H2Downstream final : private H2Session::Handler, private TimerList::Entry,
   void on_reset(int32_t stream, uint32_t error_code) override;
   void on_closed(int32_t stream) override;
   void on_goaway(int32_t last_stream_id, uint32_t error_code) override;
+  void on_head_refused(int32_t stream, const H2Session::Head& partial) override;
 
   H2DownStream* find(int32_t id);
   // A stream the session closed: freed on the next loop turn (an exchange

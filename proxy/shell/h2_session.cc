@@ -566,11 +566,13 @@ int H2Session::headers_received(int32_t id, bool end) {
     if (role_ == Role::server && block == Stream::Block::head) {
       // Refused: 431 (RFC 9113 10.5.1), the Handler never sees the stream.
       st->refused = true;
-      FieldList f(1);
+      FieldList f(2);
       f.add(":status", "431");
+      f.add("x-onelayer-error", "headers_too_large");
       const auto& nva = f.nva();
       nghttp2_submit_response(session_, id, nva.data(), nva.size(), nullptr);
       st->head_submitted = true;
+      if (handler_) handler_->on_head_refused(id, st->head);
     } else {
       // The Handler hears of it as a reset with this code, even when the
       // head carried END_STREAM and the stream closes before our RST goes.
@@ -713,6 +715,19 @@ bool H2Session::submit_response(int32_t stream, const Head& head, bool end_strea
       head.status < 200 || head.status > 999)
     return false;
   return submit_head(stream, head, false, end_stream);
+}
+
+bool H2Session::submit_interim(int32_t stream, int status) {
+  Stream* st = find(stream);
+  if (role_ != Role::server || failed_ || !st || !st->known() || st->head_submitted || st->local_reset ||
+      status < 100 || status > 199 || status == 101)
+    return false;
+  char text[4];
+  const char* end = std::to_chars(text, text + sizeof text, status).ptr;
+  FieldList f(1);
+  f.add(":status", std::string_view(text, static_cast<size_t>(end - text)));
+  const auto& nva = f.nva();
+  return nghttp2_submit_headers(session_, NGHTTP2_FLAG_NONE, stream, nullptr, nva.data(), nva.size(), nullptr) == 0;
 }
 
 void H2Session::resume(Stream& s) {

@@ -122,6 +122,10 @@ class H2Session {
     // The peer sent GOAWAY: no new streams; streams above last_stream_id
     // were not processed (they get on_reset REFUSED_STREAM).
     virtual void on_goaway(int32_t last_stream_id, uint32_t error_code) = 0;
+    // Server: a request head over max_header_list_bytes that the session
+    // answered 431 itself (the stream never reaches on_head). `partial`:
+    // what was decoded before the limit (the pseudo-headers come first).
+    virtual void on_head_refused(int32_t /*stream*/, const Head& /*partial*/) {}
   };
 
   struct Stats {
@@ -174,6 +178,9 @@ class H2Session {
   bool peer_settings_received() const { return peer_settings_received_; }
   // Server: the response head (status and fields of `head`).
   bool submit_response(int32_t stream, const Head& head, bool end_stream);
+  // Server: an interim (1xx, not 101) response head before the final one,
+  // e.g. 100 Continue (RFC 9113 8.1).
+  bool submit_interim(int32_t stream, int status);
   // Body bytes after a head submitted without end_stream: queued per stream
   // and sent as the stream's and the connection's send windows allow.
   bool send_data(int32_t stream, std::string_view bytes);

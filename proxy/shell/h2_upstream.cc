@@ -38,6 +38,8 @@ H2UpConn::H2UpConn(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr
   auto& m = w->runtime().metrics;
   m.upstream_connections_active.fetch_add(1, std::memory_order_relaxed);
   m.upstream_connections_total.fetch_add(1, std::memory_order_relaxed);
+  m.upstream_h2_connections_active.fetch_add(1, std::memory_order_relaxed);
+  m.upstream_h2_connections_total.fetch_add(1, std::memory_order_relaxed);
 }
 
 // The TLS channel goes before its context.
@@ -252,6 +254,7 @@ void H2UpConn::close_now() {
   if (counted_) {
     counted_ = false;
     worker_->runtime().metrics.upstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
+    worker_->runtime().metrics.upstream_h2_connections_active.fetch_sub(1, std::memory_order_relaxed);
   }
   if (reading_) uv_read_stop(stream());
   reading_ = false;

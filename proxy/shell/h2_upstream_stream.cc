@@ -116,13 +116,16 @@ int H2UpStream::send_request(const OutgoingRequest& req) {
   H2Request head = h2_request(req, conn_->over_tls() ? "https" : "http");
   std::string_view body = req.has_body ? req.body : std::string_view();
   bool end = !req.has_body || req.end;
-  bool end_with_head = end && body.empty();
+  const Headers no_trailers;
+  const Headers& trailers = end && req.trailers ? *req.trailers : no_trailers;
+  bool end_with_head = end && body.empty() && trailers.empty();
   int32_t id = conn_->open_stream(this, head, end_with_head);
   local_ended_ = end;
   if (id == 0) {  // no slot yet: the request waits in the stream
     queued_head_ = std::move(head);
     queued_body_.assign(body);
     queued_end_ = end;
+    queued_trailers_ = trailers;
     last_queued_ = queued_bytes();
     return 0;
   }
@@ -130,7 +133,7 @@ int H2UpStream::send_request(const OutgoingRequest& req) {
   H2Session& s = conn_->session();
   if (!end_with_head) {
     if (!body.empty()) s.send_data(id_, body);
-    if (end) s.end_stream(id_);
+    if (end) end_request(trailers);
   }
   conn_->flush();
   if (conn_) last_queued_ = queued_bytes();
@@ -139,7 +142,7 @@ int H2UpStream::send_request(const OutgoingRequest& req) {
 
 void H2UpStream::open_queued() {
   if (!conn_ || !queued_head_) return;
-  bool end_with_head = queued_end_ && queued_body_.empty();
+  bool end_with_head = queued_end_ && queued_body_.empty() && queued_trailers_.empty();
   int32_t id = conn_->open_stream(this, *queued_head_, end_with_head);
   if (id == 0) return;
   id_ = id;
@@ -147,9 +150,18 @@ void H2UpStream::open_queued() {
   H2Session& s = conn_->session();
   if (!end_with_head) {
     if (!queued_body_.empty()) s.send_data(id_, queued_body_);
-    if (queued_end_) s.end_stream(id_);
+    if (queued_end_) end_request(queued_trailers_);
   }
   queued_body_.clear();
+  queued_trailers_.clear();
+}
+
+void H2UpStream::end_request(const Headers& trailers) {
+  if (trailers.empty()) {
+    conn_->session().end_stream(id_);
+  } else {
+    conn_->session().send_trailers(id_, trailers);
+  }
 }
 
 void H2UpStream::send_request_body(std::string_view bytes) {
@@ -163,13 +175,16 @@ void H2UpStream::send_request_body(std::string_view bytes) {
   if (conn_) last_queued_ = queued_bytes();
 }
 
-void H2UpStream::send_request_end() {
+void H2UpStream::send_request_end() { send_request_trailers(Headers()); }
+
+void H2UpStream::send_request_trailers(const Headers& trailers) {
   if (!conn_ || finished_ || local_ended_) return;
   local_ended_ = true;
   if (queued_head_) {
     queued_end_ = true;
+    queued_trailers_ = trailers;
   } else if (id_ != 0) {
-    conn_->session().end_stream(id_);
+    end_request(trailers);
     conn_->flush();
   }
 }

@@ -44,6 +44,7 @@ class H2UpStream final : public UpstreamStream {
   int send_request(const OutgoingRequest& req) override;
   void send_request_body(std::string_view bytes) override;
   void send_request_end() override;
+  void send_request_trailers(const Headers& trailers) override;
   size_t queued_bytes() const override;
   void pause_response() override;
   void resume_response() override;
@@ -85,6 +86,8 @@ class H2UpStream final : public UpstreamStream {
   void finish_with_conn();  // detaches from the connection, resets a live stream
   void gone();
   void deliver_held();
+  // Ends our side of the open stream: the trailing HEADERS, or END_STREAM.
+  void end_request(const Headers& trailers);
   bool stream_open() const { return id_ != 0 && !finished_; }
 
   H2UpConn* conn_;
@@ -95,6 +98,7 @@ class H2UpStream final : public UpstreamStream {
   std::optional<H2Request> queued_head_;
   std::string queued_body_;
   bool queued_end_ = false;
+  Headers queued_trailers_;  // with queued_end_: the trailing HEADERS
   // Response bytes that arrived while paused: not consumed (the peer's
   // window for this stream stays closed by as much), handed on at resume.
   std::string held_;

@@ -57,4 +57,11 @@ void Http1BodyEncoder::append(std::string& out, std::string_view bytes) const {
   }
 }
 
+void Http1BodyEncoder::append_last(std::string& out, const Headers& trailers) const {
+  if (!chunked()) return;
+  out += "0\r\n";
+  append_serialized(trailers, out);
+  out += "\r\n";
+}
+
 }  // namespace onelayer

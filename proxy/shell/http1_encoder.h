@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/http_headers.h"
+
 namespace onelayer {
 
 enum class BodyFraming : uint8_t {
@@ -45,6 +47,10 @@ class Http1BodyEncoder {
   void append(std::string& out, std::string_view bytes) const;
   // What ends the body: the last chunk when chunked, else nothing.
   std::string_view last() const { return chunked() ? std::string_view("0\r\n\r\n") : std::string_view(); }
+  // The same end with `trailers` in the last chunk (RFC 9112 7.1.2),
+  // appended to `out`: only chunked can carry them, other framings end
+  // as last() does. The caller has filtered them (rewrite_trailers).
+  void append_last(std::string& out, const Headers& trailers) const;
 
  private:
   char line_[24];

@@ -51,6 +51,7 @@ void HttpParser::reset() {
   llhttp_.data = this;
   error_ = Error::none;
   in_message_ = false;
+  in_trailers_ = false;
   resume_after_message_ = false;
   restart_head_scan();
 }
@@ -123,6 +124,8 @@ int HttpParser::s_message_begin(llhttp_t* p) {
   s->head_.clear();
   s->head_bytes_ = 0;
   s->in_message_ = true;
+  s->in_trailers_ = false;
+  s->trailers_.clear();
   s->expect_new_field_ = true;
   return 0;
 }
@@ -147,7 +150,7 @@ int HttpParser::s_status(llhttp_t* p, const char* at, size_t len) {
 
 int HttpParser::s_header_field(llhttp_t* p, const char* at, size_t len) {
   HttpParser* s = self(p);
-  Headers& h = s->head_.headers;
+  Headers& h = s->fields();
   if (s->expect_new_field_) {
     if (h.size() >= s->max_headers_) {
       s->error_ = Error::too_many_headers;
@@ -162,7 +165,7 @@ int HttpParser::s_header_field(llhttp_t* p, const char* at, size_t len) {
 
 int HttpParser::s_header_value(llhttp_t* p, const char* at, size_t len) {
   HttpParser* s = self(p);
-  Headers& h = s->head_.headers;
+  Headers& h = s->fields();
   if (h.empty()) return -1;
   // Several fragments: a split read, or (responses) obs-fold continuation
   // lines, which are joined here; the request-head scan reports folds.
@@ -172,7 +175,7 @@ int HttpParser::s_header_value(llhttp_t* p, const char* at, size_t len) {
 
 int HttpParser::s_header_value_complete(llhttp_t* p) {
   HttpParser* s = self(p);
-  Headers& h = s->head_.headers;
+  Headers& h = s->fields();
   if (h.empty()) return 0;
   // Trim OWS on both ends (llhttp already skips leading spaces).
   std::string& v = h.back().value;
@@ -218,6 +221,9 @@ int HttpParser::s_headers_complete(llhttp_t* p) {
     if (s->error_ == Error::none) s->error_ = Error::user;
     return -1;
   }
+  // Field callbacks from here on are the trailer section of a chunked body
+  // (llhttp uses the same ones); they count against the same head limits.
+  s->in_trailers_ = true;
   return rc;
 }
 
@@ -233,7 +239,9 @@ int HttpParser::s_body(llhttp_t* p, const char* at, size_t len) {
 int HttpParser::s_message_complete(llhttp_t* p) {
   HttpParser* s = self(p);
   s->in_message_ = false;
+  s->in_trailers_ = false;
   s->restart_head_scan();
+  if (!s->trailers_.empty()) s->handler_->on_trailers(s->trailers_);
   int rc = s->handler_->on_message_end();
   if (rc == 0 && p->type == HTTP_REQUEST) {
     // The next request may start in this same buffer: stop here, so that

@@ -43,6 +43,9 @@ class HttpParser {
     // 0 continue, 1 no body (HEAD responses), -1 error (HPE_USER).
     virtual int on_head(MessageHead& head) = 0;
     virtual int on_body(const char* data, size_t len) = 0;  // 0 or -1
+    // The trailer section of a chunked body (RFC 9112 7.1.2), when it had
+    // fields: just before on_message_end. The fields are as received.
+    virtual void on_trailers(Headers&) {}
     // 0 continue parsing, or HPE_PAUSED to stop after this message.
     virtual int on_message_end() = 0;
   };
@@ -96,9 +99,13 @@ class HttpParser {
   void restart_head_scan();
   static const llhttp_settings_t* settings();
 
+  // Where header-field callbacks go: the head, or after it the trailers.
+  Headers& fields() { return in_trailers_ ? trailers_ : head_.headers; }
+
   llhttp_t llhttp_;
   Handler* handler_;
   MessageHead head_;
+  Headers trailers_;  // the trailer section of the message being parsed
   // Ordered so that no padding sits between fields: every idle connection
   // holds a parser.
   uint64_t head_bytes_ = 0;
@@ -108,6 +115,7 @@ class HttpParser {
   bool in_message_ = false;
   bool feeding_ = false;
   bool expect_new_field_ = true;   // the next header-field callback starts a field
+  bool in_trailers_ = false;       // the head is complete: fields are trailers
   // A message llhttp finished inside a buffer that goes on: feed() resumes
   // and scans the rest as the next message's head.
   bool resume_after_message_ = false;

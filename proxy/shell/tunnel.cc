@@ -42,7 +42,7 @@ int Exchange::on_up_switching(MessageHead& head) {
   end_attempt(UpstreamEndpoints::Result::success);
   status_ = 101;
   std::string out = "HTTP/1.1 101 Switching Protocols\r\n";
-  append_rewritten_response_headers(head.headers, via_member(), out);
+  append_rewritten_response_headers(head.headers, via_member(head), out);
   out += "Connection: Upgrade\r\nUpgrade: ";
   out += up->value;
   out += "\r\n\r\n";

@@ -78,7 +78,11 @@ int UpConn::send_request(const OutgoingRequest& req) {
   body_.append_head_lines(out, head.content_length);
   out += "\r\n";
   if (!req.body.empty()) body_.append(out, req.body);
-  if (req.end) out += body_.last();
+  if (req.end && req.trailers) {
+    body_.append_last(out, *req.trailers);  // a Content-Length body cannot carry them
+  } else if (req.end) {
+    out += body_.last();
+  }
   return worker_->write(this, out);
 }
 
@@ -89,6 +93,15 @@ void UpConn::send_request_body(std::string_view bytes) {
 
 void UpConn::send_request_end() {
   if (body_.chunked()) worker_->write(this, body_.last());
+}
+
+// In the last chunk; a body with Content-Length has nowhere to carry them.
+void UpConn::send_request_trailers(const Headers& trailers) {
+  if (!body_.chunked()) return;
+  std::string& out = worker_->scratch();
+  out.clear();
+  body_.append_last(out, trailers);
+  worker_->write(this, out);
 }
 
 void UpConn::release(bool reusable) {
@@ -305,6 +318,11 @@ int UpConn::on_head(MessageHead& head) {
 int UpConn::on_body(const char* data, size_t len) {
   if (!ex_) return -1;
   return ex_->on_up_body(data, len);
+}
+
+// The trailer section after a chunked response body.
+void UpConn::on_trailers(Headers& trailers) {
+  if (ex_ && !informational_) ex_->on_up_trailers(trailers);
 }
 
 int UpConn::on_message_end() {

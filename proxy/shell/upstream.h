@@ -43,6 +43,7 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
   int send_request(const OutgoingRequest& req) override;
   void send_request_body(std::string_view bytes) override;
   void send_request_end() override;
+  void send_request_trailers(const Headers& trailers) override;
   size_t queued_bytes() const override { return write_queue(); }
   void pause_response() override { pause_reading(); }
   void resume_response() override { resume_reading(); }
@@ -78,6 +79,7 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
  private:
   int on_head(MessageHead& head) override;
   int on_body(const char* data, size_t len) override;
+  void on_trailers(Headers& trailers) override;
   int on_message_end() override;
 
   EndpointState* ep_;

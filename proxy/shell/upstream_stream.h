@@ -36,6 +36,7 @@ struct OutgoingRequest {
   bool has_body = false;              // a body follows (or is in `body`)
   std::string_view body;              // body bytes to send with the head
   bool end = false;                   // `body` is the whole body
+  const Headers* trailers = nullptr;  // with `end`: the request's trailers (null: none)
 };
 
 class UpstreamStream {
@@ -86,6 +87,9 @@ class UpstreamStream {
   virtual int send_request(const OutgoingRequest& req) = 0;
   virtual void send_request_body(std::string_view bytes) = 0;
   virtual void send_request_end() = 0;
+  // The request's trailers (filtered: rewrite_trailers), then its end. A
+  // framing that cannot carry them (HTTP/1.1 with Content-Length) just ends.
+  virtual void send_request_trailers(const Headers&) { send_request_end(); }
   virtual size_t queued_bytes() const = 0;
   // Backpressure on the response (the client reads slowly).
   virtual void pause_response() = 0;

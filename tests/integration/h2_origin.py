@@ -1,6 +1,6 @@
 """A scripted HTTP/2 cleartext (prior knowledge) origin on 127.0.0.1:0 built
 on Debian's python3-h2: one thread per connection, every request recorded
-(connection, stream id, fields, body), and a handler that decides what each
+(connection, stream id, fields, body, trailers), and a handler that decides what each
 complete request gets (a response with a body and trailers, REFUSED_STREAM,
 a reset part way through the body, a GOAWAY, a delay). Response bodies go
 out as the client's flow-control windows allow."""
@@ -38,6 +38,7 @@ class Request:
         self.stream_id = stream_id
         self.fields = fields
         self.body = b""
+        self.trailers = None  # the request's trailing HEADERS, (name, value) pairs
         self.processed = False  # the handler answered it (not refused)
 
     def field(self, name, default=None):
@@ -206,6 +207,12 @@ class _Connection:
             if req:
                 req.body += ev.data
             self.h2.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            if ev.stream_ended and req:
+                self.origin.handler(req)
+        elif isinstance(ev, h2.events.TrailersReceived):
+            req = self.requests.get(ev.stream_id)
+            if req:
+                req.trailers = list(ev.headers)
             if ev.stream_ended and req:
                 self.origin.handler(req)
         elif isinstance(ev, h2.events.StreamReset):

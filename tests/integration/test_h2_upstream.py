@@ -352,14 +352,14 @@ class H2UpstreamTest(IntegrationTest):
         proxy = self.proxy_to(o.port, upstream={"pool": {"idle_timeout": "500ms"}})
 
         def active():
-            return ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active")
+            return ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active", protocol="h2")
         with h.Conn(proxy.port()) as c:
             self.assertEqual(c.request("GET", "/1", host="a").status, 200)
             self.assertEqual(c.request("GET", "/2", host="a").status, 200)
             self.assertEqual(o.accepted, 1)
             # The idle HTTP/2 connection counts as an open upstream connection.
             self.assertEqual(active(), 1)
-            self.assertEqual(ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_total"), 1)
+            self.assertEqual(ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_total", protocol="h2"), 1)
             self.assertTrue(h.wait_until(lambda: active() == 0, 3), "the idle connection never closed")
             self.assertEqual(c.request("GET", "/3", host="a").status, 200)
         self.assertEqual(o.accepted, 2)
@@ -396,7 +396,7 @@ class H2TlsUpstreamTest(tls.PkiTest):
         good = {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")}
         proxy = self.proxy_to(n, good)
         self.assertEqual(get(proxy.port(), "/before").status, 200)
-        self.assertEqual(ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active"), 1)
+        self.assertEqual(ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active", protocol="h2"), 1)
         up = {"protocol": "h2", "tls": dict(good, ca_file=self.pki.path("other-ca.pem"))}
         ops.rewrite_config(proxy, h.simple_config(n.port, upstream=up, workers=1))
         self.assertEqual(ops.admin(proxy, "POST", "/reload").status, 200)
@@ -404,7 +404,7 @@ class H2TlsUpstreamTest(tls.PkiTest):
         # connection would have answered 200.
         self.assertProxyError(get(proxy.port(), "/after"), 502, "upstream_tls")
         self.assertEqual([l.split()[1] for l in n.access_lines()], ["/before"])
-        self.assertEqual(ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active"), 0,
+        self.assertEqual(ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active", protocol="h2"), 0,
                          "the stale idle connection was closed")
 
     def test_a_server_that_does_not_choose_h2_is_a_connect_failure(self):

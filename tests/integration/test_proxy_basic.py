@@ -181,6 +181,7 @@ class RoundTripTest(IntegrationTest):
         self.assertEqual((r.status, r.body), (200, b"hello world"))
         a = self.origin.wait_for(1)[0]
         self.assertEqual(a.body, b"hello world")
+        self.assertIsNone(a.header("expect"), "onelayer answered the 100 itself: Expect is not forwarded")
 
     def test_interim_1xx_from_upstream_does_not_break_the_exchange(self):
         self.origin.push(h.raw(b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>\r\n\r\n"

@@ -297,6 +297,22 @@ TEST_SUITE("rewrite_request_headers: hop-by-hop, framing, Via, X-Forwarded") {
     CHECK(serialize(out) == "Host: inv\r\nAccept: */*\r\nX-App: 1\r\n");
   }
 
+  TEST_CASE("Expect is not forwarded: the proxy answered 100-continue itself, in every mode") {
+    const Config c = make_config();
+    for (InnerHops mode : {InnerHops::pass, InnerHops::strip, InnerHops::forbid}) {
+      Headers out = rewrite({{"Host", "inv"}, {"Expect", "100-continue"}, {"expect", "100-continue"}, {"X-App", "1"}},
+                            bare_rewrite(c, mode));
+      CHECK(find_header(out, "expect") == nullptr);
+      CHECK(find_header(out, "x-app") != nullptr);
+      std::string direct;
+      append_rewritten_request_headers({{"Host", "inv"}, {"Expect", "100-continue"}}, bare_rewrite(c, mode), direct);
+      CHECK(direct.find("Expect") == std::string::npos);
+    }
+    Headers resp;
+    rewrite_response_headers({{"Expect", "odd but harmless"}}, "", resp);
+    CHECK(resp.size() == 1);  // responses are not touched
+  }
+
   TEST_CASE("a Connection option cannot remove Host or the protocol fields") {
     const Config c = make_config();
     Headers in{{"Host", "inv"},
@@ -739,4 +755,21 @@ TEST_CASE("EveryForeignRetryDirectiveIsStrippedWhateverItsCase") {
     const Headers expected = {{"Host", "a"}};
     CHECK_MESSAGE(out == expected, name);
   }
+}
+
+TEST_CASE("TrailersLoseHopByHopFramingHostAndInvalidFieldsAndKeepTheRestInOrder") {
+  const Headers in = {{"grpc-status", "0"},        {"Transfer-Encoding", "chunked"}, {"Content-Length", "5"},
+                      {"Trailer", "x-sum"},        {"Connection", "close"},          {"TE", "trailers"},
+                      {"Host", "evil.example"},    {"Bad Name", "1"},                {"x-bad", "a\r\nb"},
+                      {"X-Checksum", "abc123"},    {"grpc-message", "fine"}};
+  Headers out{{"stale", "x"}};
+  rewrite_trailers(in, out);
+  const Headers expected = {{"grpc-status", "0"}, {"X-Checksum", "abc123"}, {"grpc-message", "fine"}};
+  CHECK(out == expected);
+}
+
+TEST_CASE("ViaNamesTheProtocolVersionTheMessageArrivedWith") {
+  CHECK(via_member_for(2, 0) == "2 onelayer");
+  CHECK(via_member_for(1, 1) == "1.1 onelayer");
+  CHECK(via_member_for(1, 0) == "1.0 onelayer");
 }

@@ -77,6 +77,8 @@ TEST_CASE("RenderingOfAScriptedSequenceIsExact") {
   m.downstream_connections_total = 9;
   m.upstream_connections_active = 1;
   m.upstream_connections_total = 5;
+  m.upstream_h2_connections_active = 1;
+  m.upstream_h2_connections_total = 2;
   m.bytes_in_total = 1234;
   m.bytes_out_total = 5678;
   std::vector<GaugeSample> extra = {
@@ -154,12 +156,14 @@ onelayer_downstream_connections_active{protocol="h2"} 0
 # HELP onelayer_downstream_connections_total Downstream (client) connections accepted.
 # TYPE onelayer_downstream_connections_total counter
 onelayer_downstream_connections_total 9
-# HELP onelayer_upstream_connections_active Open upstream connections, in use or idle in a pool.
+# HELP onelayer_upstream_connections_active Open upstream connections, in use or idle in a pool, by protocol (http1 or h2).
 # TYPE onelayer_upstream_connections_active gauge
-onelayer_upstream_connections_active 1
-# HELP onelayer_upstream_connections_total Upstream connections established.
+onelayer_upstream_connections_active{protocol="http1"} 0
+onelayer_upstream_connections_active{protocol="h2"} 1
+# HELP onelayer_upstream_connections_total Upstream connections established, by protocol (http1 or h2).
 # TYPE onelayer_upstream_connections_total counter
-onelayer_upstream_connections_total 5
+onelayer_upstream_connections_total{protocol="http1"} 3
+onelayer_upstream_connections_total{protocol="h2"} 2
 # HELP onelayer_bytes_in_total Bytes read from downstream connections.
 # TYPE onelayer_bytes_in_total counter
 onelayer_bytes_in_total 1234

@@ -147,6 +147,8 @@ class FakeUpstream final : public UpstreamStream {
   uint32_t attempt = 0;  // RequestRewrite::attempt
   std::string body;      // bytes with the head and after it
   bool end = false;
+  Headers trailers;      // the request's trailers (with the head, or at its end)
+  int trailer_calls = 0;  // send_request_trailers calls
   int pauses = 0, resumes = 0;
   int releases = 0, cancels = 0;
   bool released_reusable = false;
@@ -168,6 +170,7 @@ class FakeUpstream final : public UpstreamStream {
     rewrite_request_headers(req.head->headers, *req.rewrite, rewritten);
     body.append(req.body);
     end = req.end;
+    if (req.trailers) trailers = *req.trailers;
     return send_result;
   }
   void send_request_body(std::string_view bytes) override {
@@ -176,6 +179,12 @@ class FakeUpstream final : public UpstreamStream {
   }
   void send_request_end() override {
     CHECK_FALSE(gone());
+    end = true;
+  }
+  void send_request_trailers(const Headers& t) override {
+    CHECK_FALSE(gone());
+    ++trailer_calls;
+    trailers = t;
     end = true;
   }
   size_t queued_bytes() const override { return queued; }
@@ -656,6 +665,46 @@ TEST_CASE("exchange: a response body that stalls past idle_timeout is cut") {
   CHECK(t.down.ends == 0);
   CHECK(t.down.done == 0);
   CHECK(t.down.proxy_responses.empty());
+}
+
+TEST_CASE("exchange: request trailers go with the end, filtered, and again on the retry") {
+  Harness t;
+  MessageHead head = request_head("POST", "/orders", {{"Idempotency-Key", "k1"}});
+  head.chunked = true;
+  Exchange& ex = t.begin(kRoutePost, head);
+  ex.on_request_body("hello", 5);
+  ex.on_request_trailers({{"X-Sum", "1"}, {"Host", "evil"}, {"Content-Length", "9"}, {"x-rows", "2"}});
+  ex.on_request_end();
+  const Headers kept = {{"X-Sum", "1"}, {"x-rows", "2"}};
+  FakeUpstream& first = t.connect(0);
+  CHECK(first.body == "hello");
+  CHECK(first.end);
+  CHECK(first.trailers == kept);  // read whole first: they go with the head
+  t.answer(0, 503, "busy");
+  t.await_attempt(2);
+  FakeUpstream& second = t.connect(1);
+  CHECK(second.body == "hello");
+  CHECK(second.trailers == kept);
+  t.answer(1, 201, "made");
+  CHECK(t.down.heads.size() == 1);
+}
+
+TEST_CASE("exchange: a streaming body's trailers end the request after its bytes") {
+  Harness t;
+  MessageHead head = request_head("PUT", "/big");
+  head.chunked = true;
+  Exchange& ex = t.begin(kRouteMain, head);
+  const std::string chunk(70 * 1024, 'b');  // past buffer_limit: streams
+  ex.on_request_body(chunk.data(), chunk.size());
+  FakeUpstream& u = t.connect(0);
+  CHECK_FALSE(u.end);
+  CHECK(u.trailers.empty());
+  ex.on_request_trailers({{"x-sum", "9"}});
+  ex.on_request_end();
+  CHECK(u.body == chunk);
+  CHECK(u.trailer_calls == 1);
+  CHECK(u.trailers == Headers{{"x-sum", "9"}});
+  CHECK(u.end);
 }
 
 TEST_CASE("exchange: a body past buffer_limit streams, is held back under backpressure and never replayed") {

@@ -160,6 +160,8 @@ struct Recorder : H2Session::Handler {
   int32_t goaway_last = -1;
   uint32_t goaway_code = 0;
   int terminal_events = 0;
+  // Server: heads the session answered 431 itself (stream, partial :path).
+  std::vector<std::pair<int32_t, std::string>> refused_heads;
   // Server side: answer every request head at once (body "ok", not ended).
   bool answer_heads = false;
 
@@ -200,6 +202,10 @@ struct Recorder : H2Session::Handler {
     CHECK(s.resets == 0);
     s.closed = true;
     ++terminal_events;
+  }
+  void on_head_refused(int32_t id, const H2Session::Head& partial) override {
+    CHECK_FALSE(streams.count(id));
+    refused_heads.emplace_back(id, partial.path);
   }
   void on_goaway(int32_t last, uint32_t code) override {
     ++goaways;
@@ -376,6 +382,40 @@ TEST_CASE("h2 field names are lower-cased wherever their capitals are, and dropp
                                                  {"z", "6"},
                                                  {"via", "7"},
                                                  {"te", "Trailers"}});
+}
+
+TEST_CASE("h2 server: an interim 100 before the final head; the client skips it") {
+  Pair p;
+  int32_t id = p.client.submit_request(post("/upload"), false);
+  p.pump();
+  REQUIRE(p.srec.streams[id].head_seen);
+  CHECK_FALSE(p.server.submit_interim(id, 101));  // never a 101 on HTTP/2
+  CHECK_FALSE(p.server.submit_interim(id, 200));  // not interim
+  CHECK(p.server.submit_interim(id, 100));
+  p.pump();
+  CHECK_FALSE(p.crec.streams[id].head_seen);  // 1xx heads do not reach the owner
+  CHECK(p.client.send_data(id, "body"));
+  CHECK(p.client.end_stream(id));
+  p.pump();
+  CHECK(p.srec.streams[id].body == "body");
+  CHECK(p.server.submit_response(id, status(200), true));
+  CHECK_FALSE(p.server.submit_interim(id, 100));  // after the final head
+  p.pump();
+  CHECK(p.crec.streams[id].head.status == 200);
+  CHECK(p.crec.streams[id].closed);
+
+  // On the wire: a HEADERS :status 100 that does not end the stream.
+  Attack at;
+  REQUIRE(at.feed(client_start()));
+  REQUIRE(at.feed(headers(1, request_block())));
+  CHECK(at.server.submit_interim(1, 100));
+  at.take();
+  const Frame* interim = nullptr;
+  for (const Frame& f : at.frames)
+    if (f.type == HEADERS && f.stream == 1) interim = &f;
+  REQUIRE(interim);
+  CHECK(interim->fields == Headers{{":status", "100"}});
+  CHECK_FALSE((interim->flags & END_STREAM));
 }
 
 TEST_CASE("h2 head-only request and a response without trailers") {
@@ -648,7 +688,10 @@ TEST_CASE("h2 oversized header list: the stream is refused with 431, a repeat of
     if (f.type == HEADERS && f.stream == 3) answer = &f;
   REQUIRE(answer);
   CHECK(field(answer->fields, ":status") == "431");
+  CHECK(field(answer->fields, "x-onelayer-error") == "headers_too_large");
   CHECK((answer->flags & END_STREAM));
+  // The owner is told once, with what was decoded before the limit.
+  CHECK(at.rec.refused_heads == std::vector<std::pair<int32_t, std::string>>{{3, "/"}});
   CHECK(at.count(RST_STREAM, H2Session::kNoError) == 1);  // the request had not ended
   // The refused request's body is taken and dropped (its window given back).
   REQUIRE(at.feed(data(3, std::string(1000, 'b'), END_STREAM)));

@@ -70,3 +70,18 @@ TEST_CASE("HeadLinesDeclareTheLengthOnlyWhereItApplies") {
   Http1BodyEncoder(BodyFraming::none).append_head_lines(out, 42, {}, true);
   CHECK(out == "Content-Length: 42\r\n");  // HEAD and 304 keep the announced length
 }
+
+TEST_CASE("TrailersGoInTheLastChunkAndOnlyAChunkedBodyCarriesThem") {
+  const Headers trailers = {{"X-Checksum", "abc"}, {"grpc-status", "0"}};
+  std::string out = "body";
+  Http1BodyEncoder(BodyFraming::chunked).append_last(out, trailers);
+  CHECK(out == "body0\r\nX-Checksum: abc\r\ngrpc-status: 0\r\n\r\n");
+  out.clear();
+  Http1BodyEncoder(BodyFraming::chunked).append_last(out, {});
+  CHECK(out == "0\r\n\r\n");
+  for (BodyFraming f : {BodyFraming::length, BodyFraming::none, BodyFraming::close_delimited}) {
+    out.clear();
+    Http1BodyEncoder(f).append_last(out, trailers);
+    CHECK(out.empty());
+  }
+}

@@ -14,6 +14,7 @@ namespace {
 struct Recorder : HttpParser::Handler {
   std::vector<MessageHead> heads;
   std::string body;
+  std::vector<Headers> trailers;  // each message's trailer section (when it had fields)
   int ends = 0;
   bool pause_after_message = false;
   int head_result = 0;
@@ -26,7 +27,9 @@ struct Recorder : HttpParser::Handler {
     body.append(data, len);
     return 0;
   }
+  void on_trailers(Headers& t) override { trailers.push_back(t); }
   int on_message_end() override {
+    CHECK(trailers.size() <= static_cast<size_t>(ends) + 1);  // trailers come before their end
     ++ends;
     return pause_after_message ? HPE_PAUSED : 0;
   }
@@ -295,4 +298,35 @@ TEST_CASE("HttpParser: a request after one that offered an upgrade is parsed as 
     REQUIRE(r.heads.size() == 2);
     CHECK(r.heads[1].target == "/b");
   }
+}
+
+TEST_CASE("a chunked body's trailer section reaches the handler apart from the head, before the end") {
+  const std::string in =
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Head: h\r\n\r\n"
+      "5\r\nhello\r\n0\r\nX-Checksum: abc\r\nX-Rows:  3 \r\n\r\n"
+      "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+  for (size_t step : {in.size(), size_t{1}, size_t{7}}) {
+    Recorder r;
+    HttpParser p(HTTP_RESPONSE, &r);
+    feed_in_steps(p, in, step);
+    REQUIRE(r.ends == 2);
+    REQUIRE(r.heads.size() == 2);
+    CHECK(r.heads[0].headers == Headers{{"Transfer-Encoding", "chunked"}, {"X-Head", "h"}});
+    CHECK(p.head().headers == Headers{{"Content-Length", "2"}});  // nothing appended to the head
+    REQUIRE(r.trailers.size() == 1);  // the second message had none
+    CHECK(r.trailers[0] == Headers{{"X-Checksum", "abc"}, {"X-Rows", "3"}});
+    CHECK(r.body == "hellook");
+  }
+}
+
+TEST_CASE("trailers count against the head limits") {
+  Recorder r;
+  HttpParser p(HTTP_REQUEST, &r);
+  p.set_limits(1 << 20, 2);
+  const std::string in =
+      "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "0\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n";
+  feed_until_error(p, in, in.size());
+  CHECK(p.error() == HttpParser::Error::too_many_headers);
+  CHECK(r.trailers.empty());
 }
