@@ -966,9 +966,9 @@ void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
 
 void Loader::check_protocol(const std::optional<At>& at, const Upstream& u, const std::optional<At>& alpn_h2_at) {
   bool h2 = u.protocol == UpstreamProtocol::h2;
-  if (alpn_h2_at && !h2)
-    error(*alpn_h2_at, "h2 is offered only with protocol: h2 (protocol " + std::string(protocol_name(u.protocol)) +
-                           " speaks http/1.1 over TLS)");
+  if (alpn_h2_at && !h2 && u.protocol != UpstreamProtocol::auto_)
+    error(*alpn_h2_at, "h2 is offered only with protocol: h2 or auto (protocol " +
+                           std::string(protocol_name(u.protocol)) + " speaks http/1.1 over TLS)");
   if (h2 && u.tls && !u.tls->alpn.empty() && u.tls->alpn != std::vector<std::string>{"h2"})
     error(at ? *at : *alpn_h2_at, "h2 offers ALPN h2 alone: tls.alpn must be [h2] or left out");
   if (!at) return;

@@ -142,7 +142,8 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
                "\r\nUser-Agent: onelayer-health-check\r\nConnection: close\r\n\r\n";
   if (tls) {
     c->tls_ctx = tls;
-    c->tls = tls->open(u.endpoints[m.endpoint].host, u.endpoints[m.endpoint].to_string());
+    // (An `auto` upstream's checks speak HTTP/1.1: they offer it alone.)
+    c->tls = tls->open(u.endpoints[m.endpoint].host, u.endpoints[m.endpoint].to_string(), true);
   }
   uv_tcp_init(loop_, &c->tcp);
   uv_timer_init(loop_, &c->timer);

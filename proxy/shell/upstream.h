@@ -61,6 +61,9 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
   // TLS (the upstream has a `tls` block): the context a new connection
   // handshakes with; a pooled one made with another context is not reused.
   void use_tls(std::shared_ptr<TlsClientContext> ctx) { tls_ctx_ = std::move(ctx); }
+  // An `auto` upstream's connection for a request only HTTP/1.1 can carry:
+  // its handshake offers http/1.1 alone (and teaches the endpoint nothing).
+  void offer_http1_only() { http1_only_ = true; }
   const TlsClientContext* tls_context() const { return tls_ctx_.get(); }
   // The handshake after the TCP connect, within what is left of
   // connect_timeout; its end (Conn::tls_pump); errors after it.
@@ -79,6 +82,14 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
   int on_head(MessageHead& head) override;
   int on_body(const char* data, size_t len) override;
   int on_message_end() override;
+  // An `auto` upstream's handshake chose h2: the socket and its TLS channel
+  // go to a new H2UpConn, and the attempt becomes a stream on it. Waits for
+  // the handshake's last bytes to leave this handle first (both handles
+  // write the same socket); plaintext read meanwhile waits in `early_`.
+  void hand_over_to_h2();
+  void finish_h2_handover();
+  // Before the handover: the peer closed, or TLS failed.
+  void fail_handover(const std::string& why);
 
   EndpointState* ep_;
   std::shared_ptr<TlsClientContext> tls_ctx_;  // set when the upstream has `tls`
@@ -98,6 +109,9 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
   bool informational_ = false;   // a 1xx response is being skipped
   bool message_done_ = false;
   bool reading_ = false;
+  bool http1_only_ = false;  // see offer_http1_only
+  bool handing_over_ = false;  // hand_over_to_h2 waits for the write queue
+  std::string early_;          // plaintext read while handing over
   Millis connect_timeout_{1000};
   int addr_index_ = -1;  // index into ep_->addrs to use (the balancer's pick); -1: the sticky one
   int addr_used_ = -1;   // the index it connected to

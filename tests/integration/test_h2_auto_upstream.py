@@ -1,0 +1,144 @@
+"""``protocol: auto`` with ``tls`` through the real onelayer: the handshake
+offers ALPN h2 and http/1.1 (HTTP/2 preferred) and the server's choice
+decides. NGINX (nginx-light) with a certificate made by the openssl CLI at
+test time is the origin, once with ``listen ... ssl http2`` (the connection
+turns HTTP/2, many requests share it) and once with ``ssl`` alone (it stays
+HTTP/1.1); HTTP/1.1 clients and an HTTP/2 client (nghttp) in front. The
+endpoint remembers what its server chose: later connections need no
+handshake to learn it again."""
+
+import subprocess
+import time
+import unittest
+
+import harness as h
+import ops_helpers as ops
+import tls_helpers as tls
+
+
+def get(port, target):
+    with h.Conn(port) as c:
+        return c.request("GET", target, host="svc.test")
+
+
+class AutoUpstreamTest(tls.PkiTest):
+
+    def nginx(self, **kw):
+        n = tls.Nginx(self.pki, **kw)
+        self.addCleanup(n.stop)
+        return n
+
+    def proxy_to(self, nginx, *, upstream=None):
+        up = {"protocol": "auto", "tls": {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")}}
+        up.update(upstream or {})
+        return self.start_proxy(h.simple_config(nginx.port, upstream=up, workers=1))
+
+    def connections_total(self, proxy):
+        return ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_total")
+
+    def test_an_h2_origin_gets_http2_and_every_request_shares_one_connection(self):
+        n = self.nginx(http2=True)
+        proxy = self.proxy_to(n)
+        r = get(proxy.port(), "/first")
+        self.assertEqual((r.status, r.body), (200, b"ok sni=origin.test alpn=h2\n"))
+        # The first attempt went as a stream on the connection its handshake
+        # opened: one connection, and no second request for it.
+        self.assertEqual(self.connections_total(proxy), 1)
+        results = h.concurrent_gets(proxy.port(), 60, concurrency=20, target="/many")
+        self.assertEqual([status for _, status, _ in results], [200] * 60)
+        lines = n.wait_lines(61)
+        self.assertEqual(len(lines), 61, lines)
+        self.assertEqual({(tls.field(l, "alpn"), tls.field(l, "http")) for l in lines}, {("h2", "HTTP/2.0")})
+        self.assertEqual(len({tls.field(l, "conn") for l in lines}), 1, "one HTTP/2 connection for all")
+        self.assertEqual(self.connections_total(proxy), 1)
+        self.assertEqual(proxy.stderr().count("ALPN chose h2"), 1, proxy.stderr())
+
+    def test_an_http2_client_and_an_http11_client_both_reach_an_h2_origin(self):
+        n = self.nginx(http2=True)
+        proxy = self.proxy_to(n)
+        self.assertEqual(get(proxy.port(), "/h1").status, 200)
+        base = "http://127.0.0.1:%d" % proxy.port()
+        r = subprocess.run(["nghttp", "-n", "-m", "10", base + "/h2"], capture_output=True, text=True,
+                           errors="replace", timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = n.wait_lines(11)
+        self.assertEqual(sorted(l.split()[1] for l in lines), ["/h1"] + ["/h2"] * 10)
+        self.assertEqual({tls.field(l, "http") for l in lines}, {"HTTP/2.0"})
+        self.assertEqual(len({tls.field(l, "conn") for l in lines}), 1)
+
+    def test_an_origin_without_http2_gets_http11_on_keep_alive_connections(self):
+        n = self.nginx(http2=False)
+        proxy = self.proxy_to(n)
+        r = get(proxy.port(), "/one")
+        self.assertEqual((r.status, r.body), (200, b"ok sni=origin.test alpn=http/1.1\n"))
+        with h.Conn(proxy.port()) as c:
+            for i in range(10):
+                self.assertEqual(c.request("GET", "/k%d" % i, host="svc.test").status, 200)
+        base = "http://127.0.0.1:%d" % proxy.port()
+        r = subprocess.run(["nghttp", "-n", base + "/from-h2"], capture_output=True, text=True,
+                           errors="replace", timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = n.wait_lines(12)
+        self.assertEqual({(tls.field(l, "alpn"), tls.field(l, "http")) for l in lines}, {("http/1.1", "HTTP/1.1")})
+        self.assertEqual(len({tls.field(l, "conn") for l in lines}), 1, "the keep-alive connection served all")
+        self.assertEqual(proxy.stderr().count("ALPN chose http/1.1"), 1, proxy.stderr())
+
+    def test_a_later_connection_goes_straight_to_http2_without_learning_again(self):
+        # The pooled connection idles out; the next request opens a new one,
+        # as HTTP/2 from the start (the endpoint remembered h2): nothing is
+        # learnt anew, and each request cost exactly one connection.
+        n = self.nginx(http2=True)
+        proxy = self.proxy_to(n, upstream={"pool": {"idle_timeout": "200ms"}})
+        self.assertEqual(get(proxy.port(), "/a").status, 200)
+        self.assertTrue(h.wait_until(
+            lambda: ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active") == 0, 5))
+        self.assertEqual(get(proxy.port(), "/b").status, 200)
+        lines = n.wait_lines(2)
+        self.assertEqual([tls.field(l, "http") for l in lines], ["HTTP/2.0", "HTTP/2.0"])
+        self.assertEqual(len({tls.field(l, "conn") for l in lines}), 2)
+        self.assertEqual([tls.field(l, "reused") for l in lines], [".", "r"], "the second resumed the session")
+        self.assertEqual(self.connections_total(proxy), 2)
+        log = proxy.stderr()
+        self.assertEqual(log.count("ALPN chose"), 1, log)
+
+    def test_an_upgrade_request_goes_over_http11_to_an_endpoint_that_chose_h2(self):
+        n = self.nginx(http2=True)
+        proxy = self.proxy_to(n)
+        self.assertEqual(get(proxy.port(), "/learn").status, 200)
+        with h.Conn(proxy.port()) as c:
+            r = c.request("GET", "/ws", host="svc.test",
+                          headers=[("Connection", "Upgrade"), ("Upgrade", "websocket")])
+        self.assertEqual(r.status, 200, r)  # nginx does not switch; it answers over HTTP/1.1
+        lines = n.wait_lines(2)
+        seen = {l.split()[1]: (tls.field(l, "alpn"), tls.field(l, "http")) for l in lines}
+        self.assertEqual(seen, {"/learn": ("h2", "HTTP/2.0"), "/ws": ("http/1.1", "HTTP/1.1")})
+
+    def test_a_grpc_call_goes_over_http2_to_an_h2_origin_and_is_unavailable_over_http11(self):
+        # nginx answers the POST itself (return 200): what matters is which
+        # protocol carried it, and the answer onelayer gives where HTTP/2 is
+        # not to be had.
+        h2_origin = self.nginx(http2=True)
+        h1_origin = self.nginx(http2=False)
+        grpc = ["-H", "content-type: application/grpc", "-H", "te: trailers", "-d", "/dev/null"]
+        for origin, expect_http in ((h2_origin, "HTTP/2.0"), (h1_origin, None)):
+            proxy = self.proxy_to(origin)
+            base = "http://127.0.0.1:%d" % proxy.port()
+            for i in range(2):  # the second time the endpoint's protocol is known
+                r = subprocess.run(["nghttp", "-v"] + grpc + [base + "/pkg.Svc/M%d" % i], capture_output=True,
+                                   text=True, errors="replace", timeout=30)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                if expect_http:
+                    self.assertNotIn("grpc-status", r.stdout)
+                else:
+                    self.assertIn("grpc-status: 14", r.stdout, r.stdout)
+                    self.assertIn("x-onelayer-error: bad_upstream_response", r.stdout, r.stdout)
+            if expect_http:
+                lines = origin.wait_lines(2)
+                self.assertEqual({tls.field(l, "http") for l in lines}, {expect_http})
+            else:
+                time.sleep(0.2)
+                self.assertEqual(origin.access_lines(), [], "no gRPC call went over HTTP/1.1")
+
+
+if __name__ == "__main__":
+    unittest.main()
