@@ -11,6 +11,7 @@
 
 #include "shell/endpoint_state.h"
 #include "shell/h2_upstream_stream.h"
+#include "shell/upstream.h"
 #include "shell/worker.h"
 
 namespace onelayer {
@@ -211,12 +212,8 @@ void H2UpConn::on_tls_handshake(bool ok) {
   }
   std::string alpn = tls_->alpn();
   if (alpn != "h2" && tls_ctx_->negotiates()) {
-    // An `auto` endpoint that spoke HTTP/2 before chose http/1.1 now: the
-    // endpoint learns it, and the streams waiting here (nothing of theirs
-    // was sent) are refused, so their retries go over HTTP/1.1.
     ep_->learn_alpn(EndpointState::Alpn::http1);
-    close_now();
-    for (H2UpStream* s : take_streams()) s->on_refused();
+    hand_over_to_http1();
     return;
   }
   if (alpn != "h2") {
@@ -227,6 +224,31 @@ void H2UpConn::on_tls_handshake(bool ok) {
                 tls_->session_reused() ? "resumed" : "full handshake");
   tcp_up_ = true;
   flush();
+}
+
+// An `auto` endpoint that spoke HTTP/2 before chose http/1.1 now: nothing
+// of the waiting streams was sent. The first goes on over this socket and
+// TLS channel as an HTTP/1.1 connection, the others over HTTP/1.1
+// connections of their own (a pooled one, or a new one). When the
+// handshake's last bytes have not left yet, none takes this socket over.
+void H2UpConn::hand_over_to_http1() {
+  std::vector<H2UpStream*> waiting = take_streams();
+  int fd = waiting.empty() || write_queue() > 0 ? -1 : duplicate_socket();
+  UpConn* first = nullptr;
+  if (fd >= 0) first = UpConn::take_over(worker_, ep_, addr_used_, tls_ctx_, std::move(tls_), fd, connect_timeout_);
+  close_now();
+  for (H2UpStream* s : waiting) {
+    UpstreamStream* next;
+    if (first && s == waiting.front()) {
+      first->attach(s->receiver(), s->head_request());
+      next = first;
+    } else {
+      next = open_http1_stream(worker_, ep_, addr_index_, tls_ctx_, s->receiver(), s->head_request(),
+                               connect_timeout_);
+    }
+    s->move_attempt_to(next);
+  }
+  if (first) first->start_taken_over();
 }
 
 void H2UpConn::fail_tls(const std::string& why, bool verify) {

@@ -104,6 +104,7 @@ class H2UpConn final : public Conn, private H2Session::Handler, private Deferred
   void start_connect();
   void on_tcp_connected();
   void become_ready();
+  void hand_over_to_http1();
   // The TLS handshake failed: every stream hears why.
   void fail_tls(const std::string& why, bool verify);
   // The connection failed before it was usable: every stream hears it.

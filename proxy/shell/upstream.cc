@@ -1,7 +1,7 @@
 // Upstream connections: connect with a timeout, response parsing,
 // keep-alive pooling with idle timeouts and detection of connections the
 // upstream closed while pooled. (The DNS cache: endpoint_state.cc.)
-#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,13 +18,42 @@
 
 namespace onelayer {
 
-UpConn::UpConn(Worker* w, EndpointState* ep, int addr_index)
+UpConn::UpConn(Worker* w, EndpointState* ep, int addr_index, bool fresh)
     : Conn(w), ep_(ep), parser_(HTTP_RESPONSE, this), addr_index_(addr_index) {
   connect_req_.data = this;
   parser_.set_limits(64 * 1024, 256);
   auto& m = w->runtime().metrics;
   m.upstream_connections_active.fetch_add(1, std::memory_order_relaxed);
-  m.upstream_connections_total.fetch_add(1, std::memory_order_relaxed);
+  if (fresh) m.upstream_connections_total.fetch_add(1, std::memory_order_relaxed);
+}
+
+UpConn* UpConn::take_over(Worker* w, EndpointState* ep, int addr_used, std::shared_ptr<TlsClientContext> tls,
+                          std::unique_ptr<TlsChannel> channel, uv_os_sock_t fd, Millis connect_timeout) {
+  auto* u = new UpConn(w, ep, addr_used, false);
+  u->addr_used_ = addr_used;
+  u->connect_timeout_ = connect_timeout;
+  u->tls_ctx_ = std::move(tls);
+  u->tls_ = std::move(channel);
+  int rc = uv_tcp_open(&u->tcp_, fd);
+  if (rc != 0) {
+    ::close(fd);
+    u->open_error_ = rc;  // reported as a connect failure by start_taken_over
+  }
+  return u;
+}
+
+void UpConn::start_taken_over() {
+  if (open_error_ != 0) {
+    arm_timer(0, [](TimerList::Entry* t) {
+      auto* u = Conn::of<UpConn>(t);
+      if (u->ex_) u->ex_->on_connect_failed(u->open_error_, false);
+    });
+    return;
+  }
+  connected_ = true;
+  if (ex_) ex_->on_connected();
+  resume_reading();
+  if (!closing() && tls()) Conn::tls_pump(this);  // what the channel still holds
 }
 
 void UpConn::connect(Millis timeout) {
@@ -186,10 +215,7 @@ void UpConn::finish_h2_handover() {
     detach_and_close();
     return;
   }
-  // The new handle gets its own descriptor of the socket; closing this
-  // handle then closes only ours (libuv drops its epoll entry first).
-  uv_os_fd_t fd = -1;
-  int own = uv_fileno(reinterpret_cast<uv_handle_t*>(&tcp_), &fd) == 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+  int own = duplicate_socket();
   if (own < 0) {
     fail_handover(std::string("cannot hand the connection to HTTP/2: ") + std::strerror(errno));
     return;
@@ -446,6 +472,12 @@ UpstreamStream* open_upstream_stream(Worker* w, EndpointState* ep, const Upstrea
   const bool negotiates = upstream.protocol == UpstreamProtocol::auto_ && tls;
   if (negotiates && ep->alpn == EndpointState::Alpn::h2 && !r->needs_http1())
     return open_h2_upstream_stream(w, ep, upstream, addr, tls, r, head_request, connect_timeout);
+  return open_http1_stream(w, ep, addr, tls, r, head_request, connect_timeout, negotiates && r->needs_http1());
+}
+
+UpstreamStream* open_http1_stream(Worker* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
+                                  UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout,
+                                  bool http1_only) {
   // An idle connection to the address, else a new one. One made under other
   // TLS settings (before a reload) is never reused.
   while (UpConn* pooled = ep->take_idle(addr)) {
@@ -458,7 +490,7 @@ UpstreamStream* open_upstream_stream(Worker* w, EndpointState* ep, const Upstrea
   }
   auto* u = new UpConn(w, ep, addr);
   u->use_tls(tls);  // nullptr: cleartext
-  if (negotiates && r->needs_http1()) u->offer_http1_only();
+  if (http1_only) u->offer_http1_only();
   u->attach(r, head_request);
   u->connect(connect_timeout);
   return u;

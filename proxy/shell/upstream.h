@@ -23,7 +23,16 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
  public:
   // `addr_index`: the address of the endpoint to connect to (the balancer's
   // pick), -1 for the endpoint's sticky one.
-  UpConn(Worker* w, EndpointState* ep, int addr_index);
+  // `fresh`: a new TCP connection (counted in upstream_connections_total);
+  // false for one taken over, counted already.
+  UpConn(Worker* w, EndpointState* ep, int addr_index, bool fresh = true);
+  // An `auto` upstream's HTTP/2 connection whose handshake chose http/1.1:
+  // `fd` (a descriptor of its connected socket, now this connection's) and
+  // its established TLS `channel` carry on as HTTP/1.1. start_taken_over(),
+  // once an attempt is attached, tells it the request can go.
+  static UpConn* take_over(Worker* w, EndpointState* ep, int addr_used, std::shared_ptr<TlsClientContext> tls,
+                           std::unique_ptr<TlsChannel> channel, uv_os_sock_t fd, Millis connect_timeout);
+  void start_taken_over();
   // The TLS channel goes before its context (a member of this class, so
   // otherwise freed first).
   ~UpConn() override { tls_.reset(); }
@@ -116,6 +125,13 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
   int addr_index_ = -1;  // index into ep_->addrs to use (the balancer's pick); -1: the sticky one
   int addr_used_ = -1;   // the index it connected to
   int dns_error_ = 0;    // reported by fail_dns_later
+  int open_error_ = 0;   // take_over could not open the socket
 };
+
+// An attempt's HTTP/1.1 connection to `ep`'s address `addr`: an idle pooled
+// one made with `tls`, else a new one (`http1_only`: see offer_http1_only).
+UpstreamStream* open_http1_stream(Worker* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
+                                  UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout,
+                                  bool http1_only = false);
 
 }  // namespace onelayer

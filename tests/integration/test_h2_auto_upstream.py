@@ -28,13 +28,22 @@ class AutoUpstreamTest(tls.PkiTest):
         self.addCleanup(n.stop)
         return n
 
-    def proxy_to(self, nginx, *, upstream=None):
+    def proxy_to(self, nginx, *, upstream=None, retry=None):
         up = {"protocol": "auto", "tls": {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")}}
         up.update(upstream or {})
-        return self.start_proxy(h.simple_config(nginx.port, upstream=up, workers=1))
+        return self.start_proxy(h.simple_config(nginx.port, upstream=up, retry=retry, workers=1))
 
     def connections_total(self, proxy):
         return ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_total")
+
+    def first_request_then_idle_out(self, nginx, **kw):
+        """A proxy whose pooled connections close after 200 ms, after one
+        request (the endpoint has chosen) and once its connection is gone."""
+        proxy = self.proxy_to(nginx, upstream={"pool": {"idle_timeout": "200ms"}}, **kw)
+        self.assertEqual(get(proxy.port(), "/first").status, 200)
+        self.assertTrue(h.wait_until(
+            lambda: ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active") == 0, 5))
+        return proxy
 
     def test_an_h2_origin_gets_http2_and_every_request_shares_one_connection(self):
         n = self.nginx(http2=True)
@@ -84,22 +93,47 @@ class AutoUpstreamTest(tls.PkiTest):
         self.assertEqual(proxy.stderr().count("ALPN chose http/1.1"), 1, proxy.stderr())
 
     def test_a_later_connection_goes_straight_to_http2_without_learning_again(self):
-        # The pooled connection idles out; the next request opens a new one,
-        # as HTTP/2 from the start (the endpoint remembered h2): nothing is
-        # learnt anew, and each request cost exactly one connection.
+        # The pooled connection idles out; then 20 requests at once. The
+        # endpoint remembered h2, so the first opens an HTTP/2 connection
+        # straight away and the others join it as streams while it connects
+        # (had each to learn the protocol by a handshake of its own, each
+        # would open its own connection).
         n = self.nginx(http2=True)
-        proxy = self.proxy_to(n, upstream={"pool": {"idle_timeout": "200ms"}})
-        self.assertEqual(get(proxy.port(), "/a").status, 200)
-        self.assertTrue(h.wait_until(
-            lambda: ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active") == 0, 5))
-        self.assertEqual(get(proxy.port(), "/b").status, 200)
-        lines = n.wait_lines(2)
-        self.assertEqual([tls.field(l, "http") for l in lines], ["HTTP/2.0", "HTTP/2.0"])
-        self.assertEqual(len({tls.field(l, "conn") for l in lines}), 2)
-        self.assertEqual([tls.field(l, "reused") for l in lines], [".", "r"], "the second resumed the session")
+        proxy = self.first_request_then_idle_out(n)
+        results = h.concurrent_gets(proxy.port(), 20, concurrency=20, target="/later")
+        self.assertEqual([status for _, status, _ in results], [200] * 20)
+        lines = n.wait_lines(21)
+        self.assertEqual({tls.field(l, "http") for l in lines}, {"HTTP/2.0"})
+        later = [l for l in lines if l.split()[1] == "/later"]
+        self.assertEqual(len({tls.field(l, "conn") for l in later}), 1, "one new connection for all 20: %r" % later)
+        self.assertEqual({tls.field(l, "reused") for l in later}, {"r"}, "it resumed the TLS session")
         self.assertEqual(self.connections_total(proxy), 2)
         log = proxy.stderr()
         self.assertEqual(log.count("ALPN chose"), 1, log)
+
+    def test_an_endpoint_that_chose_h2_and_now_chooses_http11_is_served_over_http11(self):
+        # The origin loses http2 while onelayer remembers h2: the new HTTP/2
+        # connection hears http/1.1 and becomes an HTTP/1.1 one, its waiting
+        # attempt (nothing sent) goes over it (no retry: max_attempts is 1),
+        # and the endpoint learns it.
+        before = self.nginx(http2=True)
+        proxy = self.first_request_then_idle_out(before, retry={"max_attempts": 1})
+        self.assertEqual([tls.field(l, "http") for l in before.access_lines()], ["HTTP/2.0"])
+        before.stop()
+        after = self.nginx(http2=False, port=before.port)
+        for target in ("/now", "/then"):
+            r = get(proxy.port(), target)
+            self.assertEqual((r.status, r.body), (200, b"ok sni=origin.test alpn=http/1.1\n"))
+        lines = after.wait_lines(2)
+        self.assertEqual([(l.split()[1], tls.field(l, "http")) for l in lines],
+                         [("/now", "HTTP/1.1"), ("/then", "HTTP/1.1")])
+        self.assertEqual(len({tls.field(l, "conn") for l in lines}), 1, "the handed-over connection kept alive")
+        self.assertEqual(self.connections_total(proxy), 2)
+        now = h.wait_until(lambda: [l for l in proxy.access_log() if "path=/now " in l])
+        self.assertEqual(len(now), 1, proxy.access_log())
+        self.assertIn(" attempts=1 ", now[0])
+        self.assertIn(" status=200 ", now[0])
+        self.assertIn("ALPN chose http/1.1 (protocol auto), not what it chose before", proxy.stderr())
 
     def test_an_upgrade_request_goes_over_http11_to_an_endpoint_that_chose_h2(self):
         n = self.nginx(http2=True)
