@@ -233,20 +233,23 @@ void H2UpConn::on_tls_handshake(bool ok) {
 // handshake's last bytes have not left yet, none takes this socket over.
 void H2UpConn::hand_over_to_http1() {
   std::vector<H2UpStream*> waiting = take_streams();
+  spdlog::info("upstream {}: a new HTTP/2 connection negotiated http/1.1: {} waiting attempt(s) go over HTTP/1.1",
+               ep_->label, waiting.size());
   int fd = waiting.empty() || write_queue() > 0 ? -1 : duplicate_socket();
   UpConn* first = nullptr;
   if (fd >= 0) first = UpConn::take_over(worker_, ep_, addr_used_, tls_ctx_, std::move(tls_), fd, connect_timeout_);
   close_now();
   for (H2UpStream* s : waiting) {
+    UpstreamStream::Receiver* r = s->receiver();
     UpstreamStream* next;
     if (first && s == waiting.front()) {
-      first->attach(s->receiver(), s->head_request());
+      first->attach(r, s->head_request());
       next = first;
     } else {
-      next = open_http1_stream(worker_, ep_, addr_index_, tls_ctx_, s->receiver(), s->head_request(),
-                               connect_timeout_);
+      next = open_http1_stream(worker_, ep_, addr_index_, tls_ctx_, r, s->head_request(), connect_timeout_);
     }
     s->move_attempt_to(next);
+    if (next != first && next->ready()) r->on_connected();  // a pooled connection: the request goes now
   }
   if (first) first->start_taken_over();
 }

@@ -410,8 +410,13 @@ int UpConn::on_message_end() {
 }
 
 void UpConn::on_write_done(int status) {
-  if (handing_over_ && status >= 0 && write_queue() == 0) {
-    finish_h2_handover();
+  if (handing_over_) {  // nothing of the request went yet
+    if (status < 0) {
+      if (status != UV_ECANCELED)
+        fail_handover(std::string("write failed after the TLS handshake: ") + uv_strerror(status));
+    } else if (write_queue() == 0) {
+      finish_h2_handover();
+    }
     return;
   }
   if (close_when_flushed_ && (status < 0 || write_queue() == 0)) {  // a tunnel after a 101

@@ -135,6 +135,25 @@ class AutoUpstreamTest(tls.PkiTest):
         self.assertIn(" status=200 ", now[0])
         self.assertIn("ALPN chose http/1.1 (protocol auto), not what it chose before", proxy.stderr())
 
+    def test_attempts_waiting_on_an_http2_connection_that_hears_http11_all_go_over_http11(self):
+        # As above with 8 requests at once: they all wait on one new HTTP/2
+        # connection; when its server chooses http/1.1, the first attempt
+        # takes that connection, the others open (or take) HTTP/1.1 ones,
+        # and none is retried.
+        before = self.nginx(http2=True)
+        proxy = self.first_request_then_idle_out(before, retry={"max_attempts": 1})
+        before.stop()
+        after = self.nginx(http2=False, port=before.port)
+        results = h.concurrent_gets(proxy.port(), 8, concurrency=8, target="/burst")
+        self.assertEqual([status for _, status, _ in results], [200] * 8)
+        lines = after.wait_lines(8)
+        self.assertEqual({tls.field(l, "http") for l in lines}, {"HTTP/1.1"})
+        burst = h.wait_until(lambda: (lambda ls: ls if len(ls) == 8 else None)(
+            [l for l in proxy.access_log() if "path=/burst " in l]))
+        self.assertEqual(len(burst), 8, proxy.access_log())
+        self.assertTrue(all(" attempts=1 " in l and " status=200 " in l for l in burst), burst)
+        self.assertRegex(proxy.stderr(), r"a new HTTP/2 connection negotiated http/1.1: \d+ waiting attempt")
+
     def test_an_upgrade_request_goes_over_http11_to_an_endpoint_that_chose_h2(self):
         n = self.nginx(http2=True)
         proxy = self.proxy_to(n)

@@ -106,7 +106,8 @@ TEST_CASE("config h2c: an upstream speaks HTTP/2 over cleartext, and the round t
 }
 
 TEST_CASE("config h2c and h2: an active health check is allowed (it speaks HTTP/2), so is outlier detection") {
-  for (const char* up : {"    protocol: h2c\n", "    protocol: h2\n    tls: {}\n", "    protocol: auto\n    tls: {}\n"}) {
+  for (const char* up :
+       {"    protocol: h2c\n", "    protocol: h2\n    tls: {}\n", "    protocol: auto\n    tls: {}\n"}) {
     ConfigPtr c = load_ok(with("", std::string(up) + "    health_check: { path: /healthz }\n"));
     CHECK(c->upstreams[0].health_check.enabled);
     CHECK(c->upstreams[0].health_check.path == "/healthz");
