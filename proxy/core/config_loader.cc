@@ -966,16 +966,12 @@ void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
 
 void Loader::check_protocol(const std::optional<At>& at, const Upstream& u, const std::optional<At>& alpn_h2_at) {
   bool h2 = u.protocol == UpstreamProtocol::h2;
-  if (alpn_h2_at && !h2)
-    error(*alpn_h2_at, "h2 is offered only with protocol: h2 (protocol " + std::string(protocol_name(u.protocol)) +
-                           " speaks http/1.1 over TLS)");
+  if (alpn_h2_at && !h2 && u.protocol != UpstreamProtocol::auto_)
+    error(*alpn_h2_at, "h2 is offered only with protocol: h2 or auto (protocol " +
+                           std::string(protocol_name(u.protocol)) + " speaks http/1.1 over TLS)");
   if (h2 && u.tls && !u.tls->alpn.empty() && u.tls->alpn != std::vector<std::string>{"h2"})
     error(at ? *at : *alpn_h2_at, "h2 offers ALPN h2 alone: tls.alpn must be [h2] or left out");
   if (!at) return;
-  // The active checker sends an HTTP/1.1 GET, which an HTTP/2-only origin
-  // cannot answer: every endpoint would look dead.
-  const char* no_checks = "upstreams speaking HTTP/2 cannot have a health_check yet (checks speak HTTP/1.1); "
-                          "passive outlier_detection still applies";
   switch (u.protocol) {
     case UpstreamProtocol::http1: return;
     case UpstreamProtocol::auto_:
@@ -983,11 +979,9 @@ void Loader::check_protocol(const std::optional<At>& at, const Upstream& u, cons
       return;
     case UpstreamProtocol::h2c:
       if (u.tls) error(*at, "h2c is HTTP/2 over cleartext TCP and cannot go with a tls block (over TLS: h2)");
-      if (u.health_check.enabled) error(*at, no_checks);
       return;
     case UpstreamProtocol::h2:
       if (!u.tls) error(*at, "h2 is HTTP/2 over TLS and needs a tls block (cleartext: h2c)");
-      if (u.health_check.enabled) error(*at, no_checks);
       return;
   }
 }

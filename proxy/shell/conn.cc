@@ -1,5 +1,6 @@
 #include "shell/conn.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -24,6 +25,15 @@ ssize_t Conn::recv_now(uv_buf_t* buf) {
   if (r > 0) return r;
   if (r == 0) return UV_EOF;
   return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
+}
+
+int Conn::duplicate_socket() {
+  uv_os_fd_t fd;
+  if (uv_fileno(reinterpret_cast<uv_handle_t*>(&tcp_), &fd) != 0) {
+    errno = EBADF;
+    return -1;
+  }
+  return fcntl(fd, F_DUPFD_CLOEXEC, 0);
 }
 
 void Conn::arm_timer(uint64_t ms, TimerCallback cb) { worker_->timers().arm(*this, ms, cb); }

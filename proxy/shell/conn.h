@@ -92,6 +92,11 @@ class Conn : private TimerList::Entry, public HandleWrap<Conn> {
   // A connect request is in flight: writes must queue behind it.
   bool connecting() const { return connecting_; }
   uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp_); }
+  // A second descriptor of this connection's socket (close-on-exec), for
+  // a connection of another kind that takes the socket over: closing this
+  // handle then closes only its own descriptor (libuv drops its epoll
+  // entry first). -1 with errno set on failure.
+  int duplicate_socket();
 
   Worker* worker() const { return worker_; }
   // The connection's TLS channel while it speaks TLS, else nullptr.

@@ -100,4 +100,11 @@ void EndpointState::forget(UpConn* u) {
   }
 }
 
+void EndpointState::learn_alpn(Alpn chosen) {
+  if (chosen == alpn) return;
+  spdlog::info("upstream {}: ALPN chose {} (protocol auto){}", label, chosen == Alpn::h2 ? "h2" : "http/1.1",
+               alpn == Alpn::unknown ? "" : ", not what it chose before");
+  alpn = chosen;
+}
+
 }  // namespace onelayer

@@ -21,6 +21,11 @@ class UpConn;
 class Worker;
 
 struct EndpointState {
+  // What an `auto` upstream's TLS handshake (ALPN) last chose at this
+  // endpoint: later attempts go to that protocol's pool without a
+  // handshake to learn it; a connection that negotiates otherwise updates it.
+  enum class Alpn : uint8_t { unknown, http1, h2 };
+
   HostPort hp;
   std::string label;  // hp.to_string(), for logs and Host
   std::string key;
@@ -34,6 +39,7 @@ struct EndpointState {
   std::vector<UpConn*> idle;
   std::vector<UpConn*> waiting;  // connections waiting for DNS
   std::vector<H2UpConn*> h2;     // HTTP/2 connections (h2_upstream.h), in use or idle
+  Alpn alpn = Alpn::unknown;     // `auto` upstreams only
   uv_getaddrinfo_t gai_req;
   Worker* worker = nullptr;
   size_t next_addr = 0;
@@ -53,6 +59,8 @@ struct EndpointState {
   UpConn* take_idle(int addr);
   // Forgets `u` in the pool and the DNS wait list.
   void forget(UpConn* u);
+  // An `auto` connection's handshake chose `chosen` (logged when it changes).
+  void learn_alpn(Alpn chosen);
 };
 
 }  // namespace onelayer

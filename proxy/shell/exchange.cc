@@ -243,6 +243,10 @@ void Exchange::start_attempt(TimePoint now) {
   EndpointState* ep = pick_endpoint(now);  // begins attempt_
   if (!endpoints_.empty()) endpoints_ += ',';
   endpoints_ += ep->label;
+  if (grpc_call_ && ep->alpn == EndpointState::Alpn::http1 && ucfg_->protocol == UpstreamProtocol::auto_) {
+    refuse_grpc_over_http1();
+    return;
+  }
 
   if (!body_.replayable() && rs_->attempts_started() > 1) {
     // Cannot happen (the core refuses), but never replay a partial body.
@@ -313,7 +317,28 @@ void Exchange::cancel_member() {
   eps_->report(attempt_.take_member(), UpstreamEndpoints::Result::cancelled, Clock::now(), {});
 }
 
-void Exchange::on_connected() { send_head_and_body(Clock::now()); }
+void Exchange::on_connected() {
+  // An `auto` upstream's handshake chose http/1.1, which cannot carry gRPC.
+  if (grpc_call_ && attempt_.stream->http1_connection()) {
+    refuse_grpc_over_http1();
+    return;
+  }
+  send_head_and_body(Clock::now());
+}
+
+// As for an `http1` upstream (start): UNAVAILABLE. The connection, unused,
+// goes back to its pool.
+void Exchange::refuse_grpc_over_http1() {
+  spdlog::info("route {}: gRPC call to upstream {}, whose endpoint {} chose http/1.1 (protocol auto): answered "
+               "UNAVAILABLE",
+               route_->name, ucfg_->name, attempt_.endpoint->label);
+  end_attempt(UpstreamEndpoints::Result::cancelled);
+  if (UpstreamStream* s = attempt_.stream) {
+    attempt_.stream = nullptr;
+    s->release(true);
+  }
+  respond_error(502, "bad_upstream_response");
+}
 
 void Exchange::send_head_and_body(TimePoint now) {
   RequestRewrite rw;

@@ -62,6 +62,8 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   // upstream_tls; anything else is a connect failure), and a TLS error after
   // it (treated as a reset; 502 upstream_tls when final).
   void on_connected() override;
+  void on_stream_moved(UpstreamStream* s) override { attempt_.stream = s; }
+  bool needs_http1() const override { return wants_upgrade(); }
   void on_connect_failed(int err, bool dns) override;
   void on_tls_failed(const std::string& why, bool verify) override;
   int on_up_head(MessageHead& head) override;
@@ -90,6 +92,7 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
  private:
   void start_attempt(TimePoint now);
   void send_head_and_body(TimePoint now);
+  void refuse_grpc_over_http1();
   void send_body_bytes(const char* data, size_t len);
   void send_request_end();
   void arm_timer(Millis ms, TimerList::Entry::Callback cb);

@@ -3,12 +3,15 @@
 // endpoint address within the peer's stream limit, GOAWAY and idle close.
 #include "shell/h2_upstream.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include <spdlog/spdlog.h>
 
 #include "shell/endpoint_state.h"
 #include "shell/h2_upstream_stream.h"
+#include "shell/upstream.h"
 #include "shell/worker.h"
 
 namespace onelayer {
@@ -27,7 +30,7 @@ H2Session::Limits client_limits() {
 
 }  // namespace
 
-H2UpConn::H2UpConn(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls)
+H2UpConn::H2UpConn(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls, bool fresh)
     : Conn(w),
       ep_(ep),
       tls_ctx_(std::move(tls)),
@@ -37,9 +40,54 @@ H2UpConn::H2UpConn(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr
   ep_->h2.push_back(this);
   auto& m = w->runtime().metrics;
   m.upstream_connections_active.fetch_add(1, std::memory_order_relaxed);
-  m.upstream_connections_total.fetch_add(1, std::memory_order_relaxed);
+  // A connection taken over from HTTP/1 (ALPN chose h2) was counted in the
+  // total when it opened; it counts as an HTTP/2 one from now on.
+  if (fresh) m.upstream_connections_total.fetch_add(1, std::memory_order_relaxed);
   m.upstream_h2_connections_active.fetch_add(1, std::memory_order_relaxed);
   m.upstream_h2_connections_total.fetch_add(1, std::memory_order_relaxed);
+}
+
+H2UpConn* H2UpConn::take_over(Worker* w, EndpointState* ep, int addr_used, std::shared_ptr<TlsClientContext> tls,
+                              std::unique_ptr<TlsChannel> channel, uv_os_sock_t fd, Millis connect_timeout,
+                              Millis time_left) {
+  auto* c = new H2UpConn(w, ep, addr_used, std::move(tls), false);
+  c->addr_used_ = addr_used;
+  c->connect_timeout_ = connect_timeout;
+  c->settings_wait_ = time_left;
+  c->tls_ = std::move(channel);
+  int rc = uv_tcp_open(&c->tcp_, fd);
+  if (rc != 0) {
+    ::close(fd);
+    c->pending_error_ = rc;
+  }
+  return c;
+}
+
+void H2UpConn::start_taken_over(const std::string& early) {
+  if (pending_error_ != 0) {  // reported on the next turn, as connect failures are
+    arm_timer(0, [](TimerList::Entry* t) {
+      auto* c = Conn::of<H2UpConn>(t);
+      c->fail_connect(c->pending_error_, false);
+    });
+    return;
+  }
+  arm_timer(static_cast<uint64_t>(settings_wait_.count()),
+            [](TimerList::Entry* t) { Conn::of<H2UpConn>(t)->fail_connect(UV_ETIMEDOUT, false); });
+  if (uv_read_start(stream(), Conn::no_read_buffer, Conn::on_readable<H2UpConn>) == 0) reading_ = true;
+  tcp_up_ = true;
+  flush();  // the preface and our SETTINGS go first
+  if (!early.empty() && !closing()) {
+    worker_->enter_read();
+    read_input(early.data(), early.size());
+    worker_->leave_read();
+  }
+  if (!closing() && tls()) Conn::tls_pump(this);  // what the channel still holds
+}
+
+UpstreamStream* H2UpConn::new_stream(UpstreamStream::Receiver* r, bool head_request) {
+  auto* s = new H2UpStream(this, r, head_request);
+  attach(s);
+  return s;
 }
 
 // The TLS channel goes before its context.
@@ -167,6 +215,11 @@ void H2UpConn::on_tls_handshake(bool ok) {
     return;
   }
   std::string alpn = tls_->alpn();
+  if (alpn != "h2" && tls_ctx_->negotiates()) {
+    ep_->learn_alpn(EndpointState::Alpn::http1);
+    hand_over_to_http1();
+    return;
+  }
   if (alpn != "h2") {
     fail_tls("the upstream chose ALPN " + (alpn.empty() ? std::string("nothing") : alpn) + ", not h2", false);
     return;
@@ -175,6 +228,34 @@ void H2UpConn::on_tls_handshake(bool ok) {
                 tls_->session_reused() ? "resumed" : "full handshake");
   tcp_up_ = true;
   flush();
+}
+
+// An `auto` endpoint that spoke HTTP/2 before chose http/1.1 now: nothing
+// of the waiting streams was sent. The first goes on over this socket and
+// TLS channel as an HTTP/1.1 connection, the others over HTTP/1.1
+// connections of their own (a pooled one, or a new one). When the
+// handshake's last bytes have not left yet, none takes this socket over.
+void H2UpConn::hand_over_to_http1() {
+  std::vector<H2UpStream*> waiting = take_streams();
+  spdlog::info("upstream {}: a new HTTP/2 connection negotiated http/1.1: {} waiting attempt(s) go over HTTP/1.1",
+               ep_->label, waiting.size());
+  int fd = waiting.empty() || write_queue() > 0 ? -1 : duplicate_socket();
+  UpConn* first = nullptr;
+  if (fd >= 0) first = UpConn::take_over(worker_, ep_, addr_used_, tls_ctx_, std::move(tls_), fd, connect_timeout_);
+  close_now();
+  for (H2UpStream* s : waiting) {
+    UpstreamStream::Receiver* r = s->receiver();
+    UpstreamStream* next;
+    if (first && s == waiting.front()) {
+      first->attach(r, s->head_request());
+      next = first;
+    } else {
+      next = open_http1_stream(worker_, ep_, addr_index_, tls_ctx_, r, s->head_request(), connect_timeout_);
+    }
+    s->move_attempt_to(next);
+    if (next != first && next->ready()) r->on_connected();  // a pooled connection: the request goes now
+  }
+  if (first) first->start_taken_over();
 }
 
 void H2UpConn::fail_tls(const std::string& why, bool verify) {
@@ -444,10 +525,7 @@ void H2UpConn::on_goaway(int32_t last_stream_id, uint32_t error_code) {
 UpstreamStream* open_h2_upstream_stream(Worker* w, EndpointState* ep, const Upstream&, int addr,
                                         const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                         bool head_request, Millis connect_timeout) {
-  H2UpConn* c = H2UpConn::for_new_stream(w, ep, addr, tls, connect_timeout);
-  auto* s = new H2UpStream(c, r, head_request);
-  c->attach(s);
-  return s;
+  return H2UpConn::for_new_stream(w, ep, addr, tls, connect_timeout)->new_stream(r, head_request);
 }
 
 }  // namespace onelayer

@@ -29,8 +29,25 @@ class H2UpConn final : public Conn, private H2Session::Handler, private Deferred
   // `addr_index`: the endpoint address to connect to (the balancer's pick),
   // -1 for the endpoint's sticky one.
   // `tls`: the context to handshake with (null: cleartext, h2c).
-  H2UpConn(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls);
+  // `fresh`: a new TCP connection (counted in upstream_connections_total);
+  // false for one taken over from an `auto` UpConn, counted already.
+  H2UpConn(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls, bool fresh = true);
   ~H2UpConn() override;
+
+  // An `auto` upstream's connection whose handshake chose h2: `fd` (a
+  // descriptor of its connected socket, now this connection's) and its
+  // established TLS `channel` carry on as HTTP/2. The peer's SETTINGS must
+  // come within `time_left` of the connect timeout (`connect_timeout`, as
+  // configured, is what streams report). start_taken_over(), once the
+  // first stream is attached, sends the preface and reads `early` (the
+  // plaintext that came before the switch) ahead of what the channel holds.
+  static H2UpConn* take_over(Worker* w, EndpointState* ep, int addr_used, std::shared_ptr<TlsClientContext> tls,
+                             std::unique_ptr<TlsChannel> channel, uv_os_sock_t fd, Millis connect_timeout,
+                             Millis time_left);
+  void start_taken_over(const std::string& early);
+  // A stream on this connection for an attempt (`head_request`: the
+  // response has no body).
+  UpstreamStream* new_stream(UpstreamStream::Receiver* r, bool head_request);
 
   // Starts connecting (after a DNS lookup when the endpoint needs one).
   // Failures are reported to the streams on a later loop turn, never from
@@ -88,6 +105,7 @@ class H2UpConn final : public Conn, private H2Session::Handler, private Deferred
   void start_connect();
   void on_tcp_connected();
   void become_ready();
+  void hand_over_to_http1();
   // The TLS handshake failed: every stream hears why.
   void fail_tls(const std::string& why, bool verify);
   // The connection failed before it was usable: every stream hears it.
@@ -122,6 +140,7 @@ class H2UpConn final : public Conn, private H2Session::Handler, private Deferred
   std::string out_;                   // the session's output, reused
   uv_connect_t connect_req_;
   Millis connect_timeout_{1000};
+  Millis settings_wait_{0};  // taken over: what is left of the connect timeout
   int addr_index_ = -1;  // the balancer's pick, -1: the sticky address
   int addr_used_ = -1;   // the address it connected to
   int pending_error_ = 0;  // a connect failure reported on the next turn

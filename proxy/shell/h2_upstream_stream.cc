@@ -270,6 +270,12 @@ void H2UpStream::cancel(bool) {
   gone();
 }
 
+void H2UpStream::move_attempt_to(UpstreamStream* next) {
+  conn_ = nullptr;
+  r_->on_stream_moved(next);
+  gone();
+}
+
 void H2UpStream::on_connected() { call([&] { r_->on_connected(); }); }
 
 void H2UpStream::on_connect_failed(int err, bool dns) {

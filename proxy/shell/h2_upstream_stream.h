@@ -58,6 +58,12 @@ class H2UpStream final : public UpstreamStream {
   // Before it was connected: another connection carries it (this one's
   // peer allows fewer streams).
   void move_to(H2UpConn* conn) { conn_ = conn; }
+  // Before it sent anything, its connection turned out HTTP/1.1 (an `auto`
+  // server chose http/1.1): the attempt goes on as `next` (made for
+  // receiver() and head_request()), and this stream is gone.
+  void move_attempt_to(UpstreamStream* next);
+  Receiver* receiver() const { return r_; }
+  bool head_request() const { return head_request_; }
   void on_connected();
   void on_connect_failed(int err, bool dns);
   void on_tls_failed(const std::string& why, bool verify);

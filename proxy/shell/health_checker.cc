@@ -7,6 +7,7 @@
 #include <string>
 
 #include "shell/endpoint_log.h"
+#include "shell/h2_health_probe.h"
 #include "shell/handle_wrap.h"
 #include "shell/socket_address.h"
 #include "shell/tls_channel.h"
@@ -29,8 +30,13 @@ struct HealthChecker::Check : HandleWrap<HealthChecker::Check> {
   uv_timer_t timer;
   uv_connect_t connect_req;
   uv_write_t write_req;
-  std::string request;
+  std::string request;  // the HTTP/1.1 check
   std::string response;
+  // HTTP/2 checks: h2c and h2 upstreams, and `auto` ones whose handshake
+  // chose h2 (what the check's own handshake chose decides).
+  UpstreamProtocol protocol = UpstreamProtocol::http1;
+  std::string authority, path;
+  std::unique_ptr<H2HealthProbe> h2;
   // A TLS upstream is checked over TLS, verified like its requests: the
   // ciphertext on its way out waits here until libuv has written it.
   std::shared_ptr<TlsClientContext> tls_ctx;  // outlives `tls` (a reload may drop the generation's)
@@ -103,23 +109,68 @@ static std::string take_tls_output(TlsChannel& t) {
   return s;
 }
 
-// The check's request once it may go: at once in cleartext, after the
-// handshake over TLS. False when the TLS handshake failed.
-static bool check_advance(HealthChecker::Check* c) {
+// The first bytes of the check, in the protocol it speaks: HTTP/2 to h2c
+// and to a server whose handshake chose h2, else HTTP/1.1. Empty when the
+// check cannot go: an h2 upstream whose server did not choose h2 (its
+// requests would fail the same way).
+static std::string first_request(HealthChecker::Check* c) {
+  bool h2 = c->protocol == UpstreamProtocol::h2c || (c->tls && c->tls->alpn() == "h2");
+  if (!h2 && c->protocol == UpstreamProtocol::h2) return {};
+  if (!h2) return c->request;
+  c->h2 = std::make_unique<H2HealthProbe>(c->tls ? "https" : "http", c->authority, c->path);
+  return c->h2->start();
+}
+
+// Plaintext for the peer: through the TLS channel when there is one.
+static void check_send(HealthChecker::Check* c, const std::string& plain) {
   if (!c->tls) {
-    if (!c->request_sent) check_write(c, c->request);
-    c->request_sent = true;
-    return true;
+    check_write(c, plain);
+    return;
   }
-  TlsChannel::Status st = c->tls->handshake();
-  if (st == TlsChannel::Status::ok && !c->request_sent) {
-    c->request_sent = c->tls->write(c->request.data(), c->request.size());
-  }
+  if (!plain.empty()) c->tls->write(plain.data(), plain.size());
   check_write(c, take_tls_output(*c->tls));
+}
+
+// The check's request once it may go: at once in cleartext, after the
+// handshake over TLS. False when the TLS handshake failed or the check
+// cannot be sent.
+static bool check_advance(HealthChecker::Check* c) {
+  TlsChannel::Status st = c->tls ? c->tls->handshake() : TlsChannel::Status::ok;
   if (st == TlsChannel::Status::error) {
+    check_write(c, take_tls_output(*c->tls));
     spdlog::debug("upstream {}: health check TLS: {}", c->upstream, c->tls->error_text());
     return false;
   }
+  std::string first;
+  if (st == TlsChannel::Status::ok && !c->request_sent) {
+    first = first_request(c);
+    if (first.empty()) {
+      spdlog::debug("upstream {}: health check: the server did not choose ALPN h2", c->upstream);
+      return false;
+    }
+    c->request_sent = true;
+  }
+  check_send(c, first);
+  return true;
+}
+
+// Plaintext of the answer: true once there is a verdict (in *passed).
+static bool check_input(HealthChecker::Check* c, const char* data, size_t n, bool* passed) {
+  if (c->h2) {
+    std::string out;
+    c->h2->feed(data, n, uv_now(c->tcp.loop), out);
+    if (!out.empty()) check_send(c, out);
+    *passed = c->h2->verdict() == H2HealthProbe::Verdict::passed;
+    return c->h2->verdict() != H2HealthProbe::Verdict::pending;
+  }
+  c->response.append(data, n);
+  size_t eol = c->response.find("\r\n");
+  if (eol == std::string::npos && c->response.size() < 256) return false;
+  // "HTTP/1.1 200 ...": the status is the three digits after the first space.
+  std::string_view line(c->response.data(), std::min(eol, c->response.size()));
+  size_t sp = line.find(' ');
+  *passed = line.rfind("HTTP/1.", 0) == 0 && sp != std::string_view::npos && line.size() >= sp + 4 &&
+            line[sp + 1] == '2';
   return true;
 }
 
@@ -140,6 +191,9 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
   c->healthy = u.health_check.healthy;
   c->request = "GET " + u.health_check.path + " HTTP/1.1\r\nHost: " + u.endpoints[m.endpoint].to_string() +
                "\r\nUser-Agent: onelayer-health-check\r\nConnection: close\r\n\r\n";
+  c->protocol = u.protocol;
+  c->authority = u.endpoints[m.endpoint].to_string();
+  c->path = u.health_check.path;
   if (tls) {
     c->tls_ctx = tls;
     c->tls = tls->open(u.endpoints[m.endpoint].host, u.endpoints[m.endpoint].to_string());
@@ -178,6 +232,8 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
                       c->owner->finished(c, false);
                       return;
                     }
+                    bool passed = false;
+                    bool decided = false;
                     if (c->tls) {
                       c->tls->feed(b->base, static_cast<size_t>(n));
                       if (!c->tls->handshake_done()) {
@@ -186,18 +242,15 @@ void HealthChecker::launch(const Upstream& u, const std::shared_ptr<UpstreamEndp
                       }
                       char plain[512];
                       TlsChannel::Status st;
-                      while (size_t got = c->tls->read(plain, sizeof plain, &st)) c->response.append(plain, got);
+                      while (!decided) {
+                        size_t got = c->tls->read(plain, sizeof plain, &st);
+                        if (got == 0) break;
+                        decided = check_input(c, plain, got, &passed);
+                      }
                     } else {
-                      c->response.append(b->base, static_cast<size_t>(n));
+                      decided = check_input(c, b->base, static_cast<size_t>(n), &passed);
                     }
-                    size_t eol = c->response.find("\r\n");
-                    if (eol == std::string::npos && c->response.size() < 256) return;
-                    // "HTTP/1.1 200 ...": the status is the three digits after the first space.
-                    std::string_view line(c->response.data(), std::min(eol, c->response.size()));
-                    size_t sp = line.find(' ');
-                    bool passed = line.rfind("HTTP/1.", 0) == 0 && sp != std::string_view::npos &&
-                                  line.size() >= sp + 4 && line[sp + 1] == '2';
-                    c->owner->finished(c, passed);
+                    if (decided) c->owner->finished(c, passed);
                   });
   });
   if (rc != 0) finished(c, false);

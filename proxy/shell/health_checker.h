@@ -1,8 +1,10 @@
 // Optional active health checks (`upstreams[].health_check`), run on the
 // main loop for the whole process: every `interval`, one HTTP GET of `path`
-// to each member (address) of each upstream that enables them; a 2xx
-// status line within `timeout` passes, anything else (refused, reset,
-// timeout, another status) fails. Verdicts go to the upstream's shared
+// to each member (address) of each upstream that enables them, on a
+// connection of its own: HTTP/1.1, or HTTP/2 (H2HealthProbe) to h2c and h2
+// upstreams and to `auto` ones whose handshake chose h2. A 2xx status
+// within `timeout` passes, anything else (refused, reset, timeout, another
+// status) fails. Verdicts go to the upstream's shared
 // UpstreamEndpoints, which ejects after `unhealthy` failed checks in a row
 // and returns after `healthy` passed ones.
 #pragma once

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 
 #include "shell/tls_channel.h"
@@ -122,12 +123,21 @@ std::shared_ptr<TlsClientContext> TlsClientContext::create(const UpstreamTls& tl
     SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);
   }
   if (!tls.cert_file.empty() && !load_pair(ctx, tls.cert_file, tls.key_file, error, error_key)) return nullptr;
-  // ALPN follows `protocol` unless `alpn` is given: h2 offers h2 alone.
-  // `auto` still offers http/1.1 alone (its connection is an HTTP/1.1 one
-  // before the handshake): offering h2 would let a server pick a protocol
-  // that connection cannot speak.
+  // ALPN follows `protocol` unless `alpn` is given: h2 offers h2 alone,
+  // http1 http/1.1 alone, auto both with h2 first (the server's choice
+  // decides what the connection speaks).
+  c->protocol_ = protocol;
   std::vector<std::string> alpn = tls.alpn;
-  if (alpn.empty()) alpn = {protocol == UpstreamProtocol::h2 ? "h2" : "http/1.1"};
+  if (alpn.empty()) {
+    if (protocol == UpstreamProtocol::h2) {
+      alpn = {"h2"};
+    } else if (protocol == UpstreamProtocol::auto_) {
+      alpn = {"h2", "http/1.1"};
+    } else {
+      alpn = {"http/1.1"};
+    }
+  }
+  c->offers_h2_ = std::find(alpn.begin(), alpn.end(), "h2") != alpn.end();
   std::string wire = alpn_wire(alpn);
   SSL_CTX_set_alpn_protos(ctx, reinterpret_cast<const unsigned char*>(wire.data()), static_cast<unsigned>(wire.size()));
   // Client sessions are kept here per endpoint, not in OpenSSL's cache
@@ -164,8 +174,14 @@ std::string TlsClientContext::verify_name_for(const std::string& host) const {
   return tls_.sni.empty() ? host : tls_.sni;
 }
 
-std::unique_ptr<TlsChannel> TlsClientContext::open(const std::string& host, const std::string& endpoint_key) {
+std::unique_ptr<TlsChannel> TlsClientContext::open(const std::string& host, const std::string& endpoint_key,
+                                                   bool http1_only) {
   auto ch = std::make_unique<TlsChannel>(ctx_, TlsChannel::Role::client);
+  if (http1_only && offers_h2_) {
+    static const std::string wire = alpn_wire({"http/1.1"});
+    SSL_set_alpn_protos(ch->ssl(), reinterpret_cast<const unsigned char*>(wire.data()),
+                        static_cast<unsigned>(wire.size()));
+  }
   ch->set_sni(sni_for(host));
   ch->set_verify_name(verify_name_for(host));
   ch->set_session_key(endpoint_key);

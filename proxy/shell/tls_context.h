@@ -36,7 +36,14 @@ class TlsClientContext {
   std::string verify_name_for(const std::string& host) const;
   // A channel for a new connection to `endpoint_key` ("host:port"), with
   // SNI, the name check and the last session that endpoint gave, if any.
-  std::unique_ptr<TlsChannel> open(const std::string& host, const std::string& endpoint_key);
+  // `http1_only`: its handshake offers ALPN http/1.1 alone (an `auto`
+  // upstream's Upgrade request, which only HTTP/1.1 can carry).
+  std::unique_ptr<TlsChannel> open(const std::string& host, const std::string& endpoint_key,
+                                   bool http1_only = false);
+  // The upstream's `protocol` this context was made for, and whether its
+  // handshakes offer h2 (auto: the server may choose either).
+  UpstreamProtocol protocol() const { return protocol_; }
+  bool negotiates() const { return protocol_ == UpstreamProtocol::auto_; }
 
  private:
   TlsClientContext() = default;
@@ -44,6 +51,8 @@ class TlsClientContext {
 
   SSL_CTX* ctx_ = nullptr;
   UpstreamTls tls_;
+  UpstreamProtocol protocol_ = UpstreamProtocol::http1;
+  bool offers_h2_ = false;
   std::mutex mu_;
   std::unordered_map<std::string, SSL_SESSION*> sessions_;  // endpoint -> last session (one reference each)
 };

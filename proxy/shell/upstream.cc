@@ -1,7 +1,10 @@
 // Upstream connections: connect with a timeout, response parsing,
 // keep-alive pooling with idle timeouts and detection of connections the
 // upstream closed while pooled. (The DNS cache: endpoint_state.cc.)
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -15,13 +18,42 @@
 
 namespace onelayer {
 
-UpConn::UpConn(Worker* w, EndpointState* ep, int addr_index)
+UpConn::UpConn(Worker* w, EndpointState* ep, int addr_index, bool fresh)
     : Conn(w), ep_(ep), parser_(HTTP_RESPONSE, this), addr_index_(addr_index) {
   connect_req_.data = this;
   parser_.set_limits(64 * 1024, 256);
   auto& m = w->runtime().metrics;
   m.upstream_connections_active.fetch_add(1, std::memory_order_relaxed);
-  m.upstream_connections_total.fetch_add(1, std::memory_order_relaxed);
+  if (fresh) m.upstream_connections_total.fetch_add(1, std::memory_order_relaxed);
+}
+
+UpConn* UpConn::take_over(Worker* w, EndpointState* ep, int addr_used, std::shared_ptr<TlsClientContext> tls,
+                          std::unique_ptr<TlsChannel> channel, uv_os_sock_t fd, Millis connect_timeout) {
+  auto* u = new UpConn(w, ep, addr_used, false);
+  u->addr_used_ = addr_used;
+  u->connect_timeout_ = connect_timeout;
+  u->tls_ctx_ = std::move(tls);
+  u->tls_ = std::move(channel);
+  int rc = uv_tcp_open(&u->tcp_, fd);
+  if (rc != 0) {
+    ::close(fd);
+    u->open_error_ = rc;  // reported as a connect failure by start_taken_over
+  }
+  return u;
+}
+
+void UpConn::start_taken_over() {
+  if (open_error_ != 0) {
+    arm_timer(0, [](TimerList::Entry* t) {
+      auto* u = Conn::of<UpConn>(t);
+      if (u->ex_) u->ex_->on_connect_failed(u->open_error_, false);
+    });
+    return;
+  }
+  connected_ = true;
+  if (ex_) ex_->on_connected();
+  resume_reading();
+  if (!closing() && tls()) Conn::tls_pump(this);  // what the channel still holds
 }
 
 void UpConn::connect(Millis timeout) {
@@ -146,7 +178,7 @@ void UpConn::resume_reading() {
 // The TCP connection is up; the handshake gets what is left of
 // connect_timeout, and `connected_` waits for its end.
 void UpConn::start_tls() {
-  tls_ = tls_ctx_->open(ep_->hp.host, ep_->label);
+  tls_ = tls_ctx_->open(ep_->hp.host, ep_->label, http1_only_);
   uint64_t spent = uv_now(worker_->loop()) - connect_started_;
   uint64_t budget = static_cast<uint64_t>(connect_timeout_.count());
   arm_timer(spent < budget ? budget - spent : 1, [](TimerList::Entry* t) {
@@ -165,17 +197,69 @@ void UpConn::on_tls_handshake(bool ok) {
   }
   disarm_timer();
   std::string alpn = tls_->alpn();
+  spdlog::debug("upstream {}: TLS {} ({}), ALPN {}", ep_->label, SSL_get_version(tls_->ssl()),
+                tls_->session_reused() ? "resumed" : "full handshake", alpn.empty() ? "none" : alpn);
+  // `auto` (unless this connection offered http/1.1 alone): the server's
+  // choice decides what the connection speaks, and the endpoint remembers it.
+  const bool negotiated = tls_ctx_->negotiates() && !http1_only_;
+  if (negotiated && alpn == "h2") {
+    ep_->learn_alpn(EndpointState::Alpn::h2);
+    hand_over_to_h2();
+    return;
+  }
   if (!alpn.empty() && alpn != "http/1.1") {
     if (ex_) ex_->on_tls_failed("the upstream chose ALPN protocol " + alpn + ", which onelayer does not speak", false);
     return;
   }
-  spdlog::debug("upstream {}: TLS {} ({}), ALPN {}", ep_->label, SSL_get_version(tls_->ssl()),
-                tls_->session_reused() ? "resumed" : "full handshake", alpn.empty() ? "none" : alpn);
+  if (negotiated) ep_->learn_alpn(EndpointState::Alpn::http1);
   connected_ = true;
   if (ex_) ex_->on_connected();
 }
 
+void UpConn::hand_over_to_h2() {
+  pause_reading();
+  handing_over_ = true;
+  if (write_queue() == 0) finish_h2_handover();  // else on_write_done does
+}
+
+void UpConn::finish_h2_handover() {
+  handing_over_ = false;
+  if (!ex_) {
+    detach_and_close();
+    return;
+  }
+  int own = duplicate_socket();
+  if (own < 0) {
+    fail_handover(std::string("cannot hand the connection to HTTP/2: ") + std::strerror(errno));
+    return;
+  }
+  uint64_t spent = uv_now(worker_->loop()) - connect_started_;
+  uint64_t budget = static_cast<uint64_t>(connect_timeout_.count());
+  H2UpConn* c = H2UpConn::take_over(worker_, ep_, addr_used_, tls_ctx_, std::move(tls_), own, connect_timeout_,
+                                    Millis(spent < budget ? budget - spent : 1));
+  UpstreamStream::Receiver* rx = ex_;
+  ex_ = nullptr;
+  rx->on_stream_moved(c->new_stream(rx, expect_no_body_));
+  std::string early;
+  early.swap(early_);
+  detach_and_close();
+  c->start_taken_over(early);
+}
+
+void UpConn::fail_handover(const std::string& why) {
+  handing_over_ = false;
+  if (ex_) {
+    ex_->on_tls_failed(why, false);
+  } else {
+    detach_and_close();
+  }
+}
+
 void UpConn::on_tls_error() {
+  if (handing_over_) {
+    fail_handover(tls_->error_text());
+    return;
+  }
   if (idle_ || !ex_) {
     detach_and_close();
     return;
@@ -238,6 +322,15 @@ void UpConn::on_read(ssize_t nread, const uv_buf_t* buf) {
       ex_->on_tls_failed(std::string("the upstream closed the connection during the TLS handshake (") +
                              uv_strerror(static_cast<int>(nread)) + ")",
                          false);
+    return;
+  }
+  if (handing_over_) {  // the HTTP/2 connection taking over reads these first
+    if (nread > 0) {
+      early_.append(buf->base, static_cast<size_t>(nread));
+    } else {
+      fail_handover(std::string("the upstream closed the connection after the TLS handshake (") +
+                    uv_strerror(static_cast<int>(nread)) + ")");
+    }
     return;
   }
   if (tunnel_) {  // a tunnel after a 101
@@ -335,6 +428,15 @@ int UpConn::on_message_end() {
 }
 
 void UpConn::on_write_done(int status) {
+  if (handing_over_) {  // nothing of the request went yet
+    if (status < 0) {
+      if (status != UV_ECANCELED)
+        fail_handover(std::string("write failed after the TLS handshake: ") + uv_strerror(status));
+    } else if (write_queue() == 0) {
+      finish_h2_handover();
+    }
+    return;
+  }
   if (close_when_flushed_ && (status < 0 || write_queue() == 0)) {  // a tunnel after a 101
     detach_and_close();
     return;
@@ -388,6 +490,17 @@ UpstreamStream* open_upstream_stream(Worker* w, EndpointState* ep, const Upstrea
                                      bool head_request, Millis connect_timeout) {
   if (upstream.protocol == UpstreamProtocol::h2c || upstream.protocol == UpstreamProtocol::h2)
     return open_h2_upstream_stream(w, ep, upstream, addr, tls, r, head_request, connect_timeout);
+  // `auto`: the protocol the endpoint's handshakes chose last. Unknown (or
+  // http/1.1), a new connection offers both and may still turn HTTP/2.
+  const bool negotiates = upstream.protocol == UpstreamProtocol::auto_ && tls;
+  if (negotiates && ep->alpn == EndpointState::Alpn::h2 && !r->needs_http1())
+    return open_h2_upstream_stream(w, ep, upstream, addr, tls, r, head_request, connect_timeout);
+  return open_http1_stream(w, ep, addr, tls, r, head_request, connect_timeout, negotiates && r->needs_http1());
+}
+
+UpstreamStream* open_http1_stream(Worker* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
+                                  UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout,
+                                  bool http1_only) {
   // An idle connection to the address, else a new one. One made under other
   // TLS settings (before a reload) is never reused.
   while (UpConn* pooled = ep->take_idle(addr)) {
@@ -400,6 +513,7 @@ UpstreamStream* open_upstream_stream(Worker* w, EndpointState* ep, const Upstrea
   }
   auto* u = new UpConn(w, ep, addr);
   u->use_tls(tls);  // nullptr: cleartext
+  if (http1_only) u->offer_http1_only();
   u->attach(r, head_request);
   u->connect(connect_timeout);
   return u;

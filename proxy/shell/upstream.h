@@ -23,7 +23,16 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
  public:
   // `addr_index`: the address of the endpoint to connect to (the balancer's
   // pick), -1 for the endpoint's sticky one.
-  UpConn(Worker* w, EndpointState* ep, int addr_index);
+  // `fresh`: a new TCP connection (counted in upstream_connections_total);
+  // false for one taken over, counted already.
+  UpConn(Worker* w, EndpointState* ep, int addr_index, bool fresh = true);
+  // An `auto` upstream's HTTP/2 connection whose handshake chose http/1.1:
+  // `fd` (a descriptor of its connected socket, now this connection's) and
+  // its established TLS `channel` carry on as HTTP/1.1. start_taken_over(),
+  // once an attempt is attached, tells it the request can go.
+  static UpConn* take_over(Worker* w, EndpointState* ep, int addr_used, std::shared_ptr<TlsClientContext> tls,
+                           std::unique_ptr<TlsChannel> channel, uv_os_sock_t fd, Millis connect_timeout);
+  void start_taken_over();
   // The TLS channel goes before its context (a member of this class, so
   // otherwise freed first).
   ~UpConn() override { tls_.reset(); }
@@ -62,6 +71,9 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
   // TLS (the upstream has a `tls` block): the context a new connection
   // handshakes with; a pooled one made with another context is not reused.
   void use_tls(std::shared_ptr<TlsClientContext> ctx) { tls_ctx_ = std::move(ctx); }
+  // An `auto` upstream's connection for a request only HTTP/1.1 can carry:
+  // its handshake offers http/1.1 alone (and teaches the endpoint nothing).
+  void offer_http1_only() { http1_only_ = true; }
   const TlsClientContext* tls_context() const { return tls_ctx_.get(); }
   // The handshake after the TCP connect, within what is left of
   // connect_timeout; its end (Conn::tls_pump); errors after it.
@@ -81,6 +93,14 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
   int on_body(const char* data, size_t len) override;
   void on_trailers(Headers& trailers) override;
   int on_message_end() override;
+  // An `auto` upstream's handshake chose h2: the socket and its TLS channel
+  // go to a new H2UpConn, and the attempt becomes a stream on it. Waits for
+  // the handshake's last bytes to leave this handle first (both handles
+  // write the same socket); plaintext read meanwhile waits in `early_`.
+  void hand_over_to_h2();
+  void finish_h2_handover();
+  // Before the handover: the peer closed, or TLS failed.
+  void fail_handover(const std::string& why);
 
   EndpointState* ep_;
   std::shared_ptr<TlsClientContext> tls_ctx_;  // set when the upstream has `tls`
@@ -100,10 +120,20 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
   bool informational_ = false;   // a 1xx response is being skipped
   bool message_done_ = false;
   bool reading_ = false;
+  bool http1_only_ = false;  // see offer_http1_only
+  bool handing_over_ = false;  // hand_over_to_h2 waits for the write queue
+  std::string early_;          // plaintext read while handing over
   Millis connect_timeout_{1000};
   int addr_index_ = -1;  // index into ep_->addrs to use (the balancer's pick); -1: the sticky one
   int addr_used_ = -1;   // the index it connected to
   int dns_error_ = 0;    // reported by fail_dns_later
+  int open_error_ = 0;   // take_over could not open the socket
 };
+
+// An attempt's HTTP/1.1 connection to `ep`'s address `addr`: an idle pooled
+// one made with `tls`, else a new one (`http1_only`: see offer_http1_only).
+UpstreamStream* open_http1_stream(Worker* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
+                                  UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout,
+                                  bool http1_only = false);
 
 }  // namespace onelayer

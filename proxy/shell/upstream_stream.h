@@ -47,6 +47,14 @@ class UpstreamStream {
    public:
     virtual ~Receiver() = default;
     virtual void on_connected() = 0;                   // the request can go now
+    // The attempt goes on as `s` before anything was sent: an `auto`
+    // upstream's connection negotiated h2 (ALPN), so the attempt became a
+    // stream of the HTTP/2 connection that took the socket over. The old
+    // stream is gone; on_connected (or a failure) comes from `s`.
+    virtual void on_stream_moved(UpstreamStream* s) = 0;
+    // The request can go over HTTP/1.1 only (an Upgrade): an `auto`
+    // upstream's new connection then offers ALPN http/1.1 alone.
+    virtual bool needs_http1() const { return false; }
     virtual void on_connect_failed(int err, bool dns) = 0;
     // TLS handshake failed (`verify`: the certificate did not verify).
     virtual void on_tls_failed(const std::string& why, bool verify) = 0;

@@ -94,6 +94,11 @@ def value(text, name, **labels):
     return promcheck.value(text, name, **labels)
 
 
+def total(text, name):
+    """The sum of every sample named `name`, whatever its labels."""
+    return sum(v for _, v in series(text, name))
+
+
 def series(text, name):
     """[(labels dict, value)] of every sample named `name`."""
     return [(s.labels, s.value) for s in promcheck.samples(text) if s.name == name]

@@ -347,6 +347,44 @@ class H2UpstreamTest(IntegrationTest):
         self.assertProxyError(r, 502, "upstream_reset")
 
     # -- pooling --------------------------------------------------------------
+    # -- active health checks --------------------------------------------
+    def test_active_health_checks_speak_http2_and_eject_and_return_an_h2c_endpoint(self):
+        health = {"status": 503}
+
+        def sick_handler(r):
+            r.respond(health["status"] if r.path == "/healthz" else 200, [], b"hc" if r.path == "/healthz" else b"ok")
+
+        good = self.h2origin()
+        sick = self.h2origin(sick_handler)
+        endpoints = ["127.0.0.1:%d" % good.port, "127.0.0.1:%d" % sick.port]
+        proxy = self.proxy_to(good.port, endpoints=endpoints, upstream={
+            "health_check": {"path": "/healthz", "interval": "100ms", "timeout": "100ms",
+                             "unhealthy": 2, "healthy": 2}})
+        sick_ep = endpoints[1]
+
+        def ejected(ep):
+            return ops.value(ops.metrics(self, proxy), "onelayer_endpoint_ejected", upstream="origin", endpoint=ep)
+
+        def logged(text):
+            return h.wait_until(lambda: text in proxy.stderr(), 5)
+
+        self.assertTrue(logged("endpoint %s ejected (health_check: 2 failed checks in a row), until checks pass"
+                               % sick_ep), proxy.stderr()[-3000:])
+        self.assertEqual(ejected(sick_ep), 1.0)
+        self.assertEqual(ejected(endpoints[0]), 0.0, "the healthy h2c endpoint passes its checks")
+        served_before = len([r for r in sick.snapshot() if r.path != "/healthz"])
+        for i in range(10):
+            self.assertEqual(get(proxy.port(), "/item%d" % i).status, 200)
+        self.assertEqual(len([r for r in sick.snapshot() if r.path != "/healthz"]), served_before)
+        health["status"] = 200
+        self.assertTrue(logged("endpoint %s returned (health_check: 2 passed checks in a row)" % sick_ep),
+                        proxy.stderr()[-3000:])
+        self.assertEqual(ejected(sick_ep), 0.0)
+        checks = [r for r in sick.snapshot() if r.path == "/healthz"]
+        self.assertGreaterEqual(len(checks), 4)
+        self.assertEqual({(r.method, r.field(":scheme"), r.field(":authority"), r.field("user-agent"))
+                          for r in checks}, {("GET", "http", sick_ep, "onelayer-health-check")})
+
     def test_an_idle_connection_closes_after_the_pool_idle_timeout_and_a_new_one_opens(self):
         o = self.h2origin()
         proxy = self.proxy_to(o.port, upstream={"pool": {"idle_timeout": "500ms"}})
@@ -414,6 +452,36 @@ class H2TlsUpstreamTest(tls.PkiTest):
         r = get(proxy.port(), "/x")
         self.assertProxyError(r, 502, "connect_failure")
         self.assertEqual(n.access_lines(), [], "no request may reach a server that would not speak h2")
+
+    def test_health_checks_speak_http2_over_tls_to_h2_and_what_alpn_chose_to_auto(self):
+        # h2: HTTP/2 with ALPN h2; auto: the check's own handshake decides
+        # (HTTP/2 to an origin with http2, HTTP/1.1 to one without); h2 to
+        # origins without http2 fail their checks as their requests would
+        # (one of two is ejected: the last one never is).
+        ok = 'location = /healthz { return 200 "healthy\\n"; }'
+        cases = [("h2", True, ("h2", "HTTP/2.0")), ("auto", True, ("h2", "HTTP/2.0")),
+                 ("auto", False, ("http/1.1", "HTTP/1.1")), ("h2", False, None)]
+        for protocol, http2, expect in cases:
+            n, other = self.nginx(http2=http2, locations=ok), self.nginx(http2=http2, locations=ok)
+            up = {"protocol": protocol, "tls": {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")},
+                  "health_check": {"interval": "100ms", "timeout": "90ms", "unhealthy": 1},
+                  "outlier_detection": {"max_ejected_percent": 100}}
+            proxy = self.start_proxy(h.simple_config(n.port, upstream=up, workers=1, endpoints=[
+                "127.0.0.1:%d" % n.port, "127.0.0.1:%d" % other.port]))
+
+            def ejected():
+                text = ops.metrics(self, proxy)
+                return sum(ops.value(text, "onelayer_endpoint_ejected", upstream="origin",
+                                     endpoint="127.0.0.1:%d" % x.port) for x in (n, other))
+            if expect is None:
+                self.assertTrue(h.wait_until(lambda: ejected() == 1.0, 5), proxy.stderr()[-2000:])
+                self.assertEqual(n.access_lines() + other.access_lines(), [],
+                                 "no check went to a server that would not speak h2")
+                continue
+            checks = n.wait_lines(3)
+            self.assertEqual({(l.split()[1], tls.field(l, "alpn"), tls.field(l, "http")) for l in checks},
+                             {("/healthz",) + expect}, (protocol, http2, checks))
+            self.assertEqual(ejected(), 0.0, (protocol, http2))
 
     def test_a_certificate_that_does_not_verify_is_final_upstream_tls(self):
         n = self.nginx(http2=True)

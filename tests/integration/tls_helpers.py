@@ -90,13 +90,17 @@ class Nginx:
     ``client_ca``: client certificates are required and checked against it.
     ``http2``: the listener offers h2 by ALPN too. ``locations``: extra
     configuration inside the server block. With ``pki=None`` the listener
-    is cleartext and speaks HTTP/2 with prior knowledge (h2c) instead."""
+    is cleartext and speaks HTTP/2 with prior knowledge (h2c) instead.
+    ``port``: the port to listen on (one a stopped NGINX used), else a
+    fresh one."""
 
-    def __init__(self, pki, *, client_ca=None, http2=True, locations=""):
+    def __init__(self, pki, *, client_ca=None, http2=True, locations="", port=None):
         self.dir = tempfile.mkdtemp(prefix="onelayer-nginx-")
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
+        self.port = port
+        if port is None:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", 0))
+                self.port = s.getsockname()[1]
         verify = ""
         if client_ca:
             verify = "ssl_client_certificate %s; ssl_verify_client on;" % client_ca

@@ -105,12 +105,13 @@ TEST_CASE("config h2c: an upstream speaks HTTP/2 over cleartext, and the round t
   check_round_trip(p);
 }
 
-TEST_CASE("config h2c: an active health check is refused (it speaks HTTP/1.1), outlier detection is not") {
-  for (const char* up : {"    protocol: h2c\n", "    protocol: h2\n    tls: {}\n"}) {
-    auto e = errors_of(with("", std::string(up) + "    health_check: { path: /healthz }\n"));
-    REQUIRE(e.size() == 1);
-    CHECK(e[0].find("upstreams[0].protocol: upstreams speaking HTTP/2 cannot have a health_check yet") !=
-          std::string::npos);
+TEST_CASE("config h2c and h2: an active health check is allowed (it speaks HTTP/2), so is outlier detection") {
+  for (const char* up :
+       {"    protocol: h2c\n", "    protocol: h2\n    tls: {}\n", "    protocol: auto\n    tls: {}\n"}) {
+    ConfigPtr c = load_ok(with("", std::string(up) + "    health_check: { path: /healthz }\n"));
+    CHECK(c->upstreams[0].health_check.enabled);
+    CHECK(c->upstreams[0].health_check.path == "/healthz");
+    check_round_trip(c);
   }
   ConfigPtr c = load_ok(with("", "    protocol: h2c\n    outlier_detection: { consecutive_failures: 3 }\n"));
   CHECK(c->upstreams[0].outlier_detection.consecutive_failures == 3);
@@ -125,11 +126,11 @@ TEST_CASE("config tls: a client certificate needs its key and the other way roun
   CHECK(e[0].find("upstreams[0].tls.key_file: needs cert_file too") != std::string::npos);
   e = errors_of(with("", "    tls: { alpn: [h2] }\n"));
   REQUIRE(e.size() == 1);
-  CHECK(e[0].find("upstreams[0].tls.alpn[0]: h2 is offered only with protocol: h2 (protocol http1 speaks") !=
+  CHECK(e[0].find("upstreams[0].tls.alpn[0]: h2 is offered only with protocol: h2 or auto (protocol http1 speaks") !=
         std::string::npos);
-  e = errors_of(with("", "    protocol: auto\n    tls: { alpn: [http/1.1, h2] }\n"));
-  REQUIRE(e.size() == 1);
-  CHECK(e[0].find("tls.alpn[1]: h2 is offered only with protocol: h2 (protocol auto") != std::string::npos);
+  // auto offers both (h2 first by default); an explicit list may name h2.
+  ConfigPtr c = load_ok(with("", "    protocol: auto\n    tls: { alpn: [h2, http/1.1] }\n"));
+  CHECK(c->upstreams[0].tls->alpn == std::vector<std::string>{"h2", "http/1.1"});
   e = errors_of(with("", "    tls: { alpn: [spdy/3] }\n"));
   REQUIRE(e.size() == 1);
   CHECK(e[0].find("must be http/1.1 or h2") != std::string::npos);

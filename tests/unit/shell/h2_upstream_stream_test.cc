@@ -10,6 +10,7 @@
 #include "shell/h2_session.h"
 #include "shell/h2_upstream_stream.h"
 #include "shell/http_codec.h"
+#include "h2_handler_stub.h"
 
 using namespace onelayer;
 
@@ -40,16 +41,10 @@ struct Request {
 };
 
 // A server session that keeps the request heads it receives.
-class HeadSink : public H2Session::Handler {
+class HeadSink : public test::H2HandlerStub {
  public:
   std::map<int32_t, H2Session::Head> heads;
   void on_head(int32_t stream, H2Session::Head& head, bool) override { heads[stream] = head; }
-  void on_data(int32_t, const uint8_t*, size_t) override {}
-  void on_trailers(int32_t, Headers&) override {}
-  void on_end(int32_t) override {}
-  void on_reset(int32_t, uint32_t) override {}
-  void on_closed(int32_t) override {}
-  void on_goaway(int32_t, uint32_t) override {}
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 // a certificate made here (P-256, self-signed) and a client that trusts it
 // or not, checks a name or not. No socket, no loop.
 #include "shell/tls_channel.h"
+#include "shell/tls_context.h"
 
 #include <doctest/doctest.h>
 #include <openssl/ec.h>
@@ -213,4 +214,44 @@ TEST_CASE("tls channel: a session from one connection resumes the next") {
   REQUIRE(handshake(client, server).first == TlsChannel::Status::ok);
   CHECK(client.session_reused());
   CHECK(server.session_reused());
+}
+
+namespace {
+
+// A server that picks h2 when the client offers it, else http/1.1.
+int prefer_h2(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in, unsigned inlen,
+              void*) {
+  static const unsigned char ours[] = "\x02h2\x08http/1.1";
+  unsigned char* sel = nullptr;
+  if (SSL_select_next_proto(&sel, outlen, ours, sizeof ours - 1, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+    return SSL_TLSEXT_ERR_NOACK;
+  *out = sel;
+  return SSL_TLSEXT_ERR_OK;
+}
+
+// What an upstream context for `protocol` gets from that server.
+std::string chosen_alpn(UpstreamProtocol protocol, bool http1_only) {
+  Cert cert("unit.test");
+  Pair p(cert, &cert);
+  SSL_CTX_set_alpn_select_cb(p.server_ctx, prefer_h2, nullptr);
+  UpstreamTls settings;
+  settings.verify = false;
+  std::string error, key;
+  std::shared_ptr<TlsClientContext> ctx = TlsClientContext::create(settings, protocol, &error, &key);
+  REQUIRE(ctx);
+  std::unique_ptr<TlsChannel> client = ctx->open("unit.test", "unit.test:443", http1_only);
+  TlsChannel server(p.server_ctx, TlsChannel::Role::server);
+  auto [cs, ss] = handshake(*client, server);
+  REQUIRE(cs == TlsChannel::Status::ok);
+  REQUIRE(ss == TlsChannel::Status::ok);
+  return client->alpn();
+}
+
+}  // namespace
+
+TEST_CASE("tls context: auto offers h2 and http/1.1 (the server chooses), http1 and an Upgrade's connection http/1.1") {
+  CHECK(chosen_alpn(UpstreamProtocol::auto_, false) == "h2");
+  CHECK(chosen_alpn(UpstreamProtocol::auto_, true) == "http/1.1");
+  CHECK(chosen_alpn(UpstreamProtocol::http1, false) == "http/1.1");
+  CHECK(chosen_alpn(UpstreamProtocol::h2, false) == "h2");
 }
