@@ -407,6 +407,23 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
+// A byte b < 0x80 is in 'A'..'Z' when b + (0x80 - 'A') has its top bit set
+// and b + (0x80 - 'Z' - 1) has not; bytes with the top bit set are no
+// letter. The letters' top bits, moved down to 0x20, are what lower-cases.
+void lower_ascii_into(char* out, std::string_view in) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kTops = 0x8080808080808080ull;
+  size_t i = 0;
+  for (; i + 8 <= in.size(); i += 8) {
+    uint64_t x;
+    std::memcpy(&x, in.data() + i, 8);
+    uint64_t low7 = x & ~kTops;
+    uint64_t upper = (low7 + (0x80 - 'A') * kOnes) & ~(low7 + (0x80 - 'Z' - 1) * kOnes) & ~x & kTops;
+    x |= upper >> 2;
+    std::memcpy(out + i, &x, 8);
+  }
+  for (; i < in.size(); ++i) out[i] = ascii_lower(in[i]);
+}
+
 bool is_token(std::string_view s) {
   bool ok = !s.empty();
   for (unsigned char c : s) ok &= kTchar[c];  // no early exit: names are short, branches cost more

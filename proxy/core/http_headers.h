@@ -23,6 +23,9 @@ struct Header {
 using Headers = std::vector<Header>;
 
 bool iequals(std::string_view a, std::string_view b);  // ASCII case-insensitive
+// Writes `in` lower-cased (ASCII letters only; other bytes as they are) to
+// out[0 .. in.size()), eight bytes at a time. `out` may be in.data().
+void lower_ascii_into(char* out, std::string_view in);
 bool is_token(std::string_view s);                     // RFC 9110 5.6.2 tchar+, non-empty
 // False for CR, LF, NUL and every other CTL except HTAB (and DEL); obs-text is allowed.
 bool is_valid_field_value(std::string_view v);

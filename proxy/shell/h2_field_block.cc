@@ -8,15 +8,12 @@ void H2FieldBlock::reserve(size_t fields, size_t bytes) {
 }
 
 void H2FieldBlock::put(std::string_view name, std::string_view value) {
-  Span s{static_cast<uint32_t>(bytes_.size()), static_cast<uint32_t>(name.size()), 0,
-         static_cast<uint32_t>(value.size())};
-  size_t at = bytes_.size();
-  bytes_.resize(at + name.size() + value.size());
-  char* out = bytes_.data() + at;
-  for (char c : name) *out++ = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-  value.copy(out, value.size());
-  s.value_at = static_cast<uint32_t>(at + name.size());
-  fields_.push_back(s);
+  const size_t at = bytes_.size();
+  bytes_.append(name);
+  lower_ascii_into(bytes_.data() + at, std::string_view(bytes_.data() + at, name.size()));  // in place
+  bytes_.append(value);
+  fields_.push_back(Span{static_cast<uint32_t>(at), static_cast<uint32_t>(name.size()),
+                         static_cast<uint32_t>(at + name.size()), static_cast<uint32_t>(value.size())});
 }
 
 void H2FieldBlock::clear() {

@@ -773,3 +773,25 @@ TEST_CASE("ViaNamesTheProtocolVersionTheMessageArrivedWith") {
   CHECK(via_member_for(1, 1) == "1.1 onelayer");
   CHECK(via_member_for(1, 0) == "1.0 onelayer");
 }
+
+TEST_CASE("lower_ascii_into: every byte at every position of the eight-byte steps, in place too") {
+  // Each byte value at each position of a 19-byte string (two whole steps
+  // and a tail), against the byte-by-byte rule.
+  for (int b = 0; b < 256; ++b) {
+    for (size_t pos = 0; pos < 19; ++pos) {
+      std::string in(19, 'Q');
+      in[pos] = static_cast<char>(b);
+      std::string expect = in;
+      for (char& c : expect)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      std::string out(in.size(), '\0');
+      lower_ascii_into(out.data(), in);
+      REQUIRE_MESSAGE(out == expect, "byte " << b << " at " << pos);
+      lower_ascii_into(in.data(), in);
+      REQUIRE(in == expect);
+    }
+  }
+  std::string empty;
+  lower_ascii_into(empty.data(), empty);
+  CHECK(empty.empty());
+}
