@@ -12,7 +12,14 @@
 # With --syscalls, onelayer runs on its own and `strace -c -f` counts its
 # system calls over the same load instead: calls per request, by name.
 #
-# Usage: tests/bench/profile.sh [--syscalls] [ONELAYER_BIN]   (default build-rel/onelayer)
+# With --h2, the path is the HTTP/2 benchmark's (tests/bench/h2_phase.sh):
+# an NGINX h2c origin answering "ok", onelayer with an h2c listener and an
+# h2c upstream, and h2load (16 connections x 32 streams of 64-byte POSTs,
+# PROFILE_H2_REQUESTS of them, default 20000) instead of wrk; the report
+# adds instructions per request by library (onelayer's own code, nghttp2,
+# the allocator, libc).
+#
+# Usage: tests/bench/profile.sh [--syscalls | --h2] [ONELAYER_BIN]   (default build-rel/onelayer)
 # Environment: PROFILE_SECONDS (default 5), PROFILE_TOP (default 30),
 #              PROFILE_KEEP=1 keeps the temporary directory.
 set -euo pipefail
@@ -20,11 +27,17 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 MODE=callgrind
+H2=0
 if [[ ${1:-} == --syscalls ]]; then MODE=syscalls; shift; fi
+if [[ ${1:-} == --h2 ]]; then H2=1; shift; fi
+H2_REQUESTS=${PROFILE_H2_REQUESTS:-20000}
 BIN=${1:-$REPO/build-rel/onelayer}
 SECONDS_LOAD=${PROFILE_SECONDS:-5}
 TOP=${PROFILE_TOP:-30}
 if [[ $MODE == syscalls ]]; then tools="strace wrk nginx python3"; else tools="valgrind callgrind_control callgrind_annotate wrk nginx python3"; fi
+[[ $H2 == 1 ]] && tools="$tools h2load"
+H2_ECHO_MODULE=/usr/lib/nginx/modules/ngx_http_echo_module.so
+[[ $H2 == 0 || -f $H2_ECHO_MODULE ]] || { echo "profile.sh: $H2_ECHO_MODULE not found (Debian libnginx-mod-http-echo)" >&2; exit 1; }
 for tool in $tools; do
   command -v "$tool" >/dev/null || { echo "profile.sh: $tool not found" >&2; exit 1; }
 done
@@ -46,7 +59,16 @@ mkdir -p "$TMP/www" "$TMP/origin/tmp"
 head -c 100 /dev/zero | tr '\0' 'x' >"$TMP/www/small.txt"
 NGINX_USER=""
 [[ $(id -u) == 0 ]] && NGINX_USER="user root;"
+if [[ $H2 == 1 ]]; then
+  ORIGIN_MODULE="load_module $H2_ECHO_MODULE;"
+  # h2c with prior knowledge; the echo module reads the body, then "ok".
+  ORIGIN_SERVER="server { listen 127.0.0.1:$ORIGIN_PORT http2 backlog=4096; location / { echo_read_request_body; echo -n \"ok\"; } }"
+else
+  ORIGIN_MODULE=""
+  ORIGIN_SERVER="server { listen 127.0.0.1:$ORIGIN_PORT; root $TMP/www; }"
+fi
 cat >"$TMP/origin/nginx.conf" <<EOF
+$ORIGIN_MODULE
 $NGINX_USER
 daemon off;
 worker_processes 1;
@@ -61,21 +83,36 @@ http {
   scgi_temp_path $TMP/origin/tmp/scgi;
   access_log off;
   keepalive_requests 1000000;
-  server { listen 127.0.0.1:$ORIGIN_PORT; root $TMP/www; }
+  $ORIGIN_SERVER
 }
 EOF
 nginx -p "$TMP/origin/" -c "$TMP/origin/nginx.conf" -e "$TMP/origin/error.log" &
 PIDS+=($!)
 python3 "$HERE/bench_util.py" waitport "$ORIGIN_PORT" --timeout 10
 
-python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile >"$TMP/onelayer.yaml"
+if [[ $H2 == 1 ]]; then
+  python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile \
+    --listener-protocols http1,h2c --upstream-protocol h2c >"$TMP/onelayer.yaml"
+  head -c 64 /dev/zero | tr '\0' 'p' >"$TMP/body.bin"
+else
+  python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile >"$TMP/onelayer.yaml"
+fi
 
-load() {  # load SECONDS: wrk against onelayer; prints wrk's output, fails on non-2xx
+load() {  # load SECONDS [warm]: wrk (or h2load with --h2) against onelayer; prints "requests: N"; fails on non-2xx
   local out non2xx
+  if [[ $H2 == 1 ]]; then
+    # A fixed number of requests (a fifth of them for the warm-up).
+    local n=$H2_REQUESTS
+    [[ ${2:-} == warm ]] && n=$((H2_REQUESTS / 5))
+    out=$(timeout 300 h2load -c16 -m32 -n "$n" -d "$TMP/body.bin" "$URL")
+    grep -q " $n succeeded" <<<"$out" || { echo "profile.sh: not every h2load request succeeded:" >&2; grep requests: <<<"$out" >&2; return 1; }
+    echo "requests: $n"
+    return 0
+  fi
   out=$(timeout $(($1 + 30)) wrk -t1 -c64 -d"${1}s" "$URL")
   non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
   [[ -z $non2xx ]] || { echo "profile.sh: $non2xx non-2xx answers" >&2; return 1; }
-  echo "$out"
+  awk '/requests in/ {print "requests: " $1}' <<<"$out"
 }
 
 if [[ $MODE == syscalls ]]; then
@@ -84,14 +121,15 @@ if [[ $MODE == syscalls ]]; then
   PIDS+=($OL)
   PORT=$(python3 "$HERE/bench_util.py" portsfile "$TMP/ports" bench --timeout 10)
   URL="http://127.0.0.1:$PORT/small.txt"
-  load 2 >/dev/null  # warm-up, and every wrk connection open before counting starts
+  [[ $H2 == 1 ]] && URL="http://127.0.0.1:$PORT/"
+  load 2 warm >/dev/null  # warm-up, and every wrk connection open before counting starts
   timeout $((SECONDS_LOAD + 40)) strace -c -f -o "$TMP/strace.txt" -p "$OL" 2>/dev/null &
   ST=$!
   sleep 1  # strace attaches to every thread
   WRK_OUT=$(load "$SECONDS_LOAD")
   kill -INT "$ST" 2>/dev/null || true
   wait "$ST" 2>/dev/null || true
-  REQS=$(awk '/requests in/ {print $1}' <<<"$WRK_OUT")
+  REQS=$(awk '/^requests:/ {print $2}' <<<"$WRK_OUT")
   [[ -n $REQS && $REQS -gt 0 && -s $TMP/strace.txt ]] || { echo "profile.sh: no requests or no strace output" >&2; exit 1; }
   echo "requests: $REQS (wrk under strace runs far slower than without it; the counts per request still hold)"
   echo "system calls per request, by name:"
@@ -108,11 +146,12 @@ VG=$!
 PIDS+=($VG)
 PORT=$(python3 "$HERE/bench_util.py" portsfile "$TMP/ports" bench --timeout 60)
 URL="http://127.0.0.1:$PORT/small.txt"
-load 2 >/dev/null  # warm-up: pools, buffers, first-use allocations
+[[ $H2 == 1 ]] && URL="http://127.0.0.1:$PORT/"
+load 2 warm >/dev/null  # warm-up: pools, buffers, first-use allocations
 callgrind_control -z "$VG" >/dev/null
 WRK_OUT=$(load "$SECONDS_LOAD")
 callgrind_control -d "$VG" >/dev/null
-REQS=$(awk '/requests in/ {print $1}' <<<"$WRK_OUT")
+REQS=$(awk '/^requests:/ {print $2}' <<<"$WRK_OUT")
 DUMP=$(ls -t "$OUTFILE"* | grep -v "^$OUTFILE\$" | head -n1)
 [[ -n $DUMP && -n $REQS && $REQS -gt 0 ]] || { echo "profile.sh: no dump or no requests" >&2; exit 1; }
 # awk reads to the end (no early exit): with pipefail, callgrind_annotate
@@ -121,6 +160,24 @@ TOTAL=$(callgrind_annotate "$DUMP" 2>/dev/null | awk '/PROGRAM TOTALS/ && !seen 
 echo "requests: $REQS"
 echo "instructions: $TOTAL"
 echo "instructions per request: $((TOTAL / REQS))"
+echo
+echo "instructions per request by library (self cost):"
+callgrind_annotate --auto=no --threshold=100 "$DUMP" 2>/dev/null |
+  awk -v reqs="$REQS" -v total="$TOTAL" '
+    /PROGRAM TOTALS/ { next }
+    /^ *[0-9,]+ +\( *[0-9.]+%\) / {
+      ir = $1; gsub(",", "", ir); ir += 0
+      if (ir >= 0.95 * total) next  # thread entry points
+      lib = "onelayer"
+      if ($0 ~ /libnghttp2/) lib = "nghttp2"
+      else if ($0 ~ /jemalloc/) lib = "jemalloc"
+      else if ($0 ~ /libc\.so/) lib = "libc"
+      else if ($0 ~ /libstdc\+\+/) lib = "libstdc++"
+      else if ($0 ~ /libuv/) lib = "libuv"
+      else if ($0 ~ /libssl|libcrypto/) lib = "openssl"
+      by[lib] += ir
+    }
+    END { for (l in by) printf "%8.0f  %s\n", by[l] / reqs, l }' | sort -rn
 echo
 echo "top $TOP functions by self cost (instructions per request, share):"
 callgrind_annotate --auto=no --threshold=100 "$DUMP" 2>/dev/null |
