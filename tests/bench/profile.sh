@@ -161,32 +161,35 @@ echo "requests: $REQS"
 echo "instructions: $TOTAL"
 echo "instructions per request: $((TOTAL / REQS))"
 echo
+# Every function's self cost as "instructions name", thread entry points
+# (which hold everything) left out.
+self_costs() {
+  callgrind_annotate --auto=no --threshold=100 "$DUMP" 2>/dev/null |
+    awk -v total="$TOTAL" '
+      /PROGRAM TOTALS/ { next }
+      /^ *[0-9,]+ +\( *[0-9.]+%\) / {
+        ir = $1; gsub(",", "", ir); ir += 0
+        if (ir >= 0.95 * total) next
+        name = $0; sub(/^ *[0-9,]+ +\([^)]*\) +/, "", name)
+        print ir, name
+      }'
+}
 echo "instructions per request by library (self cost):"
-callgrind_annotate --auto=no --threshold=100 "$DUMP" 2>/dev/null |
-  awk -v reqs="$REQS" -v total="$TOTAL" '
-    /PROGRAM TOTALS/ { next }
-    /^ *[0-9,]+ +\( *[0-9.]+%\) / {
-      ir = $1; gsub(",", "", ir); ir += 0
-      if (ir >= 0.95 * total) next  # thread entry points
-      lib = "onelayer"
-      if ($0 ~ /libnghttp2/) lib = "nghttp2"
-      else if ($0 ~ /jemalloc/) lib = "jemalloc"
-      else if ($0 ~ /libc\.so/) lib = "libc"
-      else if ($0 ~ /libstdc\+\+/) lib = "libstdc++"
-      else if ($0 ~ /libuv/) lib = "libuv"
-      else if ($0 ~ /libssl|libcrypto/) lib = "openssl"
-      by[lib] += ir
-    }
-    END { for (l in by) printf "%8.0f  %s\n", by[l] / reqs, l }' | sort -rn
+self_costs | awk -v reqs="$REQS" '
+  {
+    lib = "onelayer"
+    if ($0 ~ /libnghttp2/) lib = "nghttp2"
+    else if ($0 ~ /jemalloc/) lib = "jemalloc"
+    else if ($0 ~ /libc\.so/) lib = "libc"
+    else if ($0 ~ /libstdc\+\+/) lib = "libstdc++"
+    else if ($0 ~ /libuv/) lib = "libuv"
+    else if ($0 ~ /libssl|libcrypto/) lib = "openssl"
+    by[lib] += $1
+  }
+  END { for (l in by) printf "%8.0f  %s\n", by[l] / reqs, l }' | sort -rn
 echo
 echo "top $TOP functions by self cost (instructions per request, share):"
-callgrind_annotate --auto=no --threshold=100 "$DUMP" 2>/dev/null |
-  awk -v reqs="$REQS" -v total="$TOTAL" '
-    /PROGRAM TOTALS/ { next }
-    /^ *[0-9,]+ +\( *[0-9.]+%\) / {
-      ir = $1; gsub(",", "", ir); ir += 0
-      if (ir >= 0.95 * total) next  # thread entry points
-      name = $0; sub(/^ *[0-9,]+ +\([^)]*\) +/, "", name)
-      printf "%8.0f  %5.1f%%  %s\n", ir / reqs, 100 * ir / total, name
-    }' | sort -rn | head -n "$TOP"
+self_costs | awk -v reqs="$REQS" -v total="$TOTAL" '
+  { ir = $1; name = $0; sub(/^[0-9]+ /, "", name); printf "%8.0f  %5.1f%%  %s\n", ir / reqs, 100 * ir / total, name }' |
+  sort -rn | head -n "$TOP"
 if [[ ${PROFILE_KEEP:-0} == 1 ]]; then cp "$DUMP" "$TMP/callgrind.last"; echo "dump: $TMP/callgrind.last"; fi
