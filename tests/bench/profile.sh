@@ -17,9 +17,11 @@
 # h2c upstream, and h2load (16 connections x 32 streams of 64-byte POSTs,
 # PROFILE_H2_REQUESTS of them, default 20000) instead of wrk; the report
 # adds instructions per request by library (onelayer's own code, nghttp2,
-# the allocator, libc).
+# the allocator, libc). `--h2 --nghttpx` profiles nghttpx (Debian
+# nghttp2-proxy, one worker, in one process) on the same path instead of
+# onelayer, for a side-by-side count.
 #
-# Usage: tests/bench/profile.sh [--syscalls | --h2] [ONELAYER_BIN]   (default build-rel/onelayer)
+# Usage: tests/bench/profile.sh [--syscalls | --h2 [--nghttpx]] [ONELAYER_BIN]   (default build-rel/onelayer)
 # Environment: PROFILE_SECONDS (default 5), PROFILE_TOP (default 30),
 #              PROFILE_KEEP=1 keeps the temporary directory.
 set -euo pipefail
@@ -30,6 +32,8 @@ MODE=callgrind
 H2=0
 if [[ ${1:-} == --syscalls ]]; then MODE=syscalls; shift; fi
 if [[ ${1:-} == --h2 ]]; then H2=1; shift; fi
+NGHTTPX=0
+if [[ $H2 == 1 && $MODE == callgrind && ${1:-} == --nghttpx ]]; then NGHTTPX=1; shift; fi
 H2_REQUESTS=${PROFILE_H2_REQUESTS:-20000}
 BIN=${1:-$REPO/build-rel/onelayer}
 SECONDS_LOAD=${PROFILE_SECONDS:-5}
@@ -41,6 +45,7 @@ H2_ECHO_MODULE=/usr/lib/nginx/modules/ngx_http_echo_module.so
 for tool in $tools; do
   command -v "$tool" >/dev/null || { echo "profile.sh: $tool not found" >&2; exit 1; }
 done
+[[ $NGHTTPX == 1 ]] && { tools="$tools nghttpx"; BIN=$(command -v nghttpx || echo nghttpx); }
 [[ -x $BIN ]] || { echo "profile.sh: $BIN is not executable" >&2; exit 1; }
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/onelayer-profile.XXXXXX")
@@ -139,12 +144,24 @@ if [[ $MODE == syscalls ]]; then
 fi
 
 OUTFILE="$TMP/callgrind.out"
-valgrind --tool=callgrind --callgrind-out-file="$OUTFILE" \
-  "$BIN" --config "$TMP/onelayer.yaml" --ports-file "$TMP/ports" --log-level warn \
-  >/dev/null 2>"$TMP/onelayer.log" &
-VG=$!
-PIDS+=($VG)
-PORT=$(python3 "$HERE/bench_util.py" portsfile "$TMP/ports" bench --timeout 60)
+if [[ $NGHTTPX == 1 ]]; then
+  # The h2 benchmark's nghttpx: cleartext frontend, h2 backend, one worker
+  # (in the main process, so one process to count), no access log.
+  PORT=$(free_port)
+  valgrind --tool=callgrind --callgrind-out-file="$OUTFILE" \
+    nghttpx --conf=/dev/null "--frontend=127.0.0.1,$PORT;no-tls" "--backend=127.0.0.1,$ORIGIN_PORT;;proto=h2" \
+    -n1 --single-process --errorlog-file="$TMP/nghttpx.log" >/dev/null 2>&1 &
+  VG=$!
+  PIDS+=($VG)
+  python3 "$HERE/bench_util.py" waitport "$PORT" --timeout 60
+else
+  valgrind --tool=callgrind --callgrind-out-file="$OUTFILE" \
+    "$BIN" --config "$TMP/onelayer.yaml" --ports-file "$TMP/ports" --log-level warn \
+    >/dev/null 2>"$TMP/onelayer.log" &
+  VG=$!
+  PIDS+=($VG)
+  PORT=$(python3 "$HERE/bench_util.py" portsfile "$TMP/ports" bench --timeout 60)
+fi
 URL="http://127.0.0.1:$PORT/small.txt"
 [[ $H2 == 1 ]] && URL="http://127.0.0.1:$PORT/"
 load 2 warm >/dev/null  # warm-up: pools, buffers, first-use allocations
@@ -184,6 +201,8 @@ self_costs | awk -v reqs="$REQS" '
     else if ($0 ~ /libstdc\+\+/) lib = "libstdc++"
     else if ($0 ~ /libuv/) lib = "libuv"
     else if ($0 ~ /libssl|libcrypto/) lib = "openssl"
+    else if ($0 ~ /libev\.so/) lib = "libev"
+    else if ($0 ~ /nghttpx/) lib = "nghttpx"
     by[lib] += $1
   }
   END { for (l in by) printf "%8.0f  %s\n", by[l] / reqs, l }' | sort -rn
