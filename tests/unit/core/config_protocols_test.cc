@@ -25,7 +25,7 @@ using test::load_ok;
 
 }  // namespace
 
-TEST_CASE("config protocols: a listener speaks http1 and h2c unless told otherwise; 100 streams") {
+TEST_CASE("config protocols: a listener speaks http1 and h2c unless told otherwise, 100 streams") {
   ConfigPtr c = load_ok(listener_with(""));
   const Listener& l = c->listeners[0];
   CHECK(l.protocols.http1);

@@ -200,7 +200,7 @@ upstreams:
   CHECK(c->upstreams[0].endpoints[0] == HostPort{"::1", 8081});
 }
 
-TEST_CASE("config: routes resolve upstream_index; retry_on replaces the default list") {
+TEST_CASE("config: routes resolve upstream_index, retry_on replaces the default list") {
   ConfigPtr c = load_ok(R"(layer_id: edge
 workers: 4
 headers: { retry_owner: X-Owner, baggage_member: Owner }
@@ -525,7 +525,7 @@ upstreams:
         });
 }
 
-TEST_CASE("config error: two sockets on one address; port 0 never collides") {
+TEST_CASE("config error: two sockets on one address, port 0 never collides") {
   CHECK(errors_of(R"(admin: { listen: 127.0.0.1:15001 }
 listeners:
   - name: a

@@ -117,7 +117,7 @@ TEST_CASE("config h2c and h2: an active health check is allowed (it speaks HTTP/
   CHECK(c->upstreams[0].outlier_detection.consecutive_failures == 3);
 }
 
-TEST_CASE("config tls: a client certificate needs its key and the other way round; alpn names http/1.1") {
+TEST_CASE("config tls: a client certificate needs its key and the other way round, alpn names http/1.1") {
   auto e = errors_of(with("", "    tls: { cert_file: /c.pem }\n"));
   REQUIRE(e.size() == 1);
   CHECK(e[0].find("upstreams[0].tls.cert_file: needs key_file too") != std::string::npos);
@@ -138,7 +138,7 @@ TEST_CASE("config tls: a client certificate needs its key and the other way roun
   CHECK(e.size() == 4);
 }
 
-TEST_CASE("config tls: listener tls needs both files; upgrades are tokens, lower-cased, replaceable") {
+TEST_CASE("config tls: listener tls needs both files, upgrades are tokens, lower-cased, replaceable") {
   ConfigPtr c = load_ok(with("    tls: { cert_file: /s.pem, key_file: /s.key }\n    upgrades: [WebSocket, my-proto]\n", ""));
   REQUIRE(c->listeners[0].tls);
   CHECK(c->listeners[0].tls->cert_file == "/s.pem");

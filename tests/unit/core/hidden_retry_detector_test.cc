@@ -51,7 +51,7 @@ TEST_CASE("hidden: signals come from baggage and x-envoy-attempt-count") {
   CHECK(HiddenRetryDetector::read_signals(Headers{{"baggage", "x-retry-attempt=a.1"}}).key == std::nullopt);
 }
 
-TEST_CASE("hidden: the same pair twice is one hidden retry; a new attempt is not") {
+TEST_CASE("hidden: the same pair twice is one hidden retry, a new attempt is not") {
   HiddenRetryDetector d;
   CHECK_FALSE(d.observe("r", "outer", sig(1, 1), kT0).hidden_retry);
   HiddenRetryDetector::Verdict v = d.observe("r", "outer", sig(1, 1), kT0 + 1s);
@@ -67,7 +67,7 @@ TEST_CASE("hidden: the same pair twice is one hidden retry; a new attempt is not
   CHECK(series[0].count == 2);
 }
 
-TEST_CASE("hidden: pairs are forgotten after 60 s; warnings come once a minute per owner") {
+TEST_CASE("hidden: pairs are forgotten after 60 s, warnings come once a minute per owner") {
   HiddenRetryDetector d;
   CHECK_FALSE(d.observe("r", "o", sig(5, 1), kT0).hidden_retry);
   CHECK_FALSE(d.observe("r", "o", sig(5, 1), kT0 + 60s).hidden_retry);  // remembered again from here
@@ -81,7 +81,7 @@ TEST_CASE("hidden: pairs are forgotten after 60 s; warnings come once a minute p
   CHECK(d.observe("r", "o", sig(6, 1), kT0 + 122s).warn);  // 61 s after it
 }
 
-TEST_CASE("hidden: Envoy's attempt count above 1 counts; owner labels are sanitized") {
+TEST_CASE("hidden: Envoy's attempt count above 1 counts, owner labels are sanitized") {
   HiddenRetryDetector d;
   HiddenRetryDetector::Signals s;
   s.envoy_attempt_count = 1;
@@ -92,7 +92,7 @@ TEST_CASE("hidden: Envoy's attempt count above 1 counts; owner labels are saniti
   CHECK(v.owner == "bad_owner_");
 }
 
-TEST_CASE("hidden: memory stays bounded under many distinct ids; a recent repeat is still seen") {
+TEST_CASE("hidden: memory stays bounded under many distinct ids, a recent repeat is still seen") {
   HiddenRetryDetector d;
   for (uint64_t i = 1; i <= 200000; ++i) d.observe("r", "o", sig(i, 1), kT0);
   CHECK(d.series().empty());                                   // nothing counted for first sends

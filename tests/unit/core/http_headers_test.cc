@@ -168,7 +168,7 @@ TEST_SUITE("validate_request_headers") {
     CHECK(validate_request_headers(h, false, 100) == RequestHeaderProblem::duplicate_host);
   }
 
-  TEST_CASE("more fields than max_headers is too_many_headers; 0 means no limit") {
+  TEST_CASE("more fields than max_headers is too_many_headers, 0 means no limit") {
     CHECK(validate_request_headers(good, true, 2) == RequestHeaderProblem::none);
     CHECK(validate_request_headers(good, true, 1) == RequestHeaderProblem::too_many_headers);
     CHECK(validate_request_headers(good, true, 0) == RequestHeaderProblem::none);

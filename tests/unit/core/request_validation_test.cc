@@ -32,7 +32,7 @@ TEST_CASE("request: an origin-form request goes on, routed by Host, target uncha
   CHECK(h == host_a());
 }
 
-TEST_CASE("request: an HTTP/2 head (translated, authority as Host) goes on; without an authority it is refused") {
+TEST_CASE("request: an HTTP/2 head (translated, authority as Host) goes on, without an authority it is refused") {
   RequestHeadFacts f = get("/rpc", 0);
   f.http_major = 2;
   f.chunked = true;  // a body of unknown length follows
@@ -80,7 +80,7 @@ TEST_CASE("request: absolute-form with userinfo or a bad authority is refused") 
   }
 }
 
-TEST_CASE("request: OPTIONS * goes on; * with another method is refused") {
+TEST_CASE("request: OPTIONS * goes on, * with another method is refused") {
   Headers h = host_a();
   RequestHeadFacts f = get("*");
   f.method = "OPTIONS";
@@ -234,7 +234,7 @@ TEST_CASE("request: CONNECT is refused with a hint that names the tls block to c
   CHECK(hint.find("upstreams[].tls") != std::string::npos);
 }
 
-TEST_CASE("upgrade: websocket with Connection: upgrade is a request to switch; the allowed tokens go on") {
+TEST_CASE("upgrade: websocket with Connection: upgrade is a request to switch, the allowed tokens go on") {
   std::vector<std::string> allowed{"websocket"};
   Headers h{{"Host", "a"}, {"Connection", "keep-alive, Upgrade"}, {"Upgrade", "WebSocket"}};
   UpgradeVerdict v = check_upgrade(get("/ws"), h, allowed);
@@ -246,7 +246,7 @@ TEST_CASE("upgrade: websocket with Connection: upgrade is a request to switch; t
   CHECK(v.protocols == "websocket/13");
 }
 
-TEST_CASE("upgrade: without the Connection option it is no upgrade; others are refused with what is forwarded") {
+TEST_CASE("upgrade: without the Connection option it is no upgrade, others are refused with what is forwarded") {
   std::vector<std::string> allowed{"websocket"};
   Headers bare{{"Host", "a"}, {"Upgrade", "websocket"}};
   CHECK_FALSE(check_upgrade(get("/"), bare, allowed).requested);

@@ -89,7 +89,7 @@ TEST_CASE("match_route: path prefix is byte-wise, case-sensitive and ignores the
   CHECK(std::string(matched(l, "", "/item")) == "(none)");
 }
 
-TEST_CASE("match_route: method set is exact and upper case; empty set matches any method") {
+TEST_CASE("match_route: method set is exact and upper case, empty set matches any method") {
   Listener l;
   l.routes = {make_route("read", "", "/", {"GET", "HEAD"}), make_route("rest", "", "/")};
   CHECK(std::string(matched(l, "", "/", "GET")) == "read");

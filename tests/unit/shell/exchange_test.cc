@@ -1004,7 +1004,7 @@ TEST_CASE("exchange grpc: UNAVAILABLE Trailers-Only twice then OK: three attempt
   t.check_no_more_attempts(3);
 }
 
-TEST_CASE("exchange grpc: UNAVAILABLE in trailers after headers is retried; the held head never reaches the client") {
+TEST_CASE("exchange grpc: UNAVAILABLE in trailers after headers is retried, the held head never reaches the client") {
   GrpcHarness t;
   t.call();
   t.connect(0);
@@ -1038,7 +1038,7 @@ TEST_CASE("exchange grpc: a failure after a message went downstream is committed
   t.check_no_more_attempts(1);
 }
 
-TEST_CASE("exchange grpc: pushback sets the wait; the retry does not start before it") {
+TEST_CASE("exchange grpc: pushback sets the wait, the retry does not start before it") {
   GrpcHarness t;
   t.call();
   t.connect(0);

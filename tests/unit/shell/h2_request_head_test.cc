@@ -21,7 +21,7 @@ H2Session::Head request(Headers fields, std::string authority = "api.test") {
 
 }  // namespace
 
-TEST_CASE("h2 request: pseudo-headers become method, target and a Host field first; version 2.0") {
+TEST_CASE("h2 request: pseudo-headers become method, target and a Host field first, version 2.0") {
   H2Session::Head in = request({{"accept", "*/*"}, {"host", "other"}});
   MessageHead m;
   REQUIRE(translate_h2_request(in, true, m) == nullptr);

@@ -384,7 +384,7 @@ TEST_CASE("h2 field names are lower-cased wherever their capitals are, and dropp
                                                  {"te", "Trailers"}});
 }
 
-TEST_CASE("h2 server: an interim 100 before the final head; the client skips it") {
+TEST_CASE("h2 server: an interim 100 before the final head, the client skips it") {
   Pair p;
   int32_t id = p.client.submit_request(post("/upload"), false);
   p.pump();
@@ -434,7 +434,7 @@ TEST_CASE("h2 head-only request and a response without trailers") {
   CHECK(p.crec.streams[id].closed);
 }
 
-TEST_CASE("h2 100 concurrent streams; the 101st is refused until one finishes") {
+TEST_CASE("h2 100 concurrent streams, the 101st is refused until one finishes") {
   Pair p;
   std::vector<int32_t> ids;
   for (int i = 0; i < 100; ++i) {
@@ -610,7 +610,7 @@ TEST_CASE("h2 rapid reset: streams opened and cancelled before a response end in
   }
 }
 
-TEST_CASE("h2 CONTINUATION flood ends in GOAWAY; eight are allowed") {
+TEST_CASE("h2 CONTINUATION flood ends in GOAWAY, eight are allowed") {
   auto attack = [](int continuations, std::string_view each) {
     auto at = std::make_unique<Attack>();
     std::string bytes = client_start() + headers(1, request_block(), 0);

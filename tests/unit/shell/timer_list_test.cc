@@ -240,7 +240,7 @@ TEST_CASE("timer list: a destroyed entry is disarmed, also from inside a callbac
   CHECK(l.list->size() == 0);
 }
 
-TEST_CASE("timer list: close disarms every entry; arming after close does nothing") {
+TEST_CASE("timer list: close disarms every entry, arming after close does nothing") {
   std::vector<Fired> log;
   auto l = std::make_unique<Loop>();
   Probe a(l.get(), 1, &log), b(l.get(), 2, &log);

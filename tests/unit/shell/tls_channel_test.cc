@@ -151,7 +151,7 @@ TEST_CASE("tls channel: a name the certificate does not carry fails verification
   CHECK_FALSE(client.handshake_done());
 }
 
-TEST_CASE("tls channel: an untrusted certificate fails verification; an IP name is checked against IP SANs") {
+TEST_CASE("tls channel: an untrusted certificate fails verification, an IP name is checked against IP SANs") {
   Cert cert("unit.test"), other("unit.test");
   Pair p(cert, &other);
   TlsChannel client(p.client_ctx, TlsChannel::Role::client), server(p.server_ctx, TlsChannel::Role::server);
