@@ -129,7 +129,7 @@ TEST_CASE("h2 response: a transfer coding HTTP/2 has no field for makes the resp
   CHECK(translate_response_for_h2(up, meta, out));
 }
 
-TEST_CASE("h2 response: extras are lower-cased too; a 304 keeps its length; an unfit response leaves the head") {
+TEST_CASE("h2 response: extras are lower-cased too, a 304 keeps its length, an unfit response leaves the head") {
   MessageHead up = upstream_response(304, {{"ETag", "\"v1\""}}, 7);
   Headers extra{{"X-Retry-Exhausted", "2"}};
   DownstreamStream::ResponseMeta meta;
