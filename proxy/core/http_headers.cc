@@ -555,6 +555,11 @@ void rewrite_response_headers(const Headers& in, std::string_view via, Headers& 
   rewrite_response_into(in, via, sink);
 }
 
+void rewrite_response_headers(const Headers& in, std::string_view via, HeaderSink& sink) {
+  ForwardingSink forward{sink};
+  rewrite_response_into(in, via, forward);
+}
+
 size_t append_rewritten_response_headers(const Headers& in, std::string_view via, std::string& out) {
   TextSink sink{out};
   return rewrite_response_into(in, via, sink);

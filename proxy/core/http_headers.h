@@ -158,6 +158,9 @@ bool append_rewritten_request_headers(const Headers& in, const RequestRewrite& r
 // Response: drops hop-by-hop (incl. Connection-listed) and framing headers and
 // fields whose name is not a token or whose value has CR/LF/NUL/CTL; appends Via.
 void rewrite_response_headers(const Headers& in, std::string_view via, Headers& out);
+// The same fields, each given to `sink` in order (the HTTP/2 downstream
+// builds its head from them without a list of strings first).
+void rewrite_response_headers(const Headers& in, std::string_view via, HeaderSink& sink);
 // Trailer fields to forward (a chunked body's trailer section, an HTTP/2
 // trailing HEADERS), either direction: drops what only means something in
 // a header section or to one hop (RFC 9110 6.5.1): hop-by-hop fields

@@ -28,6 +28,14 @@ uint64_t head_size(const H2Session::Head& h) {
   for (const Header& f : h.fields) n += f.name.size() + f.value.size() + 2;
   return n;
 }
+uint64_t head_size(const H2Response& h) {
+  uint64_t n = 9 + 4;  // the same count from a field block
+  for (size_t i = 0; i < h.fields.size(); ++i) {
+    H2FieldBlock::Field f = h.fields[i];
+    n += f.name.size() + f.value.size() + 2;
+  }
+  return n;
+}
 
 }  // namespace
 
@@ -111,7 +119,7 @@ void H2DownStream::retire_exchange() {
 
 bool H2DownStream::submit_pending_head(bool end) {
   head_pending_ = false;
-  if (!session().submit_response(id_, pending_head_, end)) {
+  if (!session().submit_response(id_, pending_head_.status, pending_head_.fields, end)) {
     ended_ = true;
     return false;
   }

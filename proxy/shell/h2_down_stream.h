@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "shell/downstream_stream.h"
+#include "shell/h2_request_head.h"
 #include "shell/h2_session.h"
 
 namespace onelayer {
@@ -82,7 +83,7 @@ class H2DownStream final : public DownstreamStream {
   H2Downstream* conn_;
   int32_t id_;
   std::unique_ptr<Exchange> ex_;
-  H2Session::Head pending_head_;  // a response head held back (send_response_head)
+  H2Response pending_head_;     // a response head held back (send_response_head)
   std::string method_, path_;   // for the access line of a refusal
   uint64_t response_bytes_ = 0;  // head estimate and DATA payload given to the session
   size_t unconsumed_ = 0;       // request bytes taken while held: their window reopens on release

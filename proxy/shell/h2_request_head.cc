@@ -1,17 +1,13 @@
 // Head translations of the HTTP/2 downstream (h2_request_head.h).
 #include "shell/h2_request_head.h"
 
+#include <charconv>
 #include <cstdint>
 #include <optional>
 
 namespace onelayer {
 
 namespace {
-
-void lower_in_place(std::string& s) {
-  for (char& c : s)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-}
 
 // 2^53-1 is the most either side accepts (kMaxContentLength); more digits
 // than 16 are refused before they could overflow.
@@ -73,21 +69,31 @@ const char* translate_h2_request(H2Session::Head& in, bool end_stream, MessageHe
 }
 
 bool translate_response_for_h2(const MessageHead& in, const DownstreamStream::ResponseMeta& meta,
-                               H2Session::Head& out) {
+                               H2Response& out) {
   std::optional<std::string> codings = response_transfer_codings(in.headers);
   if (!codings || (!codings->empty() && !meta.no_body)) return false;
-  out = H2Session::Head();
   out.status = in.status;
+  out.fields.clear();
+  // Room for every field as received plus Via (joined onto one, or a new
+  // one), the length and the extras: one allocation each for the spans and
+  // the bytes.
+  size_t fields = in.headers.size() + 2, bytes = meta.via.size() + 64;
+  for (const Header& f : in.headers) bytes += f.name.size() + f.value.size();
+  if (meta.extra) {
+    fields += meta.extra->size();
+    for (const Header& f : *meta.extra) bytes += f.name.size() + f.value.size();
+  }
+  out.fields.reserve(fields, bytes);
   rewrite_response_headers(in.headers, meta.via, out.fields);
   // A length says how long the body is; a 204 has none, and a response
   // without a body keeps it only for HEAD and 304 (what the body would be).
   if (in.has_content_length && in.status != 204 && (!meta.no_body || meta.head_request || in.status == 304)) {
-    std::string n;
-    append_decimal(n, in.content_length);
-    out.fields.push_back(Header{"content-length", std::move(n)});
+    char digits[24];
+    const char* end = std::to_chars(digits, digits + sizeof digits, in.content_length).ptr;
+    out.fields.put("content-length", std::string_view(digits, static_cast<size_t>(end - digits)));
   }
-  if (meta.extra) out.fields.insert(out.fields.end(), meta.extra->begin(), meta.extra->end());
-  for (Header& f : out.fields) lower_in_place(f.name);
+  if (meta.extra)
+    for (const Header& f : *meta.extra) out.fields.put(f.name, f.value);
   return true;
 }
 

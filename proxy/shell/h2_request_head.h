@@ -5,6 +5,7 @@
 #pragma once
 
 #include "shell/downstream_stream.h"
+#include "shell/h2_field_block.h"
 #include "shell/h2_session.h"
 #include "shell/http_codec.h"
 
@@ -20,13 +21,21 @@ namespace onelayer {
 // stream is answered 400 bad_request).
 const char* translate_h2_request(H2Session::Head& in, bool end_stream, MessageHead& out);
 
+// A response head for an HTTP/2 client, as H2Session::submit_response
+// takes it: the :status and the regular fields.
+struct H2Response {
+  int status = 0;
+  H2FieldBlock fields;
+};
+
 // A response head for an HTTP/2 client: the status, the upstream's fields
 // without hop-by-hop and framing ones (rewrite_response_headers, which
 // appends `meta.via`), `content-length` when the upstream gave one and the
-// response may carry it, then `meta.extra`. Names go out in lower case.
-// False when HTTP/2 cannot carry this response (a transfer coding other
-// than chunked, which HTTP/2 has no field for).
+// response may carry it, then `meta.extra`, each put straight into the
+// block (names lower-cased there). False when HTTP/2 cannot carry this
+// response (a transfer coding other than chunked, which HTTP/2 has no
+// field for); `out` is then left as it was.
 bool translate_response_for_h2(const MessageHead& in, const DownstreamStream::ResponseMeta& meta,
-                               H2Session::Head& out);
+                               H2Response& out);
 
 }  // namespace onelayer

@@ -717,6 +717,19 @@ bool H2Session::submit_response(int32_t stream, const Head& head, bool end_strea
   return submit_head(stream, head, false, end_stream);
 }
 
+bool H2Session::submit_response(int32_t stream, int status, const H2FieldBlock& fields, bool end_stream) {
+  Stream* st = find(stream);
+  if (role_ != Role::server || failed_ || !st || !st->known() || st->head_submitted || st->local_reset ||
+      status < 200 || status > 999)
+    return false;
+  char text[4];
+  const char* end = std::to_chars(text, text + sizeof text, status).ptr;
+  FieldList f(fields.size() + 1);
+  f.add(":status", std::string_view(text, static_cast<size_t>(end - text)));
+  f.add_block(fields);
+  return Callbacks::submit_fields(*this, stream, f, false, end_stream);
+}
+
 bool H2Session::submit_interim(int32_t stream, int status) {
   Stream* st = find(stream);
   if (role_ != Role::server || failed_ || !st || !st->known() || st->head_submitted || st->local_reset ||

@@ -178,6 +178,9 @@ class H2Session {
   bool peer_settings_received() const { return peer_settings_received_; }
   // Server: the response head (status and fields of `head`).
   bool submit_response(int32_t stream, const Head& head, bool end_stream);
+  // The same from a status and a field block (the proxied response: no Head
+  // of strings built first). The block is read during the call only.
+  bool submit_response(int32_t stream, int status, const H2FieldBlock& fields, bool end_stream);
   // Server: an interim (1xx, not 101) response head before the final one,
   // e.g. 100 Continue (RFC 9113 8.1).
   bool submit_interim(int32_t stream, int status);

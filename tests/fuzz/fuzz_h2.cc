@@ -80,11 +80,11 @@ void check_translations(const H2Session::Head& decoded, bool end_stream) {
   resp.content_length = m.content_length;
   onelayer::DownstreamStream::ResponseMeta meta;
   meta.via = "1.1 onelayer";
-  H2Session::Head out;
+  onelayer::H2Response out;
   if (!onelayer::translate_response_for_h2(resp, meta, out)) return;
   FUZZ_REQUIRE(out.status == 200);
   size_t lengths = 0;
-  for (const Header& h : out.fields) {
+  for (const Header& h : out.fields.headers()) {
     for (char c : h.name) FUZZ_REQUIRE(!(c >= 'A' && c <= 'Z'));
     FUZZ_REQUIRE(h.name != "transfer-encoding" && h.name != "connection");
     lengths += h.name == "content-length";

@@ -631,8 +631,11 @@ TEST_SUITE("append_serialized") {
   }
 }
 
-TEST_CASE("DirectResponseSerializationMatchesRewriteThenSerialize") {
-  const std::vector<Headers> inputs = {
+namespace {
+
+// Upstream response heads the two ways of rewriting are compared on.
+std::vector<Headers> response_rewrite_inputs() {
+  return {
       {},
       {{"Content-Type", "text/plain"}, {"Content-Length", "3"}},
       {{"Via", "1.0 a"}, {"Server", "x"}, {"via", "1.1 b"}, {"Via", ""}},
@@ -641,8 +644,38 @@ TEST_CASE("DirectResponseSerializationMatchesRewriteThenSerialize") {
       {{"Bad Name", "v"}, {"X-Ok", "v"}, {"X-Ctl", std::string("a\x01b")}, {"Via", "1.1 c"}},
       {{"x-retry-exhausted", "3"}, {"Proxy-Connection", "keep-alive"}, {"TE", "trailers"}},
   };
+}
+
+// Copies what a rewrite puts, in order.
+class CollectingSink final : public HeaderSink {
+ public:
+  void put(std::string_view name, std::string_view value) override {
+    fields.push_back(Header{std::string(name), std::string(value)});
+  }
+  Headers fields;
+};
+
+}  // namespace
+
+TEST_CASE("a response rewrite into a sink puts the fields the list gets, in order") {
   for (std::string_view via : {std::string_view("1.1 onelayer"), std::string_view("")}) {
-    for (const Headers& in : inputs) {
+    for (const Headers& in : response_rewrite_inputs()) {
+      Headers listed;
+      rewrite_response_headers(in, via, listed);
+      CollectingSink sink;
+      rewrite_response_headers(in, via, sink);
+      CHECK(sink.fields == listed);
+    }
+  }
+  // Via merged into the first one, the rest kept as sent.
+  CollectingSink sink;
+  rewrite_response_headers({{"Via", "1.0 a"}, {"Server", "x"}, {"via", "1.1 b"}}, "2 onelayer", sink);
+  CHECK(sink.fields == Headers{{"Via", "1.0 a, 1.1 b, 2 onelayer"}, {"Server", "x"}});
+}
+
+TEST_CASE("DirectResponseSerializationMatchesRewriteThenSerialize") {
+  for (std::string_view via : {std::string_view("1.1 onelayer"), std::string_view("")}) {
+    for (const Headers& in : response_rewrite_inputs()) {
       Headers rewritten;
       rewrite_response_headers(in, via, rewritten);
       std::string expected, direct;

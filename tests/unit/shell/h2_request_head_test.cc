@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <optional>
+
 using namespace onelayer;
 
 namespace {
@@ -17,6 +19,16 @@ H2Session::Head request(Headers fields, std::string authority = "api.test") {
   h.path = "/items?id=7";
   h.fields = std::move(fields);
   return h;
+}
+
+// An upstream's response head; a `length` is its Content-Length.
+MessageHead upstream_response(int status, Headers fields, std::optional<uint64_t> length = std::nullopt) {
+  MessageHead m;
+  m.status = status;
+  m.headers = std::move(fields);
+  m.has_content_length = length.has_value();
+  m.content_length = length.value_or(0);
+  return m;
 }
 
 }  // namespace
@@ -83,27 +95,23 @@ TEST_CASE("h2 response: hop-by-hop and framing fields go, names are lower case, 
   DownstreamStream::ResponseMeta meta;
   meta.via = "1.1 onelayer";
   meta.extra = &extra;
-  H2Session::Head out;
+  H2Response out;
   REQUIRE(translate_response_for_h2(up, meta, out));
   CHECK(out.status == 201);
-  CHECK(out.fields == Headers{{"content-type", "text/html"}, {"set-cookie", "s=1"}, {"via", "1.1 onelayer"},
+  CHECK(out.fields.headers() == Headers{{"content-type", "text/html"}, {"set-cookie", "s=1"}, {"via", "1.1 onelayer"},
                               {"x-retry-exhausted", "3"}});
 }
 
 TEST_CASE("h2 response: a length is kept when the response may carry it, never on 204") {
-  MessageHead up;
-  up.status = 200;
-  up.has_content_length = true;
-  up.content_length = 42;
-  up.headers = {{"Content-Length", "42"}};
+  MessageHead up = upstream_response(200, {{"Content-Length", "42"}}, 42);
   DownstreamStream::ResponseMeta meta;
-  H2Session::Head out;
+  H2Response out;
   REQUIRE(translate_response_for_h2(up, meta, out));
-  CHECK(out.fields == Headers{{"content-length", "42"}});
+  CHECK(out.fields.headers() == Headers{{"content-length", "42"}});
   meta.no_body = true;
   meta.head_request = true;  // HEAD: the length the body would have
   REQUIRE(translate_response_for_h2(up, meta, out));
-  CHECK(out.fields == Headers{{"content-length", "42"}});
+  CHECK(out.fields.headers() == Headers{{"content-length", "42"}});
   up.status = 204;
   meta.head_request = false;
   REQUIRE(translate_response_for_h2(up, meta, out));
@@ -115,8 +123,25 @@ TEST_CASE("h2 response: a transfer coding HTTP/2 has no field for makes the resp
   up.status = 200;
   up.headers = {{"Transfer-Encoding", "gzip, chunked"}};
   DownstreamStream::ResponseMeta meta;
-  H2Session::Head out;
+  H2Response out;
   CHECK_FALSE(translate_response_for_h2(up, meta, out));
   meta.no_body = true;  // no body: nothing is coded
   CHECK(translate_response_for_h2(up, meta, out));
+}
+
+TEST_CASE("h2 response: extras are lower-cased too, a 304 keeps its length, an unfit response leaves the head") {
+  MessageHead up = upstream_response(304, {{"ETag", "\"v1\""}}, 7);
+  Headers extra{{"X-Retry-Exhausted", "2"}};
+  DownstreamStream::ResponseMeta meta;
+  meta.no_body = true;  // a 304 has none, and keeps the length it stands for
+  meta.extra = &extra;
+  H2Response out;
+  REQUIRE(translate_response_for_h2(up, meta, out));
+  CHECK(out.status == 304);
+  CHECK(out.fields.headers() == Headers{{"etag", "\"v1\""}, {"content-length", "7"}, {"x-retry-exhausted", "2"}});
+
+  MessageHead coded = upstream_response(200, {{"Transfer-Encoding", "chunked, gzip"}});  // chunked not last
+  CHECK_FALSE(translate_response_for_h2(coded, DownstreamStream::ResponseMeta{}, out));
+  CHECK(out.status == 304);
+  CHECK(out.fields.size() == 3);
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "shell/h2_field_block.h"
 #include "shell/h2_session.h"
 
 using namespace onelayer;
@@ -291,6 +292,13 @@ struct Attack {
       if (f.type == GOAWAY) return f.u32(4);
     return std::nullopt;
   }
+  // The last HEADERS frame sent on `stream`, or nullptr.
+  const Frame* last_headers(uint32_t stream) const {
+    const Frame* found = nullptr;
+    for (const Frame& f : frames)
+      if (f.type == HEADERS && f.stream == stream) found = &f;
+    return found;
+  }
   int count(uint8_t type, std::optional<uint32_t> code = std::nullopt) const {
     int n = 0;
     for (const Frame& f : frames)
@@ -410,9 +418,7 @@ TEST_CASE("h2 server: an interim 100 before the final head, the client skips it"
   REQUIRE(at.feed(headers(1, request_block())));
   CHECK(at.server.submit_interim(1, 100));
   at.take();
-  const Frame* interim = nullptr;
-  for (const Frame& f : at.frames)
-    if (f.type == HEADERS && f.stream == 1) interim = &f;
+  const Frame* interim = at.last_headers(1);
   REQUIRE(interim);
   CHECK(interim->fields == Headers{{":status", "100"}});
   CHECK_FALSE((interim->flags & END_STREAM));
@@ -564,6 +570,46 @@ TEST_CASE("h2 RST_STREAM from either side reaches the other's handler") {
   CHECK(p.client.open_streams() == 0);
   CHECK(p.server.open_streams() == 0);
   CHECK(p.server.stats().early_resets == 1);  // a: reset by the client before any response
+}
+
+TEST_CASE("h2 server: a response head from a field block, checked and filtered as a Head is") {
+  Pair p;
+  int32_t id = p.client.submit_request(get("/block"), true);
+  p.pump();
+  REQUIRE(p.srec.streams[id].head_seen);
+  H2FieldBlock block;
+  block.put("Content-Type", "text/plain");
+  block.put("Connection", "close");
+  block.put("Transfer-Encoding", "chunked");
+  block.put(":path", "/smuggled");
+  block.put("X-Request-Id", "r-1");
+  block.put("via", "1.1 onelayer");
+  CHECK_FALSE(p.server.submit_response(id, 199, block, false));     // not a final status
+  CHECK_FALSE(p.server.submit_response(id + 2, 200, block, false));  // no such stream
+  CHECK_FALSE(p.client.submit_response(id, 200, block, false));      // a client answers nothing
+  CHECK(p.server.submit_response(id, 201, block, false));
+  CHECK_FALSE(p.server.submit_response(id, 200, block, true));  // one final head per stream
+  CHECK(p.server.send_data(id, "made"));
+  CHECK(p.server.end_stream(id));
+  p.pump();
+  StreamLog& c = p.crec.streams[id];
+  CHECK(c.head.status == 201);
+  // Lower case, order kept; connection-specific and pseudo-header fields gone.
+  CHECK(c.head.fields == Headers{{"content-type", "text/plain"}, {"x-request-id", "r-1"}, {"via", "1.1 onelayer"}});
+  CHECK(c.body == "made");
+  CHECK(c.closed);
+
+  // Ending the stream with the head: one HEADERS frame with END_STREAM.
+  Attack at;
+  REQUIRE(at.feed(client_start() + headers(1, request_block())));
+  H2FieldBlock none;
+  CHECK(at.server.submit_response(1, 204, none, true));
+  at.take();
+  const Frame* head = at.last_headers(1);
+  REQUIRE(head);
+  CHECK(head->fields == Headers{{":status", "204"}});
+  CHECK((head->flags & END_STREAM));
+  CHECK_FALSE(at.server.send_data(1, "late"));
 }
 
 TEST_CASE("h2 a complete response before the request ended is followed by RST_STREAM NO_ERROR") {
