@@ -21,12 +21,6 @@ void H2FieldBlock::clear() {
   fields_.clear();
 }
 
-H2FieldBlock::Field H2FieldBlock::operator[](size_t i) const {
-  const Span& s = fields_[i];
-  std::string_view all(bytes_);
-  return Field{all.substr(s.name_at, s.name_len), all.substr(s.value_at, s.value_len)};
-}
-
 Headers H2FieldBlock::headers() const {
   Headers out;
   out.reserve(fields_.size());

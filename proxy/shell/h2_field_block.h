@@ -31,7 +31,13 @@ class H2FieldBlock final : public HeaderSink {
 
   size_t size() const { return fields_.size(); }
   bool empty() const { return fields_.empty(); }
-  Field operator[](size_t i) const;
+  Field operator[](size_t i) const {
+    const Span& s = fields_[i];
+    std::string_view all(bytes_);
+    return Field{all.substr(s.name_at, s.name_len), all.substr(s.value_at, s.value_len)};
+  }
+  // Name and value bytes of every field.
+  size_t bytes() const { return bytes_.size(); }
   // A copy as a field list (logs and tests).
   Headers headers() const;
 
