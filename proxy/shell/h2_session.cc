@@ -181,6 +181,7 @@ struct H2Session::Stream {
   size_t out_off = 0;
   bool local_reset = false;   // reset_stream(), or our RST NO_ERROR after a full response
   uint32_t refused_code = 0;  // we reset it for the peer's fault: the Handler hears this code
+  void* owner = nullptr;      // set_stream_owner()
 
   // Events go to the Handler: streams we opened, and peer streams whose head
   // it got.
@@ -610,6 +611,7 @@ void H2Session::peer_ended(int32_t id) {
 void H2Session::finish_stream(int32_t id, uint32_t error_code) {
   std::unique_ptr<Stream> st = remove_stream(id);
   if (!st || !st->known() || !handler_) return;
+  Ending ending(*this, id, st->owner);
   if (st->refused_code) handler_->on_reset(id, st->refused_code);
   else if (st->local_reset || error_code == NGHTTP2_NO_ERROR) handler_->on_closed(id);
   else handler_->on_reset(id, error_code);
@@ -771,6 +773,17 @@ bool H2Session::send_trailers(int32_t stream, const Headers& trailers) {
 
 bool H2Session::end_stream(int32_t stream) { return send_trailers(stream, Headers()); }
 
+void H2Session::set_stream_owner(int32_t stream, void* owner) {
+  if (stream == ending_id_) ending_owner_ = owner;  // e.g. its owner leaves while it ends
+  if (Stream* st = find(stream)) st->owner = owner;
+}
+
+void* H2Session::stream_owner(int32_t stream) const {
+  if (stream == ending_id_) return ending_owner_;  // its on_closed()/on_reset() is running
+  const Stream* st = find(stream);
+  return st ? st->owner : nullptr;
+}
+
 size_t H2Session::queued_bytes(int32_t stream) const {
   const Stream* st = find(stream);
   return st ? st->out.size() - st->out_off : 0;
@@ -805,6 +818,7 @@ void H2Session::close_streams(uint32_t error_code) {
   for (int32_t id : ids) {
     std::unique_ptr<Stream> st = remove_stream(id);
     if (!st || !st->known() || !handler_) continue;
+    Ending ending(*this, id, st->owner);
     if (st->local_reset) handler_->on_closed(id);
     else handler_->on_reset(id, error_code);
   }

@@ -190,6 +190,11 @@ class H2Session {
   bool send_trailers(int32_t stream, const Headers& trailers);  // ends our side
   bool end_stream(int32_t stream);                              // ends our side
   size_t queued_bytes(int32_t stream) const;  // queued by send_data, not yet sent
+  // The owner's own pointer for a stream (its object for it), found as
+  // cheaply as the session finds the stream; nullptr when none was set or
+  // the stream is gone.
+  void set_stream_owner(int32_t stream, void* owner);
+  void* stream_owner(int32_t stream) const;
   // RST_STREAM; the Handler gets on_closed() for it (not on_reset()).
   bool reset_stream(int32_t stream, uint32_t error_code = kCancel);
   // The owner passed on n body bytes of `stream`: its window reopens.
@@ -234,6 +239,23 @@ class H2Session {
   size_t own_streams_ = 0;  // streams_ we opened (client)
   int32_t last_found_id_ = 0;  // find()'s memory of its last answer
   Stream* last_found_ = nullptr;
+  // The stream whose on_closed()/on_reset() is running: gone from streams_,
+  // its owner pointer still answers stream_owner() during the call.
+  struct Ending {
+    Ending(H2Session& s, int32_t id, void* owner) : s_(s), id_(s.ending_id_), owner_(s.ending_owner_) {
+      s.ending_id_ = id;
+      s.ending_owner_ = owner;
+    }
+    ~Ending() {
+      s_.ending_id_ = id_;
+      s_.ending_owner_ = owner_;
+    }
+    H2Session& s_;
+    int32_t id_;
+    void* owner_;
+  };
+  int32_t ending_id_ = 0;
+  void* ending_owner_ = nullptr;
   Stats stats_;
   uint64_t now_ms_ = 0;
   double reset_tokens_ = 0;

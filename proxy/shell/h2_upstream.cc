@@ -110,11 +110,10 @@ bool H2UpConn::attached(const H2UpStream* s) const {
   return std::find(streams_.begin(), streams_.end(), s) != streams_.end();
 }
 
-H2UpStream* H2UpConn::find(int32_t id) const {
-  for (H2UpStream* s : streams_)
-    if (s->id() == id) return s;
-  return nullptr;
-}
+// Each stream's H2UpStream is its owner pointer in the session (set when
+// the stream opens, cleared when it detaches): no walk over streams_ for
+// every event of every stream.
+H2UpStream* H2UpConn::find(int32_t id) const { return static_cast<H2UpStream*>(session_.stream_owner(id)); }
 
 void H2UpConn::connect(Millis timeout) {
   connect_timeout_ = timeout;
@@ -361,10 +360,11 @@ void H2UpConn::detach(H2UpStream* s) {
   auto it = std::find(streams_.begin(), streams_.end(), s);
   if (it == streams_.end()) return;
   streams_.erase(it);
+  if (s->id() != 0 && session_.stream_owner(s->id()) == s) session_.set_stream_owner(s->id(), nullptr);
   auto q = std::find(queued_.begin(), queued_.end(), s);
   if (q != queued_.end()) queued_.erase(q);
-  auto t = std::find(touched_.begin(), touched_.end(), s);
-  if (t != touched_.end()) *t = nullptr;
+  for (H2UpStream*& t : touched_)  // a stream is there once per event it had
+    if (t == s) t = nullptr;
   open_queued();
   flush();
   if (streams_.empty() && connected_) arm_idle();
@@ -375,6 +375,7 @@ int32_t H2UpConn::open_stream(H2UpStream* s, const H2Request& request, bool end_
   if (queued_.empty() || queued_.front() == s) {
     int32_t id = session_.submit_request(request.line(), request.fields, end_stream);
     if (id > 0) {
+      session_.set_stream_owner(id, s);
       if (!queued_.empty()) queued_.erase(queued_.begin());
       return id;
     }
@@ -472,7 +473,7 @@ void H2UpConn::read_input(const char* data, size_t len) {
   std::vector<H2UpStream*> touched;
   touched.swap(touched_);
   for (H2UpStream* s : touched)
-    if (s && attached(s)) s->on_read_done();
+    if (s) s->on_read_done();  // detach() nulls the entries of streams that left
   if (!closing() && no_new_streams_ && streams_.empty()) close_now();
 }
 

@@ -913,3 +913,56 @@ TEST_CASE("h2 client: a request that never went out still ends once") {
     CHECK(p.client.want_close());
   }
 }
+
+TEST_CASE("h2 stream owner: set on a stream, found by id, still there while its end is reported, gone after") {
+  struct OwnerCheck : Recorder {
+    H2Session* s = nullptr;
+    void* seen_at_end = nullptr;
+    void on_reset(int32_t stream, uint32_t code) override {
+      seen_at_end = s->stream_owner(stream);
+      Recorder::on_reset(stream, code);
+    }
+    void on_closed(int32_t stream) override {
+      seen_at_end = s->stream_owner(stream);
+      Recorder::on_closed(stream);
+    }
+  };
+  OwnerCheck crec;
+  Recorder srec;
+  H2Session client(Role::client, &crec), server(Role::server, &srec);
+  crec.s = &client;
+  crec.session = &client;
+  srec.session = &server;
+  auto pump = [&] {
+    for (int i = 0; i < 100; ++i) {
+      std::string c, s;
+      client.flush(c);
+      server.flush(s);
+      if (c.empty() && s.empty()) return;
+      if (!c.empty()) server.recv(reinterpret_cast<const uint8_t*>(c.data()), c.size(), 0);
+      if (!s.empty()) client.recv(reinterpret_cast<const uint8_t*>(s.data()), s.size(), 0);
+    }
+  };
+  int owner_a = 0, owner_b = 0;
+  int32_t a = client.submit_request(get("/a"), true);
+  int32_t b = client.submit_request(get("/b"), true);
+  REQUIRE((a > 0 && b > 0));
+  CHECK(client.stream_owner(a) == nullptr);
+  client.set_stream_owner(a, &owner_a);
+  client.set_stream_owner(b, &owner_b);
+  CHECK(client.stream_owner(a) == &owner_a);  // before nghttp2 opened it
+  pump();
+  CHECK(client.stream_owner(b) == &owner_b);  // after
+  // The server resets a: its owner is still known while on_reset runs.
+  CHECK(server.reset_stream(a, H2Session::kInternalError));
+  pump();
+  CHECK(crec.seen_at_end == &owner_a);
+  CHECK(client.stream_owner(a) == nullptr);
+  // b ends cleanly; an owner cleared before the end is not reported.
+  client.set_stream_owner(b, nullptr);
+  CHECK(server.submit_response(b, status(200), true));
+  pump();
+  CHECK(crec.seen_at_end == nullptr);
+  CHECK(client.stream_owner(b) == nullptr);
+  CHECK(client.stream_owner(999) == nullptr);
+}
