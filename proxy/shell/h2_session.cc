@@ -533,13 +533,15 @@ H2Session::Stream& H2Session::add_stream(int32_t id, bool peer_opened, std::uniq
   st->id = id;
   st->peer_opened = peer_opened;
   Stream& ref = *st;
+  // Ours get their user data from submit_request (nghttp2 opens them when
+  // their HEADERS go out); the peer's are open already.
   if (!peer_opened) ++own_streams_;
-  nghttp2_session_set_stream_user_data(session_, id, &ref);
+  else nghttp2_session_set_stream_user_data(session_, id, &ref);
   streams_[id] = std::move(st);
   return ref;
 }
 
-std::unique_ptr<H2Session::Stream> H2Session::remove_stream(int32_t id) {
+std::unique_ptr<H2Session::Stream> H2Session::remove_stream(int32_t id, bool unhook) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return nullptr;
   std::unique_ptr<Stream> st = std::move(it->second);
@@ -548,7 +550,9 @@ std::unique_ptr<H2Session::Stream> H2Session::remove_stream(int32_t id) {
     last_found_id_ = 0;
     last_found_ = nullptr;
   }
-  nghttp2_session_set_stream_user_data(session_, id, nullptr);  // fails harmlessly once nghttp2 let it go
+  // From nghttp2's close callback the stream is freed right after; a stream
+  // we drop while nghttp2 keeps it (close_streams) must not point at us.
+  if (unhook) nghttp2_session_set_stream_user_data(session_, id, nullptr);
   if (!st->peer_opened) --own_streams_;
   return st;
 }
@@ -609,7 +613,7 @@ void H2Session::peer_ended(int32_t id) {
 }
 
 void H2Session::finish_stream(int32_t id, uint32_t error_code) {
-  std::unique_ptr<Stream> st = remove_stream(id);
+  std::unique_ptr<Stream> st = remove_stream(id, false);
   if (!st || !st->known() || !handler_) return;
   Ending ending(*this, id, st->owner);
   if (st->refused_code) handler_->on_reset(id, st->refused_code);
@@ -816,7 +820,7 @@ void H2Session::close_streams(uint32_t error_code) {
   for (const auto& [id, st] : streams_) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
   for (int32_t id : ids) {
-    std::unique_ptr<Stream> st = remove_stream(id);
+    std::unique_ptr<Stream> st = remove_stream(id, true);
     if (!st || !st->known() || !handler_) continue;
     Ending ending(*this, id, st->owner);
     if (st->local_reset) handler_->on_closed(id);

@@ -222,7 +222,9 @@ class H2Session {
   Stream* find(int32_t id);
   const Stream* find(int32_t id) const;
   Stream& add_stream(int32_t id, bool peer_opened, std::unique_ptr<Stream> st = nullptr);
-  std::unique_ptr<Stream> remove_stream(int32_t id);  // null when not ours
+  // Null when not ours. `unhook`: nghttp2 keeps the stream (clear its
+  // pointer to ours).
+  std::unique_ptr<Stream> remove_stream(int32_t id, bool unhook);
   bool submit_head(int32_t stream, const Head& head, bool request, bool end_stream);
   void resume(Stream& s);
   int headers_received(int32_t id, bool end_stream);  // a header block is complete
