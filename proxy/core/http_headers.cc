@@ -412,16 +412,23 @@ bool iequals(std::string_view a, std::string_view b) {
 // letter. The letters' top bits, moved down to 0x20, are what lower-cases.
 void lower_ascii_into(char* out, std::string_view in) {
   constexpr uint64_t kOnes = 0x0101010101010101ull, kTops = 0x8080808080808080ull;
-  size_t i = 0;
-  for (; i + 8 <= in.size(); i += 8) {
+  auto lower8 = [&](size_t at) {
     uint64_t x;
-    std::memcpy(&x, in.data() + i, 8);
+    std::memcpy(&x, in.data() + at, 8);
     uint64_t low7 = x & ~kTops;
     uint64_t upper = (low7 + (0x80 - 'A') * kOnes) & ~(low7 + (0x80 - 'Z' - 1) * kOnes) & ~x & kTops;
     x |= upper >> 2;
-    std::memcpy(out + i, &x, 8);
+    std::memcpy(out + at, &x, 8);
+  };
+  if (in.size() < 8) {
+    for (size_t i = 0; i < in.size(); ++i) out[i] = ascii_lower(in[i]);
+    return;
   }
-  for (; i < in.size(); ++i) out[i] = ascii_lower(in[i]);
+  size_t i = 0;
+  for (; i + 8 <= in.size(); i += 8) lower8(i);
+  // The last bytes as one more step over the last eight (lower-casing twice
+  // changes nothing, and the input bytes there are read before written).
+  if (i < in.size()) lower8(in.size() - 8);
 }
 
 bool is_token(std::string_view s) {

@@ -808,11 +808,13 @@ TEST_CASE("ViaNamesTheProtocolVersionTheMessageArrivedWith") {
 }
 
 TEST_CASE("lower_ascii_into: every byte at every position of the eight-byte steps, in place too") {
-  // Each byte value at each position of a 19-byte string (two whole steps
-  // and a tail), against the byte-by-byte rule.
+  // Each byte value at each position of strings of 1 to 24 bytes (shorter
+  // than a step, whole steps, steps and a tail), against the byte-by-byte
+  // rule.
+  for (size_t len = 1; len <= 24; ++len)
   for (int b = 0; b < 256; ++b) {
-    for (size_t pos = 0; pos < 19; ++pos) {
-      std::string in(19, 'Q');
+    for (size_t pos = 0; pos < len; ++pos) {
+      std::string in(len, 'Q');
       in[pos] = static_cast<char>(b);
       std::string expect = in;
       for (char& c : expect)
