@@ -867,3 +867,36 @@ TEST_CASE("h2 client: a request that never went out still ends once") {
     CHECK(p.client.want_close());
   }
 }
+
+TEST_CASE("h2 client: a :status below 100 is no head at all: the stream is reset, nothing of it is delivered") {
+  // nghttp2 takes 000-099 for a final head (they are not 1xx) and lets DATA
+  // follow; the session must not skip it as an interim head and then hand
+  // on the body of a response that never had a head.
+  for (std::string_view code : {"051", "000", "099"}) {
+    CAPTURE(code);
+    Recorder rec;
+    H2Session client(Role::client, &rec);
+    rec.session = &client;
+    int32_t id = client.submit_request(get("/odd"), true);
+    std::string sent;
+    client.flush(sent);
+    std::string odd = std::string(1, char(0x08)) + hpack_int(3, 7, 0) + std::string(code);  // :status, literal
+    std::string in = settings() + frame(SETTINGS, ACK, 0, "") + headers(id, odd) + data(id, "body") +
+                     headers(id, literal("grpc-status", "0"), END_HEADERS | END_STREAM);
+    client.recv(reinterpret_cast<const uint8_t*>(in.data()), in.size(), 0);
+    std::string out;
+    client.flush(out);
+    CHECK_FALSE(rec.streams[id].head_seen);
+    CHECK(rec.streams[id].body.empty());
+    CHECK(rec.streams[id].trailers.empty());
+    CHECK_FALSE(rec.streams[id].ended);
+    CHECK(rec.streams[id].resets == 1);
+    CHECK(rec.streams[id].reset_code == H2Session::kProtocolError);
+    FrameReader reader;
+    bool rst_sent = false;
+    for (const Frame& f : reader.read(out))
+      if (f.type == RST_STREAM && f.stream == uint32_t(id)) rst_sent = f.u32(0) == H2Session::kProtocolError;
+    CHECK(rst_sent);
+    CHECK(client.open_streams() == 0);
+  }
+}
