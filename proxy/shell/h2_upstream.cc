@@ -363,8 +363,8 @@ void H2UpConn::detach(H2UpStream* s) {
   streams_.erase(it);
   auto q = std::find(queued_.begin(), queued_.end(), s);
   if (q != queued_.end()) queued_.erase(q);
-  auto t = std::find(touched_.begin(), touched_.end(), s);
-  if (t != touched_.end()) *t = nullptr;
+  // Every entry: a stream is touched once per event of the read.
+  std::replace(touched_.begin(), touched_.end(), s, static_cast<H2UpStream*>(nullptr));
   open_queued();
   flush();
   if (streams_.empty() && connected_) arm_idle();
