@@ -407,6 +407,16 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
+std::optional<uint64_t> parse_content_length(std::string_view v, size_t max_digits) {
+  if (v.empty() || v.size() > std::min<size_t>(max_digits, 19)) return std::nullopt;
+  uint64_t n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return n;
+}
+
 bool is_token(std::string_view s) {
   bool ok = !s.empty();
   for (unsigned char c : s) ok &= kTchar[c];  // no early exit: names are short, branches cost more

@@ -31,6 +31,12 @@ std::string_view trim_ows(std::string_view s);
 // RFC 9112 3.2 / RFC 3986 3.2.2: uri-host [ ":" port ], or empty.
 bool is_valid_host_value(std::string_view v);
 
+// A Content-Length value: 1 to `max_digits` decimal digits, nothing else
+// (no sign, no OWS, no list). `max_digits` is capped at 19, the most that
+// cannot overflow 64 bits; a caller with a smaller limit on the value
+// refuses more digits before they are read. nullopt otherwise.
+std::optional<uint64_t> parse_content_length(std::string_view v, size_t max_digits);
+
 // Appends v in decimal (heads, access-log lines: no format string per request).
 void append_decimal(std::string& out, uint64_t v);  // without leading and trailing SP / HTAB
 

@@ -70,6 +70,28 @@ TEST_SUITE("header primitives") {
     CHECK_FALSE(iequals("\xC3\xA9", "\xC3\x89"));  // no Unicode folding
   }
 
+  TEST_CASE("parse_content_length takes 1 to max_digits digits and nothing else") {
+    CHECK(parse_content_length("0", 16) == 0u);
+    CHECK(parse_content_length("0012", 16) == 12u);
+    CHECK(parse_content_length("9007199254740991", 16) == 9007199254740991u);  // 2^53-1
+    CHECK(parse_content_length("9999999999999999", 16) == 9999999999999999u);
+    CHECK_FALSE(parse_content_length("10000000000000000", 16));  // 17 digits
+    CHECK_FALSE(parse_content_length("", 16));
+    for (const char* bad : {"+1", "-1", " 1", "1 ", "1,1", "0x10", "1.0", "1\t"}) {
+      CAPTURE(bad);
+      CHECK_FALSE(parse_content_length(bad, 16));
+    }
+  }
+
+  TEST_CASE("parse_content_length never overflows: the bound stops at 19 digits") {
+    CHECK(parse_content_length("9999999999999999999", 19) == 9999999999999999999u);
+    CHECK(parse_content_length("18446744073709551615", 19) == std::nullopt);  // 2^64-1 has 20 digits
+    CHECK(parse_content_length("99999999999999999999", 25) == std::nullopt);  // 20 nines would wrap
+    CHECK(parse_content_length("123", 3) == 123u);
+    CHECK_FALSE(parse_content_length("1234", 3));
+    CHECK_FALSE(parse_content_length("1", 0));
+  }
+
   TEST_CASE("is_token accepts tchar and rejects separators, space and empty") {
     CHECK(is_token("X-Custom_Header.1"));
     CHECK(is_token("!#$%&'*+-.^_`|~09azAZ"));
