@@ -417,6 +417,11 @@ std::optional<uint64_t> parse_content_length(std::string_view v, size_t max_digi
   return n;
 }
 
+char* copy_lowercase(std::string_view in, char* out) {
+  for (char c : in) *out++ = ascii_lower(c);
+  return out;
+}
+
 bool is_token(std::string_view s) {
   bool ok = !s.empty();
   for (unsigned char c : s) ok &= kTchar[c];  // no early exit: names are short, branches cost more

@@ -23,6 +23,10 @@ struct Header {
 using Headers = std::vector<Header>;
 
 bool iequals(std::string_view a, std::string_view b);  // ASCII case-insensitive
+// Copies `in` to `out` (room for in.size() bytes) with ASCII capitals in
+// lower case; `out` may be in.data() (lowering in place). Returns the end
+// of what it wrote.
+char* copy_lowercase(std::string_view in, char* out);
 bool is_token(std::string_view s);                     // RFC 9110 5.6.2 tchar+, non-empty
 // False for CR, LF, NUL and every other CTL except HTAB (and DEL); obs-text is allowed.
 bool is_valid_field_value(std::string_view v);

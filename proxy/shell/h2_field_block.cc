@@ -12,8 +12,7 @@ void H2FieldBlock::put(std::string_view name, std::string_view value) {
          static_cast<uint32_t>(value.size())};
   size_t at = bytes_.size();
   bytes_.resize(at + name.size() + value.size());
-  char* out = bytes_.data() + at;
-  for (char c : name) *out++ = c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+  char* out = copy_lowercase(name, bytes_.data() + at);
   value.copy(out, value.size());
   s.value_at = static_cast<uint32_t>(at + name.size());
   fields_.push_back(s);

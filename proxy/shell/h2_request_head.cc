@@ -8,11 +8,6 @@ namespace onelayer {
 
 namespace {
 
-void lower_in_place(std::string& s) {
-  for (char& c : s)
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-}
-
 // 2^53-1 (16 digits) is the most either side accepts (kMaxContentLength):
 // a longer value is refused here as invalid.
 constexpr size_t kRequestLengthDigits = 16;
@@ -78,7 +73,7 @@ bool translate_response_for_h2(const MessageHead& in, const DownstreamStream::Re
     out.fields.push_back(Header{"content-length", std::move(n)});
   }
   if (meta.extra) out.fields.insert(out.fields.end(), meta.extra->begin(), meta.extra->end());
-  for (Header& f : out.fields) lower_in_place(f.name);
+  for (Header& f : out.fields) copy_lowercase(f.name, f.name.data());
   return true;
 }
 

@@ -130,7 +130,8 @@ class FieldList {
       lowered_sized_ = true;
     }
     size_t at = lowered_.size();
-    for (char c : name) lowered_.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+    lowered_.resize(at + name.size());
+    copy_lowercase(name, lowered_.data() + at);
     return std::string_view(lowered_).substr(at, name.size());
   }
 

@@ -70,6 +70,25 @@ TEST_SUITE("header primitives") {
     CHECK_FALSE(iequals("\xC3\xA9", "\xC3\x89"));  // no Unicode folding
   }
 
+  TEST_CASE("copy_lowercase lowers ASCII capitals only, into another buffer or in place") {
+    std::string in = "Content-TYPE_x9\xC3\x89";
+    std::string out(in.size() + 2, '#');
+    char* end = copy_lowercase(in, out.data());
+    CHECK(end == out.data() + in.size());
+    CHECK(out == "content-type_x9\xC3\x89##");  // no Unicode folding, nothing past the end
+    copy_lowercase(in, in.data());
+    CHECK(in == "content-type_x9\xC3\x89");
+    CHECK(copy_lowercase("", out.data()) == out.data());
+    std::string all;
+    for (int c = 1; c < 256; ++c) all += static_cast<char>(c);
+    copy_lowercase(all, all.data());
+    for (int c = 1; c < 256; ++c) {
+      CAPTURE(c);
+      bool upper = c >= 'A' && c <= 'Z';
+      CHECK(static_cast<unsigned char>(all[c - 1]) == (upper ? c + 32 : c));
+    }
+  }
+
   TEST_CASE("parse_content_length takes 1 to max_digits digits and nothing else") {
     CHECK(parse_content_length("0", 16) == 0u);
     CHECK(parse_content_length("0012", 16) == 12u);
