@@ -820,19 +820,35 @@ TEST_CASE("h2 client: an oversized response head resets the stream") {
   CHECK(p.crec.streams[ok].closed);
 }
 
-TEST_CASE("h2 client: 1xx heads are skipped, the final head is delivered") {
+// A client session alone with one GET submitted and written; a test feeds
+// it the server's bytes built by hand.
+struct LoneClient {
   Recorder rec;
-  H2Session client(Role::client, &rec);
-  rec.session = &client;
-  int32_t id = client.submit_request(get("/early-hints"), true);
-  std::string sent;
-  client.flush(sent);
-  // The server's bytes, built by hand: SETTINGS, 103 (":status" is static
-  // index 8, a literal value), then 200 with END_STREAM (static index 8 too).
-  std::string hints = std::string(1, char(0x08)) + hpack_int(3, 7, 0) + "103" + literal("link", "</a.css>");
+  H2Session client{Role::client, &rec};
+  int32_t id = 0;
+  explicit LoneClient(std::string path) {
+    rec.session = &client;
+    id = client.submit_request(get(std::move(path)), true);
+    std::string sent;
+    client.flush(sent);
+  }
+  bool feed(const std::string& in) { return client.recv(reinterpret_cast<const uint8_t*>(in.data()), in.size(), 0); }
+};
+
+// `:status` with a literal value (its name is static index 8).
+std::string status_literal(std::string_view code) {
+  return std::string(1, char(0x08)) + hpack_int(code.size(), 7, 0) + std::string(code);
+}
+
+TEST_CASE("h2 client: 1xx heads are skipped, the final head is delivered") {
+  LoneClient lone("/early-hints");
+  Recorder& rec = lone.rec;
+  int32_t id = lone.id;
+  // SETTINGS, 103, then 200 with END_STREAM (static index 8 with its value).
+  std::string hints = status_literal("103") + literal("link", "</a.css>");
   std::string in = settings() + frame(SETTINGS, ACK, 0, "") + headers(id, hints) +
                    headers(id, std::string(1, char(0x88)), END_HEADERS | END_STREAM);
-  REQUIRE(client.recv(reinterpret_cast<const uint8_t*>(in.data()), in.size(), 0));
+  REQUIRE(lone.feed(in));
   CHECK(rec.head_order.size() == 1);
   CHECK(rec.streams[id].head.status == 200);
   CHECK(rec.streams[id].head.fields.empty());  // nothing of the 103 leaks into it
@@ -874,18 +890,14 @@ TEST_CASE("h2 client: a :status below 100 is no head at all: the stream is reset
   // on the body of a response that never had a head.
   for (std::string_view code : {"051", "000", "099"}) {
     CAPTURE(code);
-    Recorder rec;
-    H2Session client(Role::client, &rec);
-    rec.session = &client;
-    int32_t id = client.submit_request(get("/odd"), true);
-    std::string sent;
-    client.flush(sent);
-    std::string odd = std::string(1, char(0x08)) + hpack_int(3, 7, 0) + std::string(code);  // :status, literal
-    std::string in = settings() + frame(SETTINGS, ACK, 0, "") + headers(id, odd) + data(id, "body") +
-                     headers(id, literal("grpc-status", "0"), END_HEADERS | END_STREAM);
-    client.recv(reinterpret_cast<const uint8_t*>(in.data()), in.size(), 0);
+    LoneClient lone("/odd");
+    Recorder& rec = lone.rec;
+    int32_t id = lone.id;
+    std::string in = settings() + frame(SETTINGS, ACK, 0, "") + headers(id, status_literal(code)) +
+                     data(id, "body") + headers(id, literal("grpc-status", "0"), END_HEADERS | END_STREAM);
+    lone.feed(in);
     std::string out;
-    client.flush(out);
+    lone.client.flush(out);
     CHECK_FALSE(rec.streams[id].head_seen);
     CHECK(rec.streams[id].body.empty());
     CHECK(rec.streams[id].trailers.empty());
@@ -897,6 +909,6 @@ TEST_CASE("h2 client: a :status below 100 is no head at all: the stream is reset
     for (const Frame& f : reader.read(out))
       if (f.type == RST_STREAM && f.stream == uint32_t(id)) rst_sent = f.u32(0) == H2Session::kProtocolError;
     CHECK(rst_sent);
-    CHECK(client.open_streams() == 0);
+    CHECK(lone.client.open_streams() == 0);
   }
 }
