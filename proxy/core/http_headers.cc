@@ -407,10 +407,20 @@ bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
+std::optional<uint64_t> parse_content_length(std::string_view v, size_t max_digits) {
+  if (v.empty() || v.size() > std::min<size_t>(max_digits, 19)) return std::nullopt;
+  uint64_t n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9') return std::nullopt;
+    n = n * 10 + static_cast<uint64_t>(c - '0');
+  }
+  return n;
+}
+
 // A byte b < 0x80 is in 'A'..'Z' when b + (0x80 - 'A') has its top bit set
 // and b + (0x80 - 'Z' - 1) has not; bytes with the top bit set are no
 // letter. The letters' top bits, moved down to 0x20, are what lower-cases.
-void lower_ascii_into(char* out, std::string_view in) {
+char* copy_lowercase(std::string_view in, char* out) {
   constexpr uint64_t kOnes = 0x0101010101010101ull, kTops = 0x8080808080808080ull;
   auto lower8 = [&](size_t at) {
     uint64_t x;
@@ -422,13 +432,14 @@ void lower_ascii_into(char* out, std::string_view in) {
   };
   if (in.size() < 8) {
     for (size_t i = 0; i < in.size(); ++i) out[i] = ascii_lower(in[i]);
-    return;
+    return out + in.size();
   }
   size_t i = 0;
   for (; i + 8 <= in.size(); i += 8) lower8(i);
   // The last bytes as one more step over the last eight (lower-casing twice
   // changes nothing, and the input bytes there are read before written).
   if (i < in.size()) lower8(in.size() - 8);
+  return out + in.size();
 }
 
 bool is_token(std::string_view s) {

@@ -23,9 +23,10 @@ struct Header {
 using Headers = std::vector<Header>;
 
 bool iequals(std::string_view a, std::string_view b);  // ASCII case-insensitive
-// Writes `in` lower-cased (ASCII letters only; other bytes as they are) to
-// out[0 .. in.size()), eight bytes at a time. `out` may be in.data().
-void lower_ascii_into(char* out, std::string_view in);
+// Copies `in` to `out` (room for in.size() bytes) with ASCII capitals in
+// lower case, eight bytes at a time; `out` may be in.data() (lowering in
+// place). Returns the end of what it wrote.
+char* copy_lowercase(std::string_view in, char* out);
 bool is_token(std::string_view s);                     // RFC 9110 5.6.2 tchar+, non-empty
 // False for CR, LF, NUL and every other CTL except HTAB (and DEL); obs-text is allowed.
 bool is_valid_field_value(std::string_view v);
@@ -33,6 +34,12 @@ bool is_valid_field_value(std::string_view v);
 std::string_view trim_ows(std::string_view s);
 // RFC 9112 3.2 / RFC 3986 3.2.2: uri-host [ ":" port ], or empty.
 bool is_valid_host_value(std::string_view v);
+
+// A Content-Length value: 1 to `max_digits` decimal digits, nothing else
+// (no sign, no OWS, no list). `max_digits` is capped at 19, the most that
+// cannot overflow 64 bits; a caller with a smaller limit on the value
+// refuses more digits before they are read. nullopt otherwise.
+std::optional<uint64_t> parse_content_length(std::string_view v, size_t max_digits);
 
 // Appends v in decimal (heads, access-log lines: no format string per request).
 void append_decimal(std::string& out, uint64_t v);  // without leading and trailing SP / HTAB

@@ -10,7 +10,7 @@ void H2FieldBlock::reserve(size_t fields, size_t bytes) {
 void H2FieldBlock::put(std::string_view name, std::string_view value) {
   const size_t at = bytes_.size();
   bytes_.append(name);
-  lower_ascii_into(bytes_.data() + at, std::string_view(bytes_.data() + at, name.size()));  // in place
+  copy_lowercase(std::string_view(bytes_.data() + at, name.size()), bytes_.data() + at);  // in place
   bytes_.append(value);
   fields_.push_back(Span{static_cast<uint32_t>(at), static_cast<uint32_t>(name.size()),
                          static_cast<uint32_t>(at + name.size()), static_cast<uint32_t>(value.size())});

@@ -9,18 +9,9 @@ namespace onelayer {
 
 namespace {
 
-// 2^53-1 is the most either side accepts (kMaxContentLength); more digits
-// than 16 are refused before they could overflow.
-bool parse_length(std::string_view v, uint64_t& out) {
-  if (v.empty() || v.size() > 16) return false;
-  uint64_t n = 0;
-  for (char c : v) {
-    if (c < '0' || c > '9') return false;
-    n = n * 10 + static_cast<uint64_t>(c - '0');
-  }
-  out = n;
-  return true;
-}
+// 2^53-1 (16 digits) is the most either side accepts (kMaxContentLength):
+// a longer value is refused here as invalid.
+constexpr size_t kRequestLengthDigits = 16;
 
 }  // namespace
 
@@ -48,12 +39,12 @@ const char* translate_h2_request(H2Session::Head& in, bool end_stream, MessageHe
       }
       cookie_at = out.headers.size();
     } else if (iequals(f.name, "content-length")) {
-      uint64_t n = 0;
-      if (!parse_length(f.value, n)) return "invalid content-length";
-      if (length_seen && n != out.content_length) return "content-length given twice with different values";
+      std::optional<uint64_t> n = parse_content_length(f.value, kRequestLengthDigits);
+      if (!n) return "invalid content-length";
+      if (length_seen && *n != out.content_length) return "content-length given twice with different values";
       length_seen = true;
       out.has_content_length = true;
-      out.content_length = n;
+      out.content_length = *n;
     }
     out.headers.push_back(Header{std::move(f.name), std::move(f.value)});
   }

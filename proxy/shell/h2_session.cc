@@ -130,7 +130,8 @@ class FieldList {
       lowered_sized_ = true;
     }
     size_t at = lowered_.size();
-    for (char c : name) lowered_.push_back(c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+    lowered_.resize(at + name.size());
+    copy_lowercase(name, lowered_.data() + at);
     return std::string_view(lowered_).substr(at, name.size());
   }
 
@@ -593,7 +594,14 @@ int H2Session::headers_received(int32_t id, bool end) {
   }
   if (st->refused || st->local_reset || st->refused_code) return 0;
   if (block == Stream::Block::head) {
-    if (role_ == Role::client && st->head.status < 200) return 0;  // 1xx: the final head follows
+    if (role_ == Role::client && st->head.status < 200) {
+      if (st->head.status >= 100) return 0;  // 1xx: the final head follows
+      // 000-099 (no status class, RFC 9110 15): nghttp2 takes it for a
+      // final head and lets DATA follow; the stream is malformed.
+      st->refused_code = kProtocolError;
+      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, kProtocolError);
+      return 0;
+    }
     st->head_delivered = true;
     if (handler_) handler_->on_head(id, st->head, end);
     st = find(id);

@@ -363,8 +363,8 @@ void H2UpConn::detach(H2UpStream* s) {
   if (s->id() != 0 && session_.stream_owner(s->id()) == s) session_.set_stream_owner(s->id(), nullptr);
   auto q = std::find(queued_.begin(), queued_.end(), s);
   if (q != queued_.end()) queued_.erase(q);
-  for (H2UpStream*& t : touched_)  // a stream is there once per event it had
-    if (t == s) t = nullptr;
+  // Every entry: a stream is touched once per event of the read.
+  std::replace(touched_.begin(), touched_.end(), s, static_cast<H2UpStream*>(nullptr));
   open_queued();
   flush();
   if (streams_.empty() && connected_) arm_idle();

@@ -28,19 +28,6 @@ bool wants_trailers(const Headers& fields) {
   return yes;
 }
 
-// A response content-length: digits only (the session has refused a
-// message whose DATA does not add up to it).
-bool parse_length(std::string_view v, uint64_t& out) {
-  if (v.empty() || v.size() > 19) return false;
-  uint64_t n = 0;
-  for (char c : v) {
-    if (c < '0' || c > '9') return false;
-    n = n * 10 + static_cast<uint64_t>(c - '0');
-  }
-  out = n;
-  return true;
-}
-
 }  // namespace
 
 namespace {
@@ -297,8 +284,12 @@ void H2UpStream::on_head(H2Session::Head& h, bool end_stream) {
   head.http_minor = 0;
   head.headers = std::move(h.fields);
   head.keep_alive = true;
+  // Digits only, any 64-bit value (the session has refused a message whose
+  // DATA does not add up to it).
   if (const Header* cl = find_header(head.headers, "content-length")) {
-    head.has_content_length = parse_length(cl->value, head.content_length);
+    std::optional<uint64_t> n = parse_content_length(cl->value, 19);
+    head.has_content_length = n.has_value();
+    head.content_length = n.value_or(0);
   }
   bool no_body = end_stream || head_request_ || head.status == 204 || head.status == 304;
   head.chunked = !no_body && !head.has_content_length;

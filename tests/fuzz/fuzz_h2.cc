@@ -34,6 +34,7 @@
 
 #include "core/http_headers.h"
 #include "core/request_validation.h"
+#include "fuzz_h2_util.h"
 #include "fuzz_util.h"
 #include "shell/h2_request_head.h"
 #include "shell/h2_session.h"
@@ -133,14 +134,7 @@ struct Owner : H2Session::Handler {
     StreamState& s = live(id);
     FUZZ_REQUIRE(!s.ended);
     s.received += len;
-    if (hold) {
-      s.unconsumed += len;
-      FUZZ_REQUIRE(s.unconsumed <= 65535);
-    } else {
-      session->consume(id, len);
-    }
-    // Now and then the owner gives up on a stream.
-    if (len > 0 && data[0] == 'R') session->reset_stream(id, H2Session::kCancel);
+    fuzz::take_body(*session, id, data, len, hold, s.unconsumed);
   }
   void on_trailers(int32_t id, Headers&) override { FUZZ_REQUIRE(!live(id).ended); }
   void on_end(int32_t id) override {
@@ -157,31 +151,17 @@ struct Owner : H2Session::Handler {
   void on_goaway(int32_t, uint32_t) override {}
 };
 
-uint32_t be32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
-
-// Checks the frame sequence; returns the code of the first GOAWAY with an
-// error code, 0 when every GOAWAY said NO_ERROR, -1 when there was none.
+// Checks the frame sequence (the server's SETTINGS first); returns the code
+// of the first GOAWAY with an error code, 0 when every GOAWAY said
+// NO_ERROR, -1 when there was none.
 int64_t check_frames(std::string_view out) {
   int64_t goaway = -1;
-  bool first = true;
-  while (!out.empty()) {
-    FUZZ_REQUIRE(out.size() >= 9);
-    auto* p = reinterpret_cast<const uint8_t*>(out.data());
-    size_t len = size_t(p[0]) << 16 | size_t(p[1]) << 8 | p[2];
-    uint8_t type = p[3];
-    FUZZ_REQUIRE(len <= 16384);
-    FUZZ_REQUIRE(type <= 9);
-    FUZZ_REQUIRE((p[5] & 0x80) == 0);
-    FUZZ_REQUIRE(out.size() >= 9 + len);
-    if (first) FUZZ_REQUIRE(type == 4 && (p[4] & 1) == 0);  // the server's SETTINGS
-    first = false;
-    if (type == 7) {
-      FUZZ_REQUIRE(len >= 8);
-      uint32_t code = be32(p + 13);
-      if (goaway <= 0) goaway = code;
-    }
-    out.remove_prefix(9 + len);
-  }
+  fuzz::for_each_frame(out, [&](uint8_t type, uint8_t, const uint8_t* payload, size_t len) {
+    if (type != 7) return;
+    FUZZ_REQUIRE(len >= 8);
+    uint32_t code = fuzz::be32(payload + 4);
+    if (goaway <= 0) goaway = code;
+  });
   return goaway;
 }
 
@@ -208,15 +188,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     H2Session session(H2Session::Role::server, &owner, limits);
     owner.session = &session;
-    uint64_t now = 0;
-    bool alive = true;
-    for (size_t at = 0; at < in.size() && alive; at += piece) {
-      size_t n = std::min(piece, in.size() - at);
-      alive = session.recv(reinterpret_cast<const uint8_t*>(in.data() + at), n, now);
-      now += 7;
-      if (reads) session.flush(out);
-      if (session.want_close()) alive = false;
-    }
+    uint64_t now = fuzz::feed_in_pieces(session, in, piece, reads, out, [](size_t) {});
     session.flush(out);
     int64_t goaway = check_frames(out);
     if (goaway > 0) FUZZ_REQUIRE(session.want_close());  // an error GOAWAY ends the session

@@ -63,8 +63,11 @@ const Config& test_config() {
   return *cfg;
 }
 
-const std::vector<std::string_view> kHopByHop = {"connection", "keep-alive", "proxy-connection", "te",
-                                                 "trailer",    "transfer-encoding", "upgrade", "content-length"};
+// Never forwarded: the hop-by-hop set, the framing, and Expect (the proxy
+// answers 100-continue itself).
+const std::vector<std::string_view> kHopByHop = {"connection", "keep-alive",        "proxy-connection",
+                                                 "te",         "trailer",           "transfer-encoding",
+                                                 "upgrade",    "content-length",    "expect"};
 const std::vector<std::string_view> kForeign = {
     "x-envoy-retry-on", "x-envoy-retry-grpc-on", "x-envoy-max-retries", "x-envoy-retriable-status-codes",
     "x-envoy-retriable-header-names", "x-envoy-hedge-on-per-try-timeout",

@@ -28,7 +28,7 @@ jobs="${FUZZ_JOBS:-2}"
 unit_timeout="${FUZZ_UNIT_TIMEOUT:-20}"
 rss_mb="${FUZZ_RSS_MB:-2048}"
 corpus_http1="$root/tests/corpora/http1-requests"
-all_targets=(fuzz_request fuzz_response fuzz_config fuzz_retry_after fuzz_baggage fuzz_h2)
+all_targets=(fuzz_request fuzz_response fuzz_config fuzz_retry_after fuzz_baggage fuzz_h2 fuzz_h2_client)
 
 if [[ $# -gt 0 ]]; then
   targets=("$@")
@@ -69,7 +69,7 @@ dict_for() {
     fuzz_request | fuzz_response) echo "$here/http.dict" ;;
     fuzz_config) echo "$here/config.dict" ;;
     fuzz_retry_after) echo "$here/retry_after.dict" ;;
-    fuzz_h2) echo "$here/h2.dict" ;;
+    fuzz_h2 | fuzz_h2_client) echo "$here/h2.dict" ;;
     *) echo "" ;;
   esac
 }
@@ -78,7 +78,7 @@ max_len_for() {
     fuzz_request | fuzz_response) echo 16384 ;;
     fuzz_config) echo 8192 ;;
     fuzz_retry_after) echo 256 ;;
-    fuzz_h2) echo 70000 ;;
+    fuzz_h2 | fuzz_h2_client) echo 70000 ;;
     *) echo 12288 ;;
   esac
 }

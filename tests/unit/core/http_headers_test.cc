@@ -70,6 +70,47 @@ TEST_SUITE("header primitives") {
     CHECK_FALSE(iequals("\xC3\xA9", "\xC3\x89"));  // no Unicode folding
   }
 
+  TEST_CASE("copy_lowercase lowers ASCII capitals only, into another buffer or in place") {
+    std::string in = "Content-TYPE_x9\xC3\x89";
+    std::string out(in.size() + 2, '#');
+    char* end = copy_lowercase(in, out.data());
+    CHECK(end == out.data() + in.size());
+    CHECK(out == "content-type_x9\xC3\x89##");  // no Unicode folding, nothing past the end
+    copy_lowercase(in, in.data());
+    CHECK(in == "content-type_x9\xC3\x89");
+    CHECK(copy_lowercase("", out.data()) == out.data());
+    std::string all;
+    for (int c = 1; c < 256; ++c) all += static_cast<char>(c);
+    copy_lowercase(all, all.data());
+    for (int c = 1; c < 256; ++c) {
+      CAPTURE(c);
+      bool upper = c >= 'A' && c <= 'Z';
+      CHECK(static_cast<unsigned char>(all[c - 1]) == (upper ? c + 32 : c));
+    }
+  }
+
+  TEST_CASE("parse_content_length takes 1 to max_digits digits and nothing else") {
+    CHECK(parse_content_length("0", 16) == 0u);
+    CHECK(parse_content_length("0012", 16) == 12u);
+    CHECK(parse_content_length("9007199254740991", 16) == 9007199254740991u);  // 2^53-1
+    CHECK(parse_content_length("9999999999999999", 16) == 9999999999999999u);
+    CHECK_FALSE(parse_content_length("10000000000000000", 16));  // 17 digits
+    CHECK_FALSE(parse_content_length("", 16));
+    for (const char* bad : {"+1", "-1", " 1", "1 ", "1,1", "0x10", "1.0", "1\t"}) {
+      CAPTURE(bad);
+      CHECK_FALSE(parse_content_length(bad, 16));
+    }
+  }
+
+  TEST_CASE("parse_content_length never overflows: the bound stops at 19 digits") {
+    CHECK(parse_content_length("9999999999999999999", 19) == 9999999999999999999u);
+    CHECK(parse_content_length("18446744073709551615", 19) == std::nullopt);  // 2^64-1 has 20 digits
+    CHECK(parse_content_length("99999999999999999999", 25) == std::nullopt);  // 20 nines would wrap
+    CHECK(parse_content_length("123", 3) == 123u);
+    CHECK_FALSE(parse_content_length("1234", 3));
+    CHECK_FALSE(parse_content_length("1", 0));
+  }
+
   TEST_CASE("is_token accepts tchar and rejects separators, space and empty") {
     CHECK(is_token("X-Custom_Header.1"));
     CHECK(is_token("!#$%&'*+-.^_`|~09azAZ"));
@@ -807,7 +848,7 @@ TEST_CASE("ViaNamesTheProtocolVersionTheMessageArrivedWith") {
   CHECK(via_member_for(1, 0) == "1.0 onelayer");
 }
 
-TEST_CASE("lower_ascii_into: every byte at every position of the eight-byte steps, in place too") {
+TEST_CASE("copy_lowercase, the eight-byte steps: every byte at every position of the eight-byte steps, in place too") {
   // Each byte value at each position of strings of 1 to 24 bytes (shorter
   // than a step, whole steps, steps and a tail), against the byte-by-byte
   // rule.
@@ -820,13 +861,13 @@ TEST_CASE("lower_ascii_into: every byte at every position of the eight-byte step
       for (char& c : expect)
         if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
       std::string out(in.size(), '\0');
-      lower_ascii_into(out.data(), in);
+      copy_lowercase(in, out.data());
       REQUIRE_MESSAGE(out == expect, "byte " << b << " at " << pos);
-      lower_ascii_into(in.data(), in);
+      copy_lowercase(in, in.data());
       REQUIRE(in == expect);
     }
   }
   std::string empty;
-  lower_ascii_into(empty.data(), empty);
+  copy_lowercase(empty, empty.data());
   CHECK(empty.empty());
 }

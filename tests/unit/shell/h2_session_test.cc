@@ -866,19 +866,35 @@ TEST_CASE("h2 client: an oversized response head resets the stream") {
   CHECK(p.crec.streams[ok].closed);
 }
 
-TEST_CASE("h2 client: 1xx heads are skipped, the final head is delivered") {
+// A client session alone with one GET submitted and written; a test feeds
+// it the server's bytes built by hand.
+struct LoneClient {
   Recorder rec;
-  H2Session client(Role::client, &rec);
-  rec.session = &client;
-  int32_t id = client.submit_request(get("/early-hints"), true);
-  std::string sent;
-  client.flush(sent);
-  // The server's bytes, built by hand: SETTINGS, 103 (":status" is static
-  // index 8, a literal value), then 200 with END_STREAM (static index 8 too).
-  std::string hints = std::string(1, char(0x08)) + hpack_int(3, 7, 0) + "103" + literal("link", "</a.css>");
+  H2Session client{Role::client, &rec};
+  int32_t id = 0;
+  explicit LoneClient(std::string path) {
+    rec.session = &client;
+    id = client.submit_request(get(std::move(path)), true);
+    std::string sent;
+    client.flush(sent);
+  }
+  bool feed(const std::string& in) { return client.recv(reinterpret_cast<const uint8_t*>(in.data()), in.size(), 0); }
+};
+
+// `:status` with a literal value (its name is static index 8).
+std::string status_literal(std::string_view code) {
+  return std::string(1, char(0x08)) + hpack_int(code.size(), 7, 0) + std::string(code);
+}
+
+TEST_CASE("h2 client: 1xx heads are skipped, the final head is delivered") {
+  LoneClient lone("/early-hints");
+  Recorder& rec = lone.rec;
+  int32_t id = lone.id;
+  // SETTINGS, 103, then 200 with END_STREAM (static index 8 with its value).
+  std::string hints = status_literal("103") + literal("link", "</a.css>");
   std::string in = settings() + frame(SETTINGS, ACK, 0, "") + headers(id, hints) +
                    headers(id, std::string(1, char(0x88)), END_HEADERS | END_STREAM);
-  REQUIRE(client.recv(reinterpret_cast<const uint8_t*>(in.data()), in.size(), 0));
+  REQUIRE(lone.feed(in));
   CHECK(rec.head_order.size() == 1);
   CHECK(rec.streams[id].head.status == 200);
   CHECK(rec.streams[id].head.fields.empty());  // nothing of the 103 leaks into it
@@ -965,4 +981,33 @@ TEST_CASE("h2 stream owner: set on a stream, found by id, still there while its 
   CHECK(crec.seen_at_end == nullptr);
   CHECK(client.stream_owner(b) == nullptr);
   CHECK(client.stream_owner(999) == nullptr);
+}
+
+TEST_CASE("h2 client: a :status below 100 is no head at all: the stream is reset, nothing of it is delivered") {
+  // nghttp2 takes 000-099 for a final head (they are not 1xx) and lets DATA
+  // follow; the session must not skip it as an interim head and then hand
+  // on the body of a response that never had a head.
+  for (std::string_view code : {"051", "000", "099"}) {
+    CAPTURE(code);
+    LoneClient lone("/odd");
+    Recorder& rec = lone.rec;
+    int32_t id = lone.id;
+    std::string in = settings() + frame(SETTINGS, ACK, 0, "") + headers(id, status_literal(code)) +
+                     data(id, "body") + headers(id, literal("grpc-status", "0"), END_HEADERS | END_STREAM);
+    lone.feed(in);
+    std::string out;
+    lone.client.flush(out);
+    CHECK_FALSE(rec.streams[id].head_seen);
+    CHECK(rec.streams[id].body.empty());
+    CHECK(rec.streams[id].trailers.empty());
+    CHECK_FALSE(rec.streams[id].ended);
+    CHECK(rec.streams[id].resets == 1);
+    CHECK(rec.streams[id].reset_code == H2Session::kProtocolError);
+    FrameReader reader;
+    bool rst_sent = false;
+    for (const Frame& f : reader.read(out))
+      if (f.type == RST_STREAM && f.stream == uint32_t(id)) rst_sent = f.u32(0) == H2Session::kProtocolError;
+    CHECK(rst_sent);
+    CHECK(lone.client.open_streams() == 0);
+  }
 }
