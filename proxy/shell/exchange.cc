@@ -761,7 +761,7 @@ void Exchange::record(int status) {
   a.bytes_out = bytes_out;
   a.protocol = wire_protocol_name(protocol);
   a.stream_id = down_->stream_id();
-  a.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+  a.unix_ms = access_log_unix_ms(now);
   if (grpc_answer_) a.grpc_status = grpc_code(*grpc_answer_);
   write_access_log(a);
 }

@@ -199,6 +199,22 @@ void write_access_log(const AccessRecord& r) {
 
 void batch_access_log() { t_batching = true; }
 
+int64_t access_log_unix_ms(std::chrono::steady_clock::time_point now) {
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  thread_local bool t_sampled = false;
+  thread_local int64_t t_sampled_ms = 0;  // steady ms of the last sample
+  thread_local int64_t t_offset_ms = 0;   // wall - steady
+  const int64_t steady_ms = duration_cast<milliseconds>(now.time_since_epoch()).count();
+  if (!t_sampled || steady_ms - t_sampled_ms >= 1000 || steady_ms < t_sampled_ms) {
+    t_sampled = true;
+    const int64_t wall_ms = duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    t_offset_ms = wall_ms - steady_ms;
+    t_sampled_ms = steady_ms;
+  }
+  return steady_ms + t_offset_ms;
+}
+
 void hand_over_access_log() {
   if (t_lines.empty()) return;
   std::fwrite(t_lines.data(), 1, t_lines.size(), stdout);

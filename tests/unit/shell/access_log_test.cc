@@ -105,3 +105,22 @@ TEST_CASE("access log ends with grpc_status for gRPC calls only") {
   r.grpc_status = 0;
   CHECK(line(r, LogFormat::text).find(" grpc_status=0\n") != std::string::npos);
 }
+
+TEST_CASE("access log time: the wall clock from a steady reading, within a few ms of reading the wall clock") {
+  using namespace std::chrono;
+  auto wall_now = [] { return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count(); };
+  const int64_t before = wall_now();
+  const int64_t got = onelayer::access_log_unix_ms(steady_clock::now());
+  const int64_t after = wall_now();
+  CHECK(got >= before - 2);
+  CHECK(got <= after + 2);
+  // Half a second later on the steady clock, half a second later on the
+  // wall (the offset is reused, not read again).
+  const auto t = steady_clock::now();
+  const int64_t a = onelayer::access_log_unix_ms(t);
+  CHECK(onelayer::access_log_unix_ms(t + milliseconds(500)) == a + 500);
+  // A reading a second or more past the last sample takes the offset again,
+  // against the wall clock read then (readings are always "now" in use).
+  const int64_t later = onelayer::access_log_unix_ms(t + seconds(5));
+  CHECK(std::llabs(later - wall_now()) < 50);
+}
