@@ -37,8 +37,8 @@ int main(int argc, char** argv) {
     } else if (a == "--check") {
       check = true;
     } else if (a == "--version") {
-#ifdef ONELAYER_JEMALLOC
-      std::printf("onelayer %s (allocator: jemalloc)\n", ONELAYER_VERSION);
+#ifdef ONELAYER_MIMALLOC
+      std::printf("onelayer %s (allocator: mimalloc)\n", ONELAYER_VERSION);
 #else
       std::printf("onelayer %s (allocator: libc malloc)\n", ONELAYER_VERSION);
 #endif

@@ -1,19 +1,20 @@
-// Giving freed heap memory back to the system. With jemalloc (the binary's
-// allocator, see CMakeLists.txt) freed pages stay mapped until its decay
-// clock, which only advances while the thread allocates, lets them go: after
-// a burst of connections went idle and were parked, a quiet worker would
-// keep their pages for good. release_freed_memory() flushes the calling
-// thread's cache and purges its arena. With another allocator it does
-// nothing (glibc's reuses freed chunks in place).
+// Giving freed heap memory back to the system. mimalloc (the binary's
+// allocator, see CMakeLists.txt) keeps the pages a thread freed for its own
+// later use; after a burst of connections went idle and were parked, a
+// quiet worker would keep the pages of their freed DownConns.
+// release_freed_memory() has the calling thread's heap return what it can.
+// With another allocator it does nothing (glibc's reuses freed chunks in
+// place).
 #pragma once
 
 namespace onelayer {
 
-// True when the process runs on jemalloc (found at run time, so the shell
+// True when the process runs on mimalloc (found at run time, so the shell
 // library works under either allocator: the test binaries use glibc's).
-bool allocator_is_jemalloc();
-// Flushes this thread's cache and purges its arena. A few system calls per
-// run of freed pages: call it after bursts, not per request.
+bool allocator_is_mimalloc();
+// Collects this thread's heap and returns its free pages to the system. A
+// few system calls per run of free pages: call it after bursts, not per
+// request.
 void release_freed_memory();
 
 }  // namespace onelayer

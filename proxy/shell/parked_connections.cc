@@ -53,7 +53,7 @@ bool ParkedConnections::park(int fd, WorkerListener* l, uint64_t idle_left_ms) {
   w_->timers().arm(*p, idle_left_ms, on_idle_timeout);
   // The DownConn this socket leaves is freed just after: its pages go back
   // once the burst of parkings is over.
-  if (!release_.armed() && allocator_is_jemalloc()) w_->timers().arm(release_, kReleaseAfterMs, on_release);
+  if (!release_.armed() && allocator_is_mimalloc()) w_->timers().arm(release_, kReleaseAfterMs, on_release);
   return true;
 }
 

@@ -196,6 +196,7 @@ self_costs | awk -v reqs="$REQS" '
   {
     lib = "onelayer"
     if ($0 ~ /libnghttp2/) lib = "nghttp2"
+    else if ($0 ~ /mimalloc/) lib = "mimalloc"
     else if ($0 ~ /jemalloc/) lib = "jemalloc"
     else if ($0 ~ /libc\.so/) lib = "libc"
     else if ($0 ~ /libstdc\+\+/) lib = "libstdc++"

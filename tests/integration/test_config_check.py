@@ -163,11 +163,11 @@ class ConfigCheckTest(unittest.TestCase):
     def test_version_names_the_allocator_the_binary_links(self):
         code, out, err = h.run_onelayer(["--version"])
         self.assertEqual(code, 0, out + err)
-        m = re.search(r"\(allocator: (jemalloc|libc malloc)\)", out)
+        m = re.search(r"\(allocator: (mimalloc|libc malloc)\)", out)
         self.assertIsNotNone(m, out)
         linked = subprocess.run(["ldd", h.onelayer_bin()], capture_output=True, text=True).stdout
-        print("\n%s; ldd: %s" % (m.group(0), "libjemalloc" in linked))
-        self.assertEqual(m.group(1) == "jemalloc", "libjemalloc" in linked, linked)
+        print("\n%s; ldd: %s" % (m.group(0), "libmimalloc" in linked))
+        self.assertEqual(m.group(1) == "mimalloc", "libmimalloc" in linked, linked)
 
 
 if __name__ == "__main__":
