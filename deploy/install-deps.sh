@@ -4,6 +4,7 @@
 # Used by the README commands, .ci/run and the Dockerfile's build stage.
 set -euo pipefail
 
+# libmimalloc-dev: for builds with -DONELAYER_MIMALLOC=ON (the default build does not link it).
 BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libnghttp2-dev doctest-dev node-llhttp libssl-dev libmimalloc-dev"
 # podman, buildah, debootstrap: the container test builds the Dockerfile.
 # haproxy, nginx-light: the inner-peer chain tests (test_inner_peers) run real ones.
