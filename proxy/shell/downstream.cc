@@ -2,6 +2,7 @@
 // exchange at a time (pipelined requests wait, parsed in order); write
 // responses; keep-alive, header/idle timeouts, backpressure, drain.
 #include <arpa/inet.h>
+#include <sys/socket.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -173,6 +174,10 @@ void DownConn::buffer_pipelined(const char* data, size_t len) {
 }
 
 void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
+  if (lingering_) {  // the answer is out: what the client still sends is dropped
+    if (nread < 0) close_handles();
+    return;
+  }
   if (h2_) {
     if (nread > 0) {
       account_in(static_cast<size_t>(nread));
@@ -379,7 +384,7 @@ void DownConn::on_write_done(int status) {
     return;
   }
   if (close_pending_ && write_queue() == 0) {
-    close_handles();
+    finish_close();
     return;
   }
   if (h2_) h2_->on_write_done();
@@ -553,10 +558,32 @@ void DownConn::close_when_flushed() {
     worker_->flush_tls(this);
   }
   if (write_queue() == 0) {
-    close_handles();
+    finish_close();
   } else {
     close_pending_ = true;
   }
+}
+
+// Lingering close (as NGINX's lingering_close): closing a socket with unread
+// input makes the kernel answer with a reset, and a reset can destroy what
+// we wrote last before the client read it (a GOAWAY after a flood, a 400
+// with Connection: close after a request body). So the write side is shut
+// (FIN after the last byte), input is read and dropped until the client's
+// EOF, and the socket closes then, or after kLingerMs at the latest. Not
+// while the worker drains: a lingering socket would hold the drain up.
+void DownConn::finish_close() {
+  constexpr uint64_t kLingerMs = 2000;
+  if (closing()) return;
+  uv_os_fd_t fd;
+  if (tls_ || eof_ || lingering_ || worker_->draining() || uv_fileno(reinterpret_cast<uv_handle_t*>(stream()), &fd) != 0 || ::shutdown(fd, SHUT_WR) != 0) {
+    close_handles();
+    return;
+  }
+  lingering_ = true;
+  arm_timer(kLingerMs, [](TimerList::Entry* t) { Conn::of<DownConn>(t)->close_handles(); });
+  want_read_ = true;
+  resume_reading();
+  if (!reading_) close_handles();
 }
 
 void DownConn::reject(int status, const char* reason, bool close_after, const char* log_detail,
@@ -606,6 +633,10 @@ void DownConn::abort_connection(const char* reason) {
 }
 
 void DownConn::drain() {
+  if (lingering_) {  // its answer is out: no need to wait for the client's EOF now
+    close_handles();
+    return;
+  }
   if (h2_) {
     h2_->drain();
     return;

@@ -106,6 +106,9 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   void arm_header_timer();
   void pause_reading();
   void resume_reading();
+  // The write queue is empty and the connection is to close: closed at once,
+  // or (plain TCP with input perhaps still coming) lingering first.
+  void finish_close();
   void account_in(size_t n);
   void buffer_pipelined(const char* data, size_t len);
   // The connection's first bytes: the HTTP/2 preface (an H2Downstream takes
@@ -150,6 +153,7 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   bool tunnel_ : 1 = false;  // after a 101, bytes go to the exchange's tunnel
   bool protocol_known_ : 1 = false;  // the first bytes told HTTP/1 from HTTP/2
   bool parked_ : 1 = false;
+  bool lingering_ : 1 = false;  // FIN sent after the last write: input discarded until EOF
 };
 
 }  // namespace onelayer

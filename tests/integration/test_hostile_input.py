@@ -653,3 +653,43 @@ class FdExhaustionTest(IntegrationTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class LingeringCloseTest(HostileTestBase):
+    """A connection closed after an error answer while the client is still
+    sending: closing a socket with unread input makes the kernel reset it,
+    and the reset can destroy the answer before the client reads it. The
+    proxy shuts its write side, drops the rest of the input and closes on
+    the client's EOF (or after 2 s)."""
+
+    def test_a_400_reaches_a_client_that_keeps_sending_and_the_connection_ends_cleanly(self):
+        junk = b"x" * (4 << 20)  # far more than the socket buffers hold
+        for _ in range(3):
+            sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+            self.addCleanup(sock.close)
+            sent = []
+
+            def send():
+                try:
+                    sock.sendall(b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n" + junk)
+                    sent.append(True)
+                    sock.shutdown(socket.SHUT_WR)
+                except OSError as e:
+                    sent.append(e)
+            t = threading.Thread(target=send)
+            t.start()
+            got = b""
+            try:
+                while True:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    got += chunk
+            except ConnectionResetError:
+                self.fail("the connection was reset; read so far: %r" % got[:200])
+            t.join(15)
+            self.assertTrue(got.startswith(b"HTTP/1.1 400 "), got[:200])
+            self.assertIn(b"x-onelayer-error: bad_request", got.lower())
+            # Every byte of the request went in (read and dropped), no reset.
+            self.assertEqual(sent, [True])
+        self.assertNoNewArrivals()
