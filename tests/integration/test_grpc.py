@@ -241,8 +241,9 @@ class GrpcTest(IntegrationTest):
         self.assertNotIn("retry-after", trailers)
         first.join()
         self.assertEqual(self.server.count(), 1)
-        text = ops.metrics(self, proxy)
-        self.assertEqual(self.value(text, "onelayer_grpc_responses_total", grpc_status="8"), 1)
+        # Counted just after the answer left: wait for it.
+        self.assertTrue(h.wait_until(
+            lambda: self.value(ops.metrics(self, proxy), "onelayer_grpc_responses_total", grpc_status="8") == 1, 3))
 
     def test_no_route_is_unimplemented(self):
         proxy, client = self.through(grpc_config(self.server.port, match={"path_prefix": "/other.Service/"}))

@@ -222,8 +222,9 @@ class OversizedHeadTest(IntegrationTest):
         self.assertTrue(c.pump(c.done(sid)))
         self.assertEqual(c.status(sid), 431)
         self.assertEqual(c.header(sid, "x-onelayer-error"), "headers_too_large")
-        text = ops.metrics(self, proxy)
-        self.assertEqual(ops.value(text, "onelayer_requests_total", code="431", protocol="h2"), 1)
+        # Counted just after the answer left: wait for it.
+        self.assertTrue(h.wait_until(lambda: ops.value(ops.metrics(self, proxy), "onelayer_requests_total",
+                                                       code="431", protocol="h2") == 1, 3))
         (rec,) = ops.access_records(proxy, 1, lambda rec: rec.get("status") == "431")
         self.assertEqual((rec["path"], rec["method"], rec["error"], rec["protocol"]),
                          ("/big", "GET", "headers_too_large", "h2"))
