@@ -417,17 +417,43 @@ std::optional<uint64_t> parse_content_length(std::string_view v, size_t max_digi
   return n;
 }
 
-// A byte b < 0x80 is in 'A'..'Z' when b + (0x80 - 'A') has its top bit set
-// and b + (0x80 - 'Z' - 1) has not; bytes with the top bit set are no
-// letter. The letters' top bits, moved down to 0x20, are what lower-cases.
-char* copy_lowercase(std::string_view in, char* out) {
+namespace {
+
+// The top bit of each byte of `x` that is an ASCII capital: a byte b < 0x80
+// is in 'A'..'Z' when b + (0x80 - 'A') has its top bit set and
+// b + (0x80 - 'Z' - 1) has not; bytes with the top bit set are no letter.
+uint64_t capital_bits(uint64_t x) {
   constexpr uint64_t kOnes = 0x0101010101010101ull, kTops = 0x8080808080808080ull;
+  const uint64_t low7 = x & ~kTops;
+  return (low7 + (0x80 - 'A') * kOnes) & ~(low7 + (0x80 - 'Z' - 1) * kOnes) & ~x & kTops;
+}
+
+uint64_t load8(const char* p) {
+  uint64_t x;
+  std::memcpy(&x, p, 8);
+  return x;
+}
+
+}  // namespace
+
+bool has_ascii_upper(std::string_view s) {
+  if (s.size() < 8) {
+    for (char c : s)
+      if (c >= 'A' && c <= 'Z') return true;
+    return false;
+  }
+  size_t i = 0;
+  for (; i + 8 <= s.size(); i += 8)
+    if (capital_bits(load8(s.data() + i))) return true;
+  return i < s.size() && capital_bits(load8(s.data() + s.size() - 8)) != 0;  // the tail, overlapping
+}
+
+// Eight bytes at a time: the capitals' top bits, moved down to 0x20, are
+// what lower-cases them.
+char* copy_lowercase(std::string_view in, char* out) {
   auto lower8 = [&](size_t at) {
-    uint64_t x;
-    std::memcpy(&x, in.data() + at, 8);
-    uint64_t low7 = x & ~kTops;
-    uint64_t upper = (low7 + (0x80 - 'A') * kOnes) & ~(low7 + (0x80 - 'Z' - 1) * kOnes) & ~x & kTops;
-    x |= upper >> 2;
+    uint64_t x = load8(in.data() + at);
+    x |= capital_bits(x) >> 2;
     std::memcpy(out + at, &x, 8);
   };
   if (in.size() < 8) {

@@ -27,6 +27,8 @@ bool iequals(std::string_view a, std::string_view b);  // ASCII case-insensitive
 // lower case, eight bytes at a time; `out` may be in.data() (lowering in
 // place). Returns the end of what it wrote.
 char* copy_lowercase(std::string_view in, char* out);
+// Whether `s` holds an ASCII capital, eight bytes at a time.
+bool has_ascii_upper(std::string_view s);
 bool is_token(std::string_view s);                     // RFC 9110 5.6.2 tchar+, non-empty
 // False for CR, LF, NUL and every other CTL except HTAB (and DEL); obs-text is allowed.
 bool is_valid_field_value(std::string_view v);

@@ -58,25 +58,6 @@ OutgoingField outgoing_field(std::string_view n, std::string_view value) {
   }
 }
 
-// Eight bytes at a time: a byte b is in 'A'..'Z' when b + (0x80 - 'A') has
-// its top bit set and b + (0x80 - 'Z' - 1) has not (for b < 0x80; bytes with
-// the top bit set are no letter).
-bool has_upper(std::string_view s) {
-  constexpr uint64_t kOnes = 0x0101010101010101ull, kTops = 0x8080808080808080ull;
-  size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    uint64_t x;
-    std::memcpy(&x, s.data() + i, 8);
-    uint64_t low7 = x & ~kTops;
-    uint64_t at_least_a = low7 + (0x80 - 'A') * kOnes;
-    uint64_t above_z = low7 + (0x80 - 'Z' - 1) * kOnes;
-    if (at_least_a & ~above_z & ~x & kTops) return true;
-  }
-  for (; i < s.size(); ++i)
-    if (s[i] >= 'A' && s[i] <= 'Z') return true;
-  return false;
-}
-
 // The name/value pairs of one submit call (nghttp2 copies them): they point
 // at the caller's strings, which outlive the call; only a name that needs
 // lower-casing is copied, into the list.
@@ -90,11 +71,8 @@ class FieldList {
   void add_fields(const Headers& fields) {
     for (const Header& h : fields) {
       std::string_view n = h.name;
-      if (has_upper(n)) n = lowered(fields, n);
-      if (n.empty() || n[0] == ':') continue;
-      OutgoingField kind = outgoing_field(n, h.value);
-      if (kind == OutgoingField::dropped) continue;
-      add(n, h.value, kind == OutgoingField::never_indexed ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE);
+      if (has_ascii_upper(n)) n = lowered(fields, n);
+      add_regular(n, h.value);
     }
   }
   void add_request_line(std::string_view method, std::string_view scheme, std::string_view authority,
@@ -106,18 +84,26 @@ class FieldList {
   }
   // A block's names are in lower case already.
   void add_block(const H2FieldBlock& fields) {
-    for (size_t i = 0; i < fields.size(); ++i) {
-      H2FieldBlock::Field h = fields[i];
-      if (h.name.empty() || h.name[0] == ':') continue;
-      OutgoingField kind = outgoing_field(h.name, h.value);
-      if (kind == OutgoingField::dropped) continue;
-      add(h.name, h.value, kind == OutgoingField::never_indexed ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE);
-    }
+    for (size_t i = 0; i < fields.size(); ++i) add_regular(fields[i].name, fields[i].value);
+  }
+  // :status with its three digits kept in the list.
+  void add_status(int status) {
+    const char* end = std::to_chars(status_, status_ + sizeof status_, status).ptr;
+    add(":status", std::string_view(status_, static_cast<size_t>(end - status_)));
   }
   const std::vector<nghttp2_nv>& nva() const { return nva_; }
 
  private:
   static uint8_t* bytes(std::string_view s) { return reinterpret_cast<uint8_t*>(const_cast<char*>(s.data())); }
+
+  // A regular field (name in lower case): dropped, indexed or never indexed
+  // as outgoing_field() says; pseudo-header names are not taken here.
+  void add_regular(std::string_view name, std::string_view value) {
+    if (name.empty() || name[0] == ':') return;
+    OutgoingField kind = outgoing_field(name, value);
+    if (kind == OutgoingField::dropped) return;
+    add(name, value, kind == OutgoingField::never_indexed ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE);
+  }
 
   // `name` in lower case, kept in lowered_ for the life of the list. The
   // first call sizes it for every name of `fields`, so it never moves and
@@ -138,6 +124,7 @@ class FieldList {
   std::vector<nghttp2_nv> nva_;
   std::string lowered_;
   bool lowered_sized_ = false;
+  char status_[4] = {};
 };
 
 uint32_t fatal_code(int rv) {
@@ -508,10 +495,9 @@ H2Session::~H2Session() {
 // at our Stream), which nghttp2 has just looked the frame's stream up in:
 // no second hash lookup, and no cache miss on a node of ours, for each of
 // the dozen callbacks a request makes. streams_ owns the Streams and lists
-// them; a Stream leaving it is unhooked from nghttp2 first.
-// A client stream nghttp2 has not opened yet (its HEADERS still queued) is
-// only in streams_.
-// The last stream found is remembered: the callbacks of one frame (a header
+// them (remove_stream() unhooks one nghttp2 keeps). A client stream nghttp2
+// has not opened yet (its HEADERS still queued) is only in streams_. The
+// last stream found is remembered: the callbacks of one frame (a header
 // each, the frame's end) ask for the same stream in a row.
 H2Session::Stream* H2Session::find(int32_t id) {
   if (id <= 0) return nullptr;
@@ -699,13 +685,8 @@ bool H2Session::can_submit_request() const {
 
 bool H2Session::submit_head(int32_t stream, const Head& head, bool request, bool end_stream) {
   FieldList f(head.fields.size() + 4);
-  char status[16];
-  if (request) {
-    f.add_request_line(head.method, head.scheme, head.authority, head.path);
-  } else {
-    const char* end = std::to_chars(status, status + sizeof status, head.status).ptr;
-    f.add(":status", std::string_view(status, static_cast<size_t>(end - status)));
-  }
+  if (request) f.add_request_line(head.method, head.scheme, head.authority, head.path);
+  else f.add_status(head.status);
   f.add_fields(head.fields);
   return Callbacks::submit_fields(*this, stream, f, request, end_stream);
 }
@@ -723,36 +704,30 @@ int32_t H2Session::submit_request(const RequestLine& line, const H2FieldBlock& f
   return Callbacks::submit_fields(*this, 0, f, true, end_stream) ? last_submitted_ : 0;
 }
 
+// Server: `stream` is the peer's, known to the Handler, and still waits for
+// our (final) head.
+bool H2Session::can_answer(int32_t stream) const {
+  const Stream* st = find(stream);
+  return role_ == Role::server && !failed_ && st && st->known() && !st->head_submitted && !st->local_reset;
+}
+
 bool H2Session::submit_response(int32_t stream, const Head& head, bool end_stream) {
-  Stream* st = find(stream);
-  if (role_ != Role::server || failed_ || !st || !st->known() || st->head_submitted || st->local_reset ||
-      head.status < 200 || head.status > 999)
-    return false;
+  if (!can_answer(stream) || head.status < 200 || head.status > 999) return false;
   return submit_head(stream, head, false, end_stream);
 }
 
 bool H2Session::submit_response(int32_t stream, int status, const H2FieldBlock& fields, bool end_stream) {
-  Stream* st = find(stream);
-  if (role_ != Role::server || failed_ || !st || !st->known() || st->head_submitted || st->local_reset ||
-      status < 200 || status > 999)
-    return false;
-  char text[4];
-  const char* end = std::to_chars(text, text + sizeof text, status).ptr;
+  if (!can_answer(stream) || status < 200 || status > 999) return false;
   FieldList f(fields.size() + 1);
-  f.add(":status", std::string_view(text, static_cast<size_t>(end - text)));
+  f.add_status(status);
   f.add_block(fields);
   return Callbacks::submit_fields(*this, stream, f, false, end_stream);
 }
 
 bool H2Session::submit_interim(int32_t stream, int status) {
-  Stream* st = find(stream);
-  if (role_ != Role::server || failed_ || !st || !st->known() || st->head_submitted || st->local_reset ||
-      status < 100 || status > 199 || status == 101)
-    return false;
-  char text[4];
-  const char* end = std::to_chars(text, text + sizeof text, status).ptr;
+  if (!can_answer(stream) || status < 100 || status > 199 || status == 101) return false;
   FieldList f(1);
-  f.add(":status", std::string_view(text, static_cast<size_t>(end - text)));
+  f.add_status(status);
   const auto& nva = f.nva();
   return nghttp2_submit_headers(session_, NGHTTP2_FLAG_NONE, stream, nullptr, nva.data(), nva.size(), nullptr) == 0;
 }

@@ -226,6 +226,7 @@ class H2Session {
   // pointer to ours).
   std::unique_ptr<Stream> remove_stream(int32_t id, bool unhook);
   bool submit_head(int32_t stream, const Head& head, bool request, bool end_stream);
+  bool can_answer(int32_t stream) const;
   void resume(Stream& s);
   int headers_received(int32_t id, bool end_stream);  // a header block is complete
   void peer_ended(int32_t id);

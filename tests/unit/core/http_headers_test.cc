@@ -871,3 +871,16 @@ TEST_CASE("copy_lowercase, the eight-byte steps: every byte at every position of
   copy_lowercase(empty, empty.data());
   CHECK(empty.empty());
 }
+
+TEST_CASE("has_ascii_upper, the eight-byte steps: every byte at every position of 1 to 24 bytes") {
+  for (size_t len = 1; len <= 24; ++len) {
+    for (int b = 0; b < 256; ++b) {
+      for (size_t pos = 0; pos < len; ++pos) {
+        std::string s(len, 'q');
+        s[pos] = static_cast<char>(b);
+        REQUIRE_MESSAGE(has_ascii_upper(s) == (b >= 'A' && b <= 'Z'), "byte " << b << " at " << pos << " of " << len);
+      }
+    }
+  }
+  CHECK_FALSE(has_ascii_upper(""));
+}
