@@ -574,8 +574,10 @@ void DownConn::close_when_flushed() {
 void DownConn::finish_close() {
   constexpr uint64_t kLingerMs = 2000;
   if (closing()) return;
+  // TLS ends with close_notify; after the client's EOF nothing is unread.
+  const bool linger = !tls_ && !eof_ && !lingering_ && !worker_->draining();
   uv_os_fd_t fd;
-  if (tls_ || eof_ || lingering_ || worker_->draining() || uv_fileno(reinterpret_cast<uv_handle_t*>(stream()), &fd) != 0 || ::shutdown(fd, SHUT_WR) != 0) {
+  if (!linger || uv_fileno(reinterpret_cast<uv_handle_t*>(stream()), &fd) != 0 || ::shutdown(fd, SHUT_WR) != 0) {
     close_handles();
     return;
   }
