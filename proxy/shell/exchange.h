@@ -13,6 +13,7 @@
 #include "core/replay_body.h"
 #include "core/retry.h"
 #include "core/upstream_endpoints.h"
+#include "shell/recycled_blocks.h"
 #include "shell/attempt.h"
 #include "shell/downstream_stream.h"
 #include "shell/http_codec.h"
@@ -37,6 +38,7 @@ struct RouteMetrics;
 // deadlines) is an entry of the worker's timer list.
 class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry {
  public:
+  ONELAYER_RECYCLED_BLOCKS(Exchange)
   // `a`: the admitted request (route, metrics, shed permit, target);
   // `head`: its head, taken over (the codec's storage is reused).
   Exchange(DownstreamStream* down, Worker* w, Admission& a, MessageHead& head);

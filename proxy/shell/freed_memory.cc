@@ -1,5 +1,7 @@
 #include "shell/freed_memory.h"
 
+#include "shell/recycled_blocks.h"
+
 // mimalloc's collection call, weak: null when the process runs on another
 // allocator.
 extern "C" void mi_collect(bool force) __attribute__((weak));
@@ -9,6 +11,7 @@ namespace onelayer {
 bool allocator_is_mimalloc() { return mi_collect != nullptr; }
 
 void release_freed_memory() {
+  release_recycled_blocks();
   if (mi_collect) mi_collect(true);
 }
 

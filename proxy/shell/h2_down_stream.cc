@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <vector>
 
 #include "core/grpc_error_answer.h"
 #include "core/grpc_protocol.h"
@@ -32,12 +33,33 @@ uint64_t head_size(const H2Response& h) {
   return 9 + 4 + h.fields.bytes() + 2 * h.fields.size();  // the same count from a field block
 }
 
+// Response heads are built in blocks kept per worker, whose buffers stay
+// allocated from one response to the next. Bounded: a few dozen kept, and
+// one that held a large head is freed instead.
+constexpr size_t kSpareHeads = 64;
+constexpr size_t kSpareHeadBytes = 8 * 1024;
+thread_local std::vector<std::unique_ptr<H2Response>> t_spare_heads;
+
+std::unique_ptr<H2Response> take_spare_head() {
+  if (t_spare_heads.empty()) return std::make_unique<H2Response>();
+  std::unique_ptr<H2Response> h = std::move(t_spare_heads.back());
+  t_spare_heads.pop_back();
+  return h;
+}
+
+void give_back(std::unique_ptr<H2Response>& h) {
+  if (h && t_spare_heads.size() < kSpareHeads && h->fields.bytes() <= kSpareHeadBytes)
+    t_spare_heads.push_back(std::move(h));
+  h.reset();
+}
+
 }  // namespace
 
 H2DownStream::H2DownStream(H2Downstream* conn, int32_t id) : conn_(conn), id_(id) {}
 
 H2DownStream::~H2DownStream() {
   if (ex_) on_gone("client_closed");
+  give_back(pending_head_);
 }
 
 H2Session& H2DownStream::session() const { return conn_->session(); }
@@ -114,22 +136,44 @@ void H2DownStream::retire_exchange() {
 
 bool H2DownStream::submit_pending_head(bool end) {
   head_pending_ = false;
-  if (!session().submit_response(id_, pending_head_.status, pending_head_.fields, end)) {
+  bool ok = submit_head(*pending_head_, end);
+  give_back(pending_head_);
+  return ok;
+}
+
+bool H2DownStream::submit_head(const H2Response& head, bool end) {
+  if (!session().submit_response(id_, head.status, head.fields, end)) {
     ended_ = true;
     return false;
   }
-  response_bytes_ += head_size(pending_head_);
+  response_bytes_ += head_size(head);
   if (end) ended_ = true;
   return true;
 }
 
 bool H2DownStream::send_response_head(const MessageHead& head, const ResponseMeta& meta) {
   if (ended_) return false;
-  if (!translate_response_for_h2(head, meta, pending_head_)) {
+  // A head whose body is sure to follow (a length above zero) goes now.
+  // Any other waits in the stream for what comes next, to go out with
+  // END_STREAM if the end does: a gRPC Trailers-Only answer must be one
+  // HEADERS frame.
+  const bool body_follows = !meta.no_body && head.has_content_length && head.content_length > 0;
+  std::unique_ptr<H2Response> out = take_spare_head();
+  if (!translate_response_for_h2(head, meta, *out)) {
+    give_back(out);
     spdlog::info("listener {}: response with a transfer coding cannot reach an HTTP/2 client",
                  conn_->listener()->name());
     return false;
   }
+  if (body_follows) {
+    // A refused submit (the client reset the stream) leaves the stream
+    // ended: the body's send then fails, as it does for a held head.
+    submit_head(*out, false);
+    give_back(out);
+    return true;
+  }
+  give_back(pending_head_);
+  pending_head_ = std::move(out);
   head_pending_ = true;
   return true;
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "shell/recycled_blocks.h"
 #include "shell/downstream_stream.h"
 #include "shell/h2_request_head.h"
 #include "shell/h2_session.h"
@@ -24,6 +25,7 @@ class Worker;
 
 class H2DownStream final : public DownstreamStream {
  public:
+  ONELAYER_RECYCLED_BLOCKS(H2DownStream)
   H2DownStream(H2Downstream* conn, int32_t id);
   ~H2DownStream() override;
   H2DownStream(const H2DownStream&) = delete;
@@ -77,13 +79,14 @@ class H2DownStream final : public DownstreamStream {
   void retire_exchange();
   // Submits a head held back for body bytes (`end`: nothing follows it).
   bool submit_pending_head(bool end);
+  bool submit_head(const H2Response& head, bool end);
   H2Session& session() const;
   Worker* worker() const;
 
   H2Downstream* conn_;
   int32_t id_;
   std::unique_ptr<Exchange> ex_;
-  H2Response pending_head_;     // a response head held back (send_response_head)
+  std::unique_ptr<H2Response> pending_head_;  // a response head held back (send_response_head)
   std::string method_, path_;   // for the access line of a refusal
   uint64_t response_bytes_ = 0;  // head estimate and DATA payload given to the session
   size_t unconsumed_ = 0;       // request bytes taken while held: their window reopens on release

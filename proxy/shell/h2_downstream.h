@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "shell/recycled_blocks.h"
 #include "shell/deferred_writer.h"
 #include "shell/h2_session.h"
 #include "shell/timer_list.h"
@@ -91,7 +92,9 @@ class H2Downstream final : private H2Session::Handler, private TimerList::Entry,
   Worker* worker_;
   WorkerListener* listener_;
   H2Session session_;
-  std::unordered_map<int32_t, std::unique_ptr<H2DownStream>> streams_;
+  std::unordered_map<int32_t, std::unique_ptr<H2DownStream>, std::hash<int32_t>, std::equal_to<int32_t>,
+                     RecyclingAllocator<std::pair<const int32_t, std::unique_ptr<H2DownStream>>>>
+      streams_;  // nodes recycled per thread
   std::vector<std::unique_ptr<H2DownStream>> buried_;
   Reaper reaper_;
   std::string out_;      // flush() output, reused

@@ -23,32 +23,49 @@ const char* translate_h2_request(H2Session::Head& in, bool end_stream, MessageHe
   out.http_minor = 0;
   out.keep_alive = true;
   if (out.method.empty()) return "HTTP/2 request without :method";
-  out.headers.reserve(in.fields.size() + 1);
-  if (!in.authority.empty()) out.headers.push_back(Header{"Host", std::move(in.authority)});
-  const bool authority_given = !out.headers.empty();
-  size_t cookie_at = SIZE_MAX;  // where the joined cookie field sits
+  // The fields are kept in place, in the stream's own list (no second list
+  // per request): `kept` of them so far, compacted to the front; the Host
+  // field goes first at the end. A malformed head still hands over what was
+  // kept before the fault (the refusal reads it: a gRPC caller gets gRPC).
+  Headers& fields = in.fields;
+  const bool authority_given = !in.authority.empty();
+  size_t kept = 0;
+  auto hand_over = [&] {
+    fields.resize(kept);
+    if (authority_given) fields.insert(fields.begin(), Header{"Host", std::move(in.authority)});
+    out.headers = std::move(fields);
+    fields.clear();
+  };
+  size_t cookie_at = SIZE_MAX;  // where the joined cookie field sits among the kept
   bool length_seen = false;
-  for (Header& f : in.fields) {
+  for (size_t i = 0; i < fields.size(); ++i) {
+    Header& f = fields[i];
     if (iequals(f.name, "host") && authority_given) continue;
     if (iequals(f.name, "cookie")) {
       if (cookie_at != SIZE_MAX) {
-        std::string& joined = out.headers[cookie_at].value;
+        std::string& joined = fields[cookie_at].value;
         joined += "; ";
         joined += f.value;
         continue;
       }
-      cookie_at = out.headers.size();
+      cookie_at = kept;
     } else if (iequals(f.name, "content-length")) {
       std::optional<uint64_t> n = parse_content_length(f.value, kRequestLengthDigits);
-      if (!n) return "invalid content-length";
-      if (length_seen && *n != out.content_length) return "content-length given twice with different values";
+      const char* bad = nullptr;
+      if (!n) bad = "invalid content-length";
+      else if (length_seen && *n != out.content_length) bad = "content-length given twice with different values";
+      if (bad) {
+        hand_over();
+        return bad;
+      }
       length_seen = true;
       out.has_content_length = true;
       out.content_length = *n;
     }
-    out.headers.push_back(Header{std::move(f.name), std::move(f.value)});
+    if (kept != i) fields[kept] = std::move(f);
+    ++kept;
   }
-  in.fields.clear();
+  hand_over();
   if (end_stream) {
     // No DATA follows whatever content-length says (nghttp2 checks they agree).
     out.chunked = false;

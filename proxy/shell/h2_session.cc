@@ -60,12 +60,23 @@ OutgoingField outgoing_field(std::string_view n, std::string_view value) {
 
 // The name/value pairs of one submit call (nghttp2 copies them): they point
 // at the caller's strings, which outlive the call; only a name that needs
-// lower-casing is copied, into the list.
+// lower-casing is copied, into the list. A usual head fits in the list
+// itself (on the stack: no allocation per submit); a longer one spills to
+// the heap.
 class FieldList {
  public:
-  explicit FieldList(size_t expected) { nva_.reserve(expected); }
+  FieldList() = default;
+  FieldList(const FieldList&) = delete;
+  FieldList& operator=(const FieldList&) = delete;
   void add(std::string_view name, std::string_view value, uint8_t flags = NGHTTP2_NV_FLAG_NONE) {
-    nva_.push_back(nghttp2_nv{bytes(name), bytes(value), name.size(), value.size(), flags});
+    nghttp2_nv nv{bytes(name), bytes(value), name.size(), value.size(), flags};
+    if (spill_.empty() && size_ < kInline) {
+      inline_[size_++] = nv;
+      return;
+    }
+    if (spill_.empty()) spill_.assign(inline_, inline_ + size_);
+    spill_.push_back(nv);
+    ++size_;
   }
   // Once per list (lowered_ is sized for one list of fields).
   void add_fields(const Headers& fields) {
@@ -91,7 +102,8 @@ class FieldList {
     const char* end = std::to_chars(status_, status_ + sizeof status_, status).ptr;
     add(":status", std::string_view(status_, static_cast<size_t>(end - status_)));
   }
-  const std::vector<nghttp2_nv>& nva() const { return nva_; }
+  const nghttp2_nv* data() const { return spill_.empty() ? inline_ : spill_.data(); }
+  size_t size() const { return size_; }
 
  private:
   static uint8_t* bytes(std::string_view s) { return reinterpret_cast<uint8_t*>(const_cast<char*>(s.data())); }
@@ -121,7 +133,10 @@ class FieldList {
     return std::string_view(lowered_).substr(at, name.size());
   }
 
-  std::vector<nghttp2_nv> nva_;
+  static constexpr size_t kInline = 32;
+  nghttp2_nv inline_[kInline];  // the first kInline fields (left uninitialised until added)
+  size_t size_ = 0;
+  std::vector<nghttp2_nv> spill_;  // every field, once there are more
   std::string lowered_;
   bool lowered_sized_ = false;
   char status_[4] = {};
@@ -148,6 +163,7 @@ H2Preface detect_h2_preface(std::string_view first_bytes) {
 }
 
 struct H2Session::Stream {
+  ONELAYER_RECYCLED_BLOCKS(Stream)
   int32_t id = 0;
   bool peer_opened = false;
   // Receiving.
@@ -377,7 +393,6 @@ struct H2Session::Callbacks {
   // Submits a head: a request (stream 0: a new one) or the response of
   // `stream`, with a data provider unless it ends the stream.
   static bool submit_fields(H2Session& s, int32_t stream, const FieldList& f, bool request, bool end_stream) {
-    const auto& nva = f.nva();
     nghttp2_data_provider prov{};
     prov.read_callback = read_data;
     nghttp2_data_provider* pp = end_stream ? nullptr : &prov;
@@ -385,11 +400,11 @@ struct H2Session::Callbacks {
       // nghttp2 opens the stream when its HEADERS go out: the user data is
       // given here, so the stream is found from the start.
       auto st = std::make_unique<Stream>();
-      int32_t id = nghttp2_submit_request(s.session_, nullptr, nva.data(), nva.size(), pp, st.get());
+      int32_t id = nghttp2_submit_request(s.session_, nullptr, f.data(), f.size(), pp, st.get());
       if (id <= 0) return false;
       stream = id;
       s.add_stream(id, false, std::move(st));
-    } else if (nghttp2_submit_response(s.session_, stream, nva.data(), nva.size(), pp) != 0) {
+    } else if (nghttp2_submit_response(s.session_, stream, f.data(), f.size(), pp) != 0) {
       return false;
     }
     Stream* st = s.find(stream);
@@ -422,10 +437,9 @@ struct H2Session::Callbacks {
       if (st->trailers_pending) {
         *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
         st->trailers_pending = false;
-        FieldList f(st->out_trailers.size());
+        FieldList f;
         f.add_fields(st->out_trailers);
-        const auto& nva = f.nva();
-        if (nghttp2_submit_trailer(session, id, nva.data(), nva.size()) != 0)
+        if (nghttp2_submit_trailer(session, id, f.data(), f.size()) != 0)
           return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
       }
       return static_cast<ssize_t>(n);
@@ -558,11 +572,10 @@ int H2Session::headers_received(int32_t id, bool end) {
     if (role_ == Role::server && block == Stream::Block::head) {
       // Refused: 431 (RFC 9113 10.5.1), the Handler never sees the stream.
       st->refused = true;
-      FieldList f(2);
+      FieldList f;
       f.add(":status", "431");
       f.add("x-onelayer-error", "headers_too_large");
-      const auto& nva = f.nva();
-      nghttp2_submit_response(session_, id, nva.data(), nva.size(), nullptr);
+      nghttp2_submit_response(session_, id, f.data(), f.size(), nullptr);
       st->head_submitted = true;
       if (handler_) handler_->on_head_refused(id, st->head);
     } else {
@@ -684,7 +697,7 @@ bool H2Session::can_submit_request() const {
 }
 
 bool H2Session::submit_head(int32_t stream, const Head& head, bool request, bool end_stream) {
-  FieldList f(head.fields.size() + 4);
+  FieldList f;
   if (request) f.add_request_line(head.method, head.scheme, head.authority, head.path);
   else f.add_status(head.status);
   f.add_fields(head.fields);
@@ -698,7 +711,7 @@ int32_t H2Session::submit_request(const Head& head, bool end_stream) {
 
 int32_t H2Session::submit_request(const RequestLine& line, const H2FieldBlock& fields, bool end_stream) {
   if (!can_submit_request()) return 0;
-  FieldList f(fields.size() + 4);
+  FieldList f;
   f.add_request_line(line.method, line.scheme, line.authority, line.path);
   f.add_block(fields);
   return Callbacks::submit_fields(*this, 0, f, true, end_stream) ? last_submitted_ : 0;
@@ -718,7 +731,7 @@ bool H2Session::submit_response(int32_t stream, const Head& head, bool end_strea
 
 bool H2Session::submit_response(int32_t stream, int status, const H2FieldBlock& fields, bool end_stream) {
   if (!can_answer(stream) || status < 200 || status > 999) return false;
-  FieldList f(fields.size() + 1);
+  FieldList f;
   f.add_status(status);
   f.add_block(fields);
   return Callbacks::submit_fields(*this, stream, f, false, end_stream);
@@ -726,10 +739,9 @@ bool H2Session::submit_response(int32_t stream, int status, const H2FieldBlock& 
 
 bool H2Session::submit_interim(int32_t stream, int status) {
   if (!can_answer(stream) || status < 100 || status > 199 || status == 101) return false;
-  FieldList f(1);
+  FieldList f;
   f.add_status(status);
-  const auto& nva = f.nva();
-  return nghttp2_submit_headers(session_, NGHTTP2_FLAG_NONE, stream, nullptr, nva.data(), nva.size(), nullptr) == 0;
+  return nghttp2_submit_headers(session_, NGHTTP2_FLAG_NONE, stream, nullptr, f.data(), f.size(), nullptr) == 0;
 }
 
 void H2Session::resume(Stream& s) {

@@ -27,6 +27,7 @@
 #include <unordered_map>
 
 #include "core/http_headers.h"
+#include "shell/recycled_blocks.h"
 
 struct nghttp2_session;
 
@@ -238,7 +239,10 @@ class H2Session {
   Handler* handler_;
   Limits limits_;
   nghttp2_session* session_ = nullptr;
-  std::unordered_map<int32_t, std::unique_ptr<Stream>> streams_;
+  // Nodes recycled per thread (a request makes and drops one on each side).
+  std::unordered_map<int32_t, std::unique_ptr<Stream>, std::hash<int32_t>, std::equal_to<int32_t>,
+                     RecyclingAllocator<std::pair<const int32_t, std::unique_ptr<Stream>>>>
+      streams_;
   size_t own_streams_ = 0;  // streams_ we opened (client)
   int32_t last_found_id_ = 0;  // find()'s memory of its last answer
   Stream* last_found_ = nullptr;

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <utility>
 
+#include "core/request_validation.h"
 #include "shell/h2_upstream.h"
 #include "shell/http_codec.h"
 
@@ -52,8 +53,15 @@ class RequestFieldSink final : public HeaderSink {
 }  // namespace
 
 H2Request h2_request(const OutgoingRequest& req, std::string_view scheme) {
-  const MessageHead& m = *req.head;
   H2Request r;
+  h2_request(req, scheme, r);
+  return r;
+}
+
+void h2_request(const OutgoingRequest& req, std::string_view scheme, H2Request& r) {
+  const MessageHead& m = *req.head;
+  r.fields.clear();
+  r.authority.clear();
   r.method = m.method;
   r.scheme = scheme;
   r.path = req.target;
@@ -76,7 +84,6 @@ H2Request h2_request(const OutgoingRequest& req, std::string_view scheme) {
     r.fields.put("content-length", std::string_view(digits, static_cast<size_t>(end - digits)));
   }
   if (wants_trailers(m.headers)) r.fields.put("te", "trailers");
-  return r;
 }
 
 H2UpStream::H2UpStream(H2UpConn* conn, Receiver* r, bool head_request)
@@ -100,7 +107,11 @@ bool H2UpStream::closing() const { return !conn_ || conn_->closing(); }
 
 int H2UpStream::send_request(const OutgoingRequest& req) {
   if (!conn_ || conn_->closing()) return UV_ECONNRESET;
-  H2Request head = h2_request(req, conn_->over_tls() ? "https" : "http");
+  // Built in the worker's scratch head, whose buffers stay allocated from
+  // one request to the next; only a request that must wait keeps a copy.
+  thread_local H2Request t_head;
+  H2Request& head = t_head;
+  h2_request(req, conn_->over_tls() ? "https" : "http", head);
   std::string_view body = req.has_body ? req.body : std::string_view();
   bool end = !req.has_body || req.end;
   const Headers no_trailers;
@@ -109,7 +120,7 @@ int H2UpStream::send_request(const OutgoingRequest& req) {
   int32_t id = conn_->open_stream(this, head, end_with_head);
   local_ended_ = end;
   if (id == 0) {  // no slot yet: the request waits in the stream
-    queued_head_ = std::move(head);
+    queued_head_ = head;
     queued_body_.assign(body);
     queued_end_ = end;
     queued_trailers_ = trailers;
@@ -284,17 +295,20 @@ void H2UpStream::on_head(H2Session::Head& h, bool end_stream) {
   head.http_minor = 0;
   head.headers = std::move(h.fields);
   head.keep_alive = true;
-  // Digits only, any 64-bit value (the session has refused a message whose
-  // DATA does not add up to it).
+  // Digits only (the session has refused a message whose DATA does not add
+  // up to it). Above 2^53-1 is a broken response, as from an HTTP/1.1
+  // upstream: no client may be handed a length it cannot hold.
+  bool too_long = false;
   if (const Header* cl = find_header(head.headers, "content-length")) {
     std::optional<uint64_t> n = parse_content_length(cl->value, 19);
     head.has_content_length = n.has_value();
     head.content_length = n.value_or(0);
+    too_long = n && *n > kMaxContentLength;
   }
   bool no_body = end_stream || head_request_ || head.status == 204 || head.status == 304;
   head.chunked = !no_body && !head.has_content_length;
-  int rc = 0;
-  if (!call([&] { rc = r_->on_up_head(head); })) return;
+  int rc = -1;
+  if (!too_long && !call([&] { rc = r_->on_up_head(head); })) return;
   if (rc < 0) {
     stopped_ = true;
     if (stream_open() && conn_) conn_->session().reset_stream(id_, H2Session::kCancel);

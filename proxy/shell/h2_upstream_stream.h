@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/http_headers.h"
+#include "shell/recycled_blocks.h"
 #include "shell/h2_field_block.h"
 #include "shell/h2_session.h"
 #include "shell/upstream_stream.h"
@@ -32,9 +33,12 @@ struct H2Request {
   H2Session::RequestLine line() const { return {method, scheme, authority, path}; }
 };
 H2Request h2_request(const OutgoingRequest& req, std::string_view scheme);
+// The same into `out` (cleared first), whose buffers are reused.
+void h2_request(const OutgoingRequest& req, std::string_view scheme, H2Request& out);
 
 class H2UpStream final : public UpstreamStream {
  public:
+  ONELAYER_RECYCLED_BLOCKS(H2UpStream)
   H2UpStream(H2UpConn* conn, Receiver* r, bool head_request);
 
   // UpstreamStream.

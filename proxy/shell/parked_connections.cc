@@ -51,9 +51,10 @@ bool ParkedConnections::park(int fd, WorkerListener* l, uint64_t idle_left_ms) {
   parked_.push_back(p);
   if (parked_.size() == 1) uv_poll_start(&poll_, UV_READABLE, on_readable);
   w_->timers().arm(*p, idle_left_ms, on_idle_timeout);
-  // The DownConn this socket leaves is freed just after: its pages go back
-  // once the burst of parkings is over.
-  if (!release_.armed() && allocator_is_mimalloc()) w_->timers().arm(release_, kReleaseAfterMs, on_release);
+  // The DownConn this socket leaves is freed just after: its pages (and the
+  // blocks the worker keeps for reuse) go back once the burst of parkings
+  // is over.
+  if (!release_.armed()) w_->timers().arm(release_, kReleaseAfterMs, on_release);
   return true;
 }
 

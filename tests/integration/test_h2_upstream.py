@@ -339,6 +339,21 @@ class H2UpstreamTest(IntegrationTest):
         self.assertEqual((r.status, r.body), (200, b"second try"))
         self.assertEqual([(q.path, q.conn_id) for q in o.snapshot()][1:], [("/item", 2), ("/item", 3)])
 
+    def test_a_response_length_above_2_53_is_a_502_bad_upstream_response(self):
+        # (Some body, then a reset: a HEADERS that ended the stream with a
+        # length would be refused by the HTTP/2 layer itself.)
+        o = self.h2origin(lambda r: r.respond_then_reset(200, [("content-length", "9007199254740992")], b"p"))
+        proxy = self.proxy_to(o.port, retry={"max_attempts": 1})
+        with h.Conn(proxy.port()) as c:
+            r = c.request("GET", "/huge", host="svc.test")
+            self.assertProxyError(r, 502, "bad_upstream_response")
+            self.assertNotIn("9007199254740992", str(r.headers))
+        # One below is a length like any other: the head reaches the client.
+        o2 = self.h2origin(lambda r: r.respond_then_reset(200, [("content-length", "9007199254740991")], b"p"))
+        proxy2 = self.proxy_to(o2.port, retry={"max_attempts": 1})
+        raw, _ = h.raw_exchange(proxy2.port(), h.build_request("GET", "/big", host="svc.test"), timeout=5.0)
+        self.assertIn(b"9007199254740991", raw[:400])
+
     def test_an_origin_reset_before_the_head_is_a_502_upstream_reset(self):
         o = self.h2origin(lambda r: r._conn.reset(r.stream_id, h2_origin.INTERNAL_ERROR))
         proxy = self.proxy_to(o.port, retry={"max_attempts": 1})

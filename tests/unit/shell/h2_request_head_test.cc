@@ -86,6 +86,25 @@ TEST_CASE("h2 request: a bad or contradicting content-length, or no method, is r
   CHECK(translate_h2_request(in, true, m) != nullptr);
 }
 
+TEST_CASE("h2 request: the fields stay in the stream's own list, Host moved in first") {
+  H2Session::Head in = request({{"accept", "*/*"}, {"cookie", "a=1"}, {"host", "dropped"}, {"cookie", "b=2"}});
+  in.fields.reserve(12);
+  const Header* list = in.fields.data();
+  MessageHead m;
+  REQUIRE(translate_h2_request(in, true, m) == nullptr);
+  CHECK(m.headers.data() == list);  // no second list per request
+  CHECK(m.headers == Headers{{"Host", "api.test"}, {"accept", "*/*"}, {"cookie", "a=1; b=2"}});
+  CHECK(in.fields.empty());
+}
+
+TEST_CASE("h2 request: a malformed head still hands over the fields before the fault") {
+  MessageHead m;
+  H2Session::Head in = request({{"content-type", "application/grpc"}, {"content-length", "x"}, {"te", "trailers"}});
+  CHECK(std::string(translate_h2_request(in, false, m)) == "invalid content-length");
+  CHECK(m.headers == Headers{{"Host", "api.test"}, {"content-type", "application/grpc"}});
+  CHECK(m.method == "POST");
+}
+
 TEST_CASE("h2 response: hop-by-hop and framing fields go, names are lower case, Via and extras are added") {
   MessageHead up;
   up.status = 201;

@@ -87,6 +87,30 @@ TEST_CASE("h2 request head: content-length is kept when the request has one, te 
   CHECK(find_header(c, "te") == nullptr);
 }
 
+TEST_CASE("h2 request head: a reused head keeps nothing of the request before") {
+  Request first({{"Host", "api.example:81"}, {"X-First", "1"}, {"Content-Length", "5"}});
+  first.head.has_content_length = true;
+  first.head.content_length = 5;
+  H2Request h;
+  h2_request(first.out, "https", h);
+  REQUIRE(h.authority == "api.example:81");
+  REQUIRE(value_of(h.fields.headers(), "x-first") == "1");
+
+  Request second(Headers{{"Accept", "*/*"}});
+  second.head.method = "GET";
+  second.out.target = "/next";
+  h2_request(second.out, "http", h);
+  const Headers fields = h.fields.headers();
+  CHECK(h.method == "GET");
+  CHECK(h.scheme == "http");
+  CHECK(h.path == "/next");
+  CHECK(h.authority == "orders.internal:8080");  // not the first request's Host
+  CHECK(find_header(fields, "x-first") == nullptr);
+  CHECK(find_header(fields, "content-length") == nullptr);
+  CHECK(value_of(fields, "accept") == "*/*");
+  CHECK(h.fields.headers() == h2_request(second.out, "http").fields.headers());
+}
+
 TEST_CASE("h2 request head: a server receives lower-case names and no connection-specific field") {
   Request r({{"Host", "api.example"},
              {"Connection", "keep-alive, X-Hop"},
