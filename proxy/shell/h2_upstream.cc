@@ -183,6 +183,7 @@ void H2UpConn::start_connect() {
 std::vector<H2UpStream*> H2UpConn::take_streams() {
   std::vector<H2UpStream*> all;
   all.swap(streams_);
+  if (!all.empty()) ++detaches_;
   queued_.clear();
   touched_.clear();
   return all;
@@ -282,6 +283,7 @@ void H2UpConn::become_ready() {
   if (streams_.size() > limit) {
     std::vector<H2UpStream*> excess(streams_.begin() + static_cast<std::ptrdiff_t>(limit), streams_.end());
     streams_.resize(limit);
+    ++detaches_;
     for (H2UpStream* s : excess) {
       H2UpConn* other = for_new_stream(worker_, ep_, addr_index_, tls_ctx_, connect_timeout_);
       s->move_to(other);
@@ -360,6 +362,7 @@ void H2UpConn::detach(H2UpStream* s) {
   auto it = std::find(streams_.begin(), streams_.end(), s);
   if (it == streams_.end()) return;
   streams_.erase(it);
+  ++detaches_;
   if (s->id() != 0 && session_.stream_owner(s->id()) == s) session_.set_stream_owner(s->id(), nullptr);
   auto q = std::find(queued_.begin(), queued_.end(), s);
   if (q != queued_.end()) queued_.erase(q);
@@ -434,8 +437,12 @@ void H2UpConn::flush() {
 }
 
 void H2UpConn::notify_drained() {
+  // A stream may leave (and be freed) inside another's on_drained: while
+  // none has, the copy holds only attached streams; once one has, each is
+  // looked up before it is told.
+  const uint64_t before = detaches_;
   for (H2UpStream* s : std::vector<H2UpStream*>(streams_))
-    if (attached(s)) s->on_drained();
+    if (detaches_ == before || attached(s)) s->on_drained();
 }
 
 void H2UpConn::on_write_done(int status) {

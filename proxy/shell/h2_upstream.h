@@ -135,6 +135,7 @@ class H2UpConn final : public Conn, private H2Session::Handler, private Deferred
   std::shared_ptr<TlsClientContext> tls_ctx_;  // null: h2c
   H2Session session_;
   std::vector<H2UpStream*> streams_;  // attached, in the order they came
+  uint64_t detaches_ = 0;             // streams that left so far
   std::vector<H2UpStream*> queued_;   // waiting for a stream slot
   std::vector<H2UpStream*> touched_;  // had events in the current read
   std::string out_;                   // the session's output, reused
