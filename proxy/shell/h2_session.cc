@@ -142,6 +142,31 @@ class FieldList {
   char status_[4] = {};
 };
 
+// The field lists of received heads, kept per thread with their room: a
+// list the Handler hands back after on_head() (the upstream side does)
+// serves the next head without an allocation. Bounded in count and in the
+// room a kept list may have.
+constexpr size_t kSpareFieldLists = 64;
+constexpr size_t kSpareFieldRoom = 64;
+thread_local std::vector<Headers> t_spare_field_lists;
+
+Headers take_field_list() {
+  if (t_spare_field_lists.empty()) {
+    Headers h;
+    h.reserve(12);  // a usual head at once: no regrowth per field
+    return h;
+  }
+  Headers h = std::move(t_spare_field_lists.back());
+  t_spare_field_lists.pop_back();
+  return h;
+}
+
+void give_back_field_list(Headers& h) {
+  if (h.capacity() == 0 || h.capacity() > kSpareFieldRoom || t_spare_field_lists.size() >= kSpareFieldLists) return;
+  h.clear();
+  t_spare_field_lists.push_back(std::move(h));
+}
+
 uint32_t fatal_code(int rv) {
   switch (rv) {
     case NGHTTP2_ERR_FLOODED:
@@ -232,10 +257,9 @@ struct H2Session::Callbacks {
     st->block = head ? Stream::Block::head : Stream::Block::trailers;
     st->block_bytes = 0;
     st->oversized = false;
-    // Room for a usual head at once (one allocation, no regrowth per field).
     if (head) {
       st->head = Head();
-      st->head.fields.reserve(12);
+      st->head.fields = take_field_list();
     } else {
       st->trailers.clear();
     }
@@ -604,7 +628,10 @@ int H2Session::headers_received(int32_t id, bool end) {
     st->head_delivered = true;
     if (handler_) handler_->on_head(id, st->head, end);
     st = find(id);
-    if (st) st->head = Head();
+    if (st) {
+      give_back_field_list(st->head.fields);  // what the Handler left in it
+      st->head = Head();
+    }
   } else if (block == Stream::Block::trailers) {
     if (handler_) handler_->on_trailers(id, st->trailers);
     st = find(id);

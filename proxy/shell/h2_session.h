@@ -106,6 +106,8 @@ class H2Session {
     virtual ~Handler() = default;
     // A request head (server) or the final response head (client; 1xx heads
     // are skipped). `end_stream`: no body follows (on_end() still comes).
+    // A field list left in `head.fields` when this returns (moved back after
+    // use) is kept for a later head.
     // A request head over max_header_list_bytes never gets here: the
     // session answers it 431 itself.
     virtual void on_head(int32_t stream, Head& head, bool end_stream) = 0;

@@ -308,7 +308,9 @@ void H2UpStream::on_head(H2Session::Head& h, bool end_stream) {
   bool no_body = end_stream || head_request_ || head.status == 204 || head.status == 304;
   head.chunked = !no_body && !head.has_content_length;
   int rc = -1;
-  if (!too_long && !call([&] { rc = r_->on_up_head(head); })) return;
+  const bool alive = too_long || call([&] { rc = r_->on_up_head(head); });
+  h.fields = std::move(head.headers);  // back to the session, for the next head's fields
+  if (!alive) return;
   if (rc < 0) {
     stopped_ = true;
     if (stream_open() && conn_) conn_->session().reset_stream(id_, H2Session::kCancel);

@@ -14,6 +14,7 @@
 
 #include "shell/h2_field_block.h"
 #include "shell/h2_session.h"
+#include "h2_handler_stub.h"
 
 using namespace onelayer;
 
@@ -215,6 +216,20 @@ struct Recorder : H2Session::Handler {
   }
 };
 
+// Moves bytes both ways between two sessions until neither has anything to
+// send.
+void pump_sessions(H2Session& client, H2Session& server, uint64_t now = 0) {
+  for (int round = 0; round < 10000; ++round) {
+    std::string c, s;
+    client.flush(c);
+    server.flush(s);
+    if (c.empty() && s.empty()) return;
+    if (!c.empty()) server.recv(reinterpret_cast<const uint8_t*>(c.data()), c.size(), now);
+    if (!s.empty()) client.recv(reinterpret_cast<const uint8_t*>(s.data()), s.size(), now);
+  }
+  FAIL("the sessions never went quiet");
+}
+
 // A client and a server session talking in memory.
 struct Pair {
   Recorder crec, srec;
@@ -227,18 +242,7 @@ struct Pair {
     srec.session = &server;
   }
 
-  // Moves bytes both ways until neither side has anything to send.
-  void pump() {
-    for (int round = 0; round < 10000; ++round) {
-      std::string c, s;
-      client.flush(c);
-      server.flush(s);
-      if (c.empty() && s.empty()) return;
-      if (!c.empty()) server.recv(reinterpret_cast<const uint8_t*>(c.data()), c.size(), now);
-      if (!s.empty()) client.recv(reinterpret_cast<const uint8_t*>(s.data()), s.size(), now);
-    }
-    FAIL("the sessions never went quiet");
-  }
+  void pump() { pump_sessions(client, server, now); }
 };
 
 H2Session::Head get(std::string path) {
@@ -949,16 +953,7 @@ TEST_CASE("h2 stream owner: set on a stream, found by id, still there while its 
   crec.s = &client;
   crec.session = &client;
   srec.session = &server;
-  auto pump = [&] {
-    for (int i = 0; i < 100; ++i) {
-      std::string c, s;
-      client.flush(c);
-      server.flush(s);
-      if (c.empty() && s.empty()) return;
-      if (!c.empty()) server.recv(reinterpret_cast<const uint8_t*>(c.data()), c.size(), 0);
-      if (!s.empty()) client.recv(reinterpret_cast<const uint8_t*>(s.data()), s.size(), 0);
-    }
-  };
+  auto pump = [&] { pump_sessions(client, server); };
   int owner_a = 0, owner_b = 0;
   int32_t a = client.submit_request(get("/a"), true);
   int32_t b = client.submit_request(get("/b"), true);
@@ -1010,4 +1005,42 @@ TEST_CASE("h2 client: a :status below 100 is no head at all: the stream is reset
     CHECK(rst_sent);
     CHECK(lone.client.open_streams() == 0);
   }
+}
+
+namespace {
+
+// Keeps where each head's field list lives, and leaves the list (moved
+// back, as the upstream side does) for the session to keep.
+struct ListKeeper : onelayer::test::H2HandlerStub {
+  std::vector<const Header*> lists;
+  void on_head(int32_t, H2Session::Head& head, bool) override {
+    Headers taken = std::move(head.fields);
+    lists.push_back(taken.data());
+    head.fields = std::move(taken);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("h2 a field list left in the head after on_head serves a later head, without a new allocation") {
+  ListKeeper keeper;
+  Recorder server_side;
+  H2Session client(Role::client, &keeper);
+  H2Session server(Role::server, &server_side);
+  server_side.session = &server;
+  auto pump = [&] { pump_sessions(client, server); };
+  std::vector<Headers> hogs;  // take any freed list of that size, so a reuse cannot be the heap's
+  for (int i = 0; i < 2; ++i) {
+    for (int k = 0; k < 8; ++k) hogs.emplace_back().reserve(12);
+    int32_t id = client.submit_request(get("/" + std::to_string(i)), true);
+    REQUIRE(id > 0);
+    pump();
+    H2Session::Head r = status(200);
+    r.fields = {{"x-answer", std::to_string(i)}};
+    REQUIRE(server.submit_response(id, r, true));
+    pump();
+  }
+  REQUIRE(keeper.lists.size() == 2);
+  CHECK(keeper.lists[0] != nullptr);
+  CHECK(keeper.lists[1] == keeper.lists[0]);  // the same list, kept between the heads
 }
