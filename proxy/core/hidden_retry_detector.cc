@@ -53,16 +53,19 @@ std::optional<HiddenRetryDetector::AttemptKey> HiddenRetryDetector::parse_member
   return k;
 }
 
-void HiddenRetryDetector::append_member_value(uint64_t id, uint32_t attempt, std::string& out) {
+char* HiddenRetryDetector::write_member_value(uint64_t id, uint32_t attempt, char* out) {
   static constexpr char kHex[] = "0123456789abcdef";
-  char buf[16];
   for (int i = 15; i >= 0; --i) {
-    buf[i] = kHex[id & 0xf];
+    out[i] = kHex[id & 0xf];
     id >>= 4;
   }
-  out.append(buf, 16);
-  out += '.';
-  append_decimal(out, attempt);
+  out[16] = '.';
+  return std::to_chars(out + 17, out + kMemberValueBytes, attempt).ptr;
+}
+
+void HiddenRetryDetector::append_member_value(uint64_t id, uint32_t attempt, std::string& out) {
+  char buf[kMemberValueBytes];
+  out.append(buf, write_member_value(id, attempt, buf));
 }
 
 // The retry-attempt member of one baggage field, read in place (the value is

@@ -22,7 +22,14 @@ struct Header {
 };
 using Headers = std::vector<Header>;
 
-bool iequals(std::string_view a, std::string_view b);  // ASCII case-insensitive
+// Whether the n bytes at a and b are equal but for ASCII case, eight bytes
+// at a time (iequals once the sizes agree).
+bool iequals_bytes(const char* a, const char* b, size_t n);
+// ASCII case-insensitive. Inline: most comparisons are of names of
+// different lengths, which this answers without a call.
+inline bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && iequals_bytes(a.data(), b.data(), a.size());
+}
 // Copies `in` to `out` (room for in.size() bytes) with ASCII capitals in
 // lower case, eight bytes at a time; `out` may be in.data() (lowering in
 // place). Returns the end of what it wrote.
