@@ -618,6 +618,13 @@ bool is_hop_by_hop(std::string_view name, const Headers& all) {
 }
 
 RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, size_t max_headers) {
+  const Header* host = nullptr;
+  return validate_request_headers(h, http11, max_headers, &host);
+}
+
+RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, size_t max_headers,
+                                              const Header** found_host) {
+  *found_host = nullptr;
   if (max_headers != 0 && h.size() > max_headers) return RequestHeaderProblem::too_many_headers;
   // One pass: the per-field problems in field order, and the Host fields.
   const Header* host = nullptr;
@@ -633,6 +640,7 @@ RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, siz
   if (hosts > 1) return RequestHeaderProblem::duplicate_host;
   if (hosts == 0) return http11 ? RequestHeaderProblem::missing_host : RequestHeaderProblem::none;
   if (!is_valid_host_value(host->value)) return RequestHeaderProblem::invalid_value;
+  *found_host = host;
   return RequestHeaderProblem::none;
 }
 

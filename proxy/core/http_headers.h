@@ -91,6 +91,10 @@ bool is_hop_by_hop(std::string_view name, const Headers& all);
 // uri-host[:port] (RFC 9112 3.2) is invalid_value.
 enum class RequestHeaderProblem { none, invalid_name, invalid_value, missing_host, duplicate_host, obs_fold, too_many_headers };
 RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, size_t max_headers);
+// The same, and with no problem `*host` is the Host field (nullptr without
+// one): the caller need not look for it again.
+RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, size_t max_headers,
+                                              const Header** host);
 const char* to_string(RequestHeaderProblem p);  // "invalid_name", ... for logs
 
 // Ingress analysis of the single-layer protocol, done once per request.

@@ -241,6 +241,21 @@ TEST_SUITE("validate_request_headers") {
     CHECK(validate_request_headers(h, true, 100) == RequestHeaderProblem::invalid_name);
   }
 
+  TEST_CASE("the Host field is handed back when there is no problem, else nothing") {
+    const Header* host = &good[0];
+    Headers h{{"Accept", "*/*"}, {"hoSt", "example.com"}};
+    CHECK(validate_request_headers(h, true, 100, &host) == RequestHeaderProblem::none);
+    CHECK(host == &h[1]);
+    CHECK(validate_request_headers({{"Accept", "*/*"}}, false, 100, &host) == RequestHeaderProblem::none);
+    CHECK(host == nullptr);
+    host = &h[0];
+    CHECK(validate_request_headers({{"Host", "a"}, {"Host", "a"}}, true, 100, &host) == RequestHeaderProblem::duplicate_host);
+    CHECK(host == nullptr);
+    host = &h[0];
+    CHECK(validate_request_headers({{"Host", "a b"}}, true, 100, &host) == RequestHeaderProblem::invalid_value);
+    CHECK(host == nullptr);
+  }
+
   TEST_CASE("to_string names each problem") {
     CHECK(std::string(to_string(RequestHeaderProblem::obs_fold)) == "obs_fold");
     CHECK(std::string(to_string(RequestHeaderProblem::duplicate_host)) == "duplicate_host");
