@@ -1,6 +1,8 @@
 #include "core/hidden_retry_detector.h"
 
+#include <array>
 #include <charconv>
+#include <cstring>
 #include <cstdint>
 
 #include "core/baggage.h"
@@ -54,10 +56,19 @@ std::optional<HiddenRetryDetector::AttemptKey> HiddenRetryDetector::parse_member
 }
 
 char* HiddenRetryDetector::write_member_value(uint64_t id, uint32_t attempt, char* out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (int i = 15; i >= 0; --i) {
-    out[i] = kHex[id & 0xf];
-    id >>= 4;
+  // Two hex digits per byte of the id, from a table of all 256 pairs.
+  static constexpr std::array<char, 512> kHexPairs = [] {
+    constexpr char kHex[] = "0123456789abcdef";
+    std::array<char, 512> t{};
+    for (size_t b = 0; b < 256; ++b) {
+      t[2 * b] = kHex[b >> 4];
+      t[2 * b + 1] = kHex[b & 0xf];
+    }
+    return t;
+  }();
+  for (int i = 7; i >= 0; --i) {
+    std::memcpy(out + 2 * i, &kHexPairs[2 * (id & 0xff)], 2);
+    id >>= 8;
   }
   out[16] = '.';
   return std::to_chars(out + 17, out + kMemberValueBytes, attempt).ptr;
