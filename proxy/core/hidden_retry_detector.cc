@@ -2,8 +2,8 @@
 
 #include <array>
 #include <charconv>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 
 #include "core/baggage.h"
 

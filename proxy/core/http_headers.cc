@@ -514,6 +514,8 @@ bool iequals_bytes(const char* a, const char* b, size_t n) {
     return true;
   }
   if (n < 8) return lower8(load4_to_7(a, n)) == lower8(load4_to_7(b, n));
+  if (n <= 16)  // the first eight and the last eight (overlapping)
+    return lower8(load8(a)) == lower8(load8(b)) && lower8(load8(a + n - 8)) == lower8(load8(b + n - 8));
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
     if (lower8(load8(a + i)) != lower8(load8(b + i))) return false;
@@ -551,6 +553,12 @@ char* copy_lowercase(std::string_view in, char* out) {
     const uint32_t head = static_cast<uint32_t>(x), tail = static_cast<uint32_t>(x >> 32);
     std::memcpy(out, &head, 4);
     std::memcpy(out + n - 4, &tail, 4);
+    return out + n;
+  }
+  if (n <= 16) {  // the first eight and the last eight, the same way
+    const uint64_t head = lower8(load8(in.data())), tail = lower8(load8(in.data() + n - 8));
+    std::memcpy(out, &head, 8);
+    std::memcpy(out + n - 8, &tail, 8);
     return out + n;
   }
   size_t i = 0;
@@ -596,6 +604,8 @@ bool is_valid_field_value(std::string_view v) {
   const size_t n = v.size();
   if (n < 4) return is_valid_field_value_bytewise(v);
   if (n < 8) return !has_control_byte(load4_to_7(p, n)) || is_valid_field_value_bytewise(v);
+  if (n <= 16)  // the first eight and the last eight (overlapping)
+    return (!has_control_byte(load8(p)) && !has_control_byte(load8(p + n - 8))) || is_valid_field_value_bytewise(v);
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
     if (has_control_byte(load8(p + i))) return is_valid_field_value_bytewise(v);

@@ -931,14 +931,15 @@ TEST_CASE("iequals, the eight-byte steps: every byte pair at every position of 1
   CHECK_FALSE(iequals("", "a"));
 }
 
-TEST_CASE("field value check for 2 to 7 bytes: every byte at every offset, against the byte rule") {
-  // 4 to 7 bytes are checked as one overlapping word, fewer byte by byte.
+TEST_CASE("field value check for 2 to 17 bytes: every byte at every offset, against the byte rule") {
+  // Fewer than 4 bytes are checked byte by byte, 4 to 7 as one word made
+  // of two overlapping halves, 8 to 16 as two overlapping words.
   auto reference = [](std::string_view v) {
     for (unsigned char c : v)
       if ((c < 0x20 && c != '\t') || c == 0x7F) return false;
     return true;
   };
-  for (size_t len = 2; len <= 7; ++len) {
+  for (size_t len = 2; len <= 17; ++len) {
     for (size_t at = 0; at < len; ++at) {
       for (int b = 0; b < 256; ++b) {
         for (char filler : {'a', '\t', '\x80'}) {
