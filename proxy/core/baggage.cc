@@ -1,17 +1,22 @@
 #include "core/baggage.h"
 
-#include <vector>
+#include <array>
 
 #include "core/http_headers.h"
 
 namespace onelayer {
 namespace {
 
-// US-ASCII except CTLs, whitespace, DQUOTE, comma, semicolon and backslash.
-bool is_baggage_octet(unsigned char c) {
-  return c == 0x21 || (c >= 0x23 && c <= 0x2B) || (c >= 0x2D && c <= 0x3A) || (c >= 0x3C && c <= 0x5B) ||
-         (c >= 0x5D && c <= 0x7E);
-}
+// US-ASCII except CTLs, whitespace, DQUOTE, comma, semicolon and backslash
+// (a table: every byte of an owner is looked up on every claiming request).
+constexpr std::array<bool, 256> kBaggageOctet = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 256; ++c)
+    t[static_cast<size_t>(c)] = c == 0x21 || (c >= 0x23 && c <= 0x2B) || (c >= 0x2D && c <= 0x3A) ||
+                                (c >= 0x3C && c <= 0x5B) || (c >= 0x5D && c <= 0x7E);
+  return t;
+}();
+bool is_baggage_octet(unsigned char c) { return kBaggageOctet[c]; }
 
 int hex_digit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -115,64 +120,103 @@ std::optional<std::string> baggage_get(std::string_view header_value, std::strin
   return found;
 }
 
+namespace {
+
+// Whether `encoded`, percent-decoded as percent_decode does, is `plain`
+// (without building the decoded copy).
+bool percent_decodes_to(std::string_view encoded, std::string_view plain) {
+  size_t at = 0;
+  for (size_t i = 0; i < encoded.size(); ++i, ++at) {
+    char c = encoded[i];
+    if (c == '%' && i + 2 < encoded.size() && hex_digit(encoded[i + 1]) >= 0 && hex_digit(encoded[i + 2]) >= 0) {
+      c = static_cast<char>(hex_digit(encoded[i + 1]) * 16 + hex_digit(encoded[i + 2]));
+      i += 2;
+    }
+    if (at == plain.size() || plain[at] != c) return false;
+  }
+  return at == plain.size();
+}
+
+}  // namespace
+
 std::optional<std::string> baggage_merge(std::string_view header_value, std::string_view key, std::string_view value,
                                          size_t reserve_extra) {
   if (!is_token(key)) return std::nullopt;
-  const std::string ours = std::string(key) + "=" + percent_encode_baggage_value(value);
-  std::vector<std::string_view> kept;
+  const size_t ours_bytes = key.size() + 1 + percent_encoded_baggage_size(value);
+  // The members re-joined with ours in, written as they are read; when
+  // nothing changes, the input goes back instead.
+  std::string result;
+  result.reserve(header_value.size() + 1 + ours_bytes + reserve_extra);
+  auto add = [&](std::string_view text) {
+    if (!result.empty()) result.push_back(',');
+    result.append(text);
+  };
+  auto add_ours = [&] {
+    if (!result.empty()) result.push_back(',');
+    result.append(key);
+    result.push_back('=');
+    const size_t at = result.size();
+    result.resize(at + ours_bytes - key.size() - 1);
+    write_percent_encoded_baggage_value(value, result.data() + at);
+  };
   bool found = false;
   bool changed = false;
+  bool too_long = false;
   for_each_list_element(header_value, [&](std::string_view text) {
+    if (too_long) return;
     Member m = parse_member(text);
     if (m.key != key) {
-      kept.push_back(text);
-      return;
-    }
-    if (found) {  // a duplicate of our key: drop it
+      add(text);
+    } else if (found) {  // a duplicate of our key: drop it
       changed = true;
-      return;
-    }
-    found = true;
-    // Compared as raw octets so that a replacement is itself kept next time.
-    if (m.well_formed && percent_decode(m.value) == value) {
-      kept.push_back(text);
     } else {
-      kept.push_back(ours);
-      changed = true;
+      found = true;
+      // Compared as raw octets so that a replacement is itself kept next time.
+      if (m.well_formed && percent_decodes_to(m.value, value)) {
+        add(text);
+      } else {
+        add_ours();
+        changed = true;
+      }
     }
+    // Unchanged, the result is no longer than the input: past the limit
+    // either way.
+    too_long = result.size() > kMaxBaggageBytes;
   });
+  if (too_long) return std::nullopt;
   if (!found) {
-    kept.push_back(ours);
+    add_ours();
     changed = true;
   }
-  std::string result;
-  result.reserve(header_value.size() + 1 + ours.size() + reserve_extra);
-  if (!changed) {
-    result.assign(header_value);
-  } else {
-    for (std::string_view t : kept) {
-      if (!result.empty()) result.push_back(',');
-      result.append(t);
-      if (result.size() > kMaxBaggageBytes) return std::nullopt;
-    }
-  }
+  if (!changed) result.assign(header_value);
   if (result.size() > kMaxBaggageBytes) return std::nullopt;
   return result;
 }
 
-std::string percent_encode_baggage_value(std::string_view v) {
+size_t percent_encoded_baggage_size(std::string_view v) {
+  size_t n = v.size();
+  for (unsigned char c : v)
+    if (!is_baggage_octet(c) || c == '%') n += 2;
+  return n;
+}
+
+char* write_percent_encoded_baggage_value(std::string_view v, char* out) {
   static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(v.size());
   for (unsigned char c : v) {
     if (is_baggage_octet(c) && c != '%') {
-      out.push_back(static_cast<char>(c));
+      *out++ = static_cast<char>(c);
     } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 0xF]);
+      *out++ = '%';
+      *out++ = kHex[c >> 4];
+      *out++ = kHex[c & 0xF];
     }
   }
+  return out;
+}
+
+std::string percent_encode_baggage_value(std::string_view v) {
+  std::string out(percent_encoded_baggage_size(v), '\0');
+  write_percent_encoded_baggage_value(v, out.data());
   return out;
 }
 

@@ -42,5 +42,9 @@ std::optional<std::string> baggage_merge(std::string_view header_value, std::str
 
 // Percent-encodes every octet that is not a baggage-octet, and '%'.
 std::string percent_encode_baggage_value(std::string_view v);
+// The same, without a string: how many bytes the encoding takes, and
+// writing them to `out` (room for that many); returns the end.
+size_t percent_encoded_baggage_size(std::string_view v);
+char* write_percent_encoded_baggage_value(std::string_view v, char* out);
 
 }  // namespace onelayer

@@ -1,7 +1,9 @@
 #include "core/hidden_retry_detector.h"
 
+#include <array>
 #include <charconv>
 #include <cstdint>
+#include <cstring>
 
 #include "core/baggage.h"
 
@@ -53,16 +55,28 @@ std::optional<HiddenRetryDetector::AttemptKey> HiddenRetryDetector::parse_member
   return k;
 }
 
-void HiddenRetryDetector::append_member_value(uint64_t id, uint32_t attempt, std::string& out) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  char buf[16];
-  for (int i = 15; i >= 0; --i) {
-    buf[i] = kHex[id & 0xf];
-    id >>= 4;
+char* HiddenRetryDetector::write_member_value(uint64_t id, uint32_t attempt, char* out) {
+  // Two hex digits per byte of the id, from a table of all 256 pairs.
+  static constexpr std::array<char, 512> kHexPairs = [] {
+    constexpr char kHex[] = "0123456789abcdef";
+    std::array<char, 512> t{};
+    for (size_t b = 0; b < 256; ++b) {
+      t[2 * b] = kHex[b >> 4];
+      t[2 * b + 1] = kHex[b & 0xf];
+    }
+    return t;
+  }();
+  for (int i = 7; i >= 0; --i) {
+    std::memcpy(out + 2 * i, &kHexPairs[2 * (id & 0xff)], 2);
+    id >>= 8;
   }
-  out.append(buf, 16);
-  out += '.';
-  append_decimal(out, attempt);
+  out[16] = '.';
+  return std::to_chars(out + 17, out + kMemberValueBytes, attempt).ptr;
+}
+
+void HiddenRetryDetector::append_member_value(uint64_t id, uint32_t attempt, std::string& out) {
+  char buf[kMemberValueBytes];
+  out.append(buf, write_member_value(id, attempt, buf));
 }
 
 // The retry-attempt member of one baggage field, read in place (the value is

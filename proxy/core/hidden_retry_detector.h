@@ -57,6 +57,9 @@ class HiddenRetryDetector {
   static std::optional<AttemptKey> parse_member(std::string_view value);
   // Appends "<16 hex digits>.<attempt>" (the member's value) to out.
   static void append_member_value(uint64_t id, uint32_t attempt, std::string& out);
+  // The same written to `out`, which has room for kMemberValueBytes; returns the end.
+  static constexpr size_t kMemberValueBytes = 16 + 1 + 10;
+  static char* write_member_value(uint64_t id, uint32_t attempt, char* out);
 
   // What a request owned by an outer layer carries that can reveal a
   // hidden retry.

@@ -21,17 +21,21 @@ constexpr std::string_view kFallbackOwner = "onelayer";
 
 char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
-// RFC 9110 5.6.2 tchar, as a table: checked for every header name of every
-// request and response, so it is on the hot path.
-constexpr std::array<bool, 256> make_tchar_table() {
+// Letters, digits and `others`, as a table of bytes.
+constexpr std::array<bool, 256> make_byte_table(std::string_view others) {
   std::array<bool, 256> t{};
   for (int c = '0'; c <= '9'; ++c) t[static_cast<size_t>(c)] = true;
   for (int c = 'a'; c <= 'z'; ++c) t[static_cast<size_t>(c)] = true;
   for (int c = 'A'; c <= 'Z'; ++c) t[static_cast<size_t>(c)] = true;
-  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
+  for (char c : others) t[static_cast<unsigned char>(c)] = true;
   return t;
 }
-constexpr std::array<bool, 256> kTchar = make_tchar_table();
+// RFC 9110 5.6.2 tchar, as a table: checked for every header name of every
+// request and response, so it is on the hot path.
+constexpr std::array<bool, 256> kTchar = make_byte_table("!#$%&'*+-.^_`|~");
+// RFC 3986 unreserved and sub-delims: the bytes of a reg-name (every Host
+// field is checked).
+constexpr std::array<bool, 256> kUnreservedOrSubDelim = make_byte_table("-._~!$&'()*+,;=");
 
 // What a field name means to the rewrite, decided once per field: the rules
 // below then switch on it instead of comparing the name against every list.
@@ -95,8 +99,13 @@ constexpr std::array<KindRange, kMaxKindLength + 1> kKindRanges = make_kind_rang
 Kind classify(std::string_view name) {
   if (name.size() > kMaxKindLength) return Kind::other;
   const KindRange r = kKindRanges[name.size()];
+  // Every listed name starts with a letter, and only a letter ORed with
+  // 0x20 gives a lower-case one: the first byte rules out the other names
+  // of that length before a whole comparison.
+  const char first = static_cast<char>(name.empty() ? 0 : name[0] | 0x20);
   for (size_t i = r.begin; i < r.end; ++i)
-    if (iequals(kKinds[i].name, name)) return kKinds[i].kind;
+    if (kKinds[i].name[0] == first && iequals_bytes(kKinds[i].name.data(), name.data(), name.size()))
+      return kKinds[i].kind;
   return Kind::other;
 }
 
@@ -237,6 +246,92 @@ struct RequestFieldRule {
   }
 };
 
+// The baggage value a claiming rewrite sends. Without received baggage
+// (the usual case) it is the owner member and the attempt member alone,
+// built on the stack; with received baggage the members are merged into it
+// (baggage_merge).
+class OutgoingBaggage {
+ public:
+  void build(const Headers& in, const RequestFieldRule& rule, std::string_view key, std::string_view owner,
+             const RequestRewrite& rw) {
+    std::string_view received;
+    std::string joined;
+    size_t fields = 0;
+    for (const Header& f : in) {
+      if (!is_baggage(f.name) || !rule(f)) continue;
+      if (++fields == 1) received = f.value;
+    }
+    if (fields > 1) {
+      for (const Header& f : in) {
+        if (!is_baggage(f.name) || !rule(f)) continue;
+        if (!joined.empty()) joined += ',';
+        joined += f.value;
+      }
+      received = joined;
+    }
+    if (!(received.empty() && build_alone(key, owner, rw))) merge(received, key, owner, rw);
+  }
+  bool written() const { return written_; }
+  std::string_view value() const { return on_stack_ ? std::string_view(stack_, stack_size_) : std::string_view(heap_); }
+
+ private:
+  // Past the size limit the owner member alone still goes (it matters more).
+  static constexpr size_t kAttemptMemberBytes =
+      1 + HiddenRetryDetector::kBaggageMember.size() + 1 + HiddenRetryDetector::kMemberValueBytes;
+
+  // key=<owner>[,retry-attempt=<id>.<attempt>] as merging them into nothing
+  // gives it; false when that takes the general path (an owner member that
+  // does not fit here, or one that holds the attempt member's name).
+  bool build_alone(std::string_view key, std::string_view owner, const RequestRewrite& rw) {
+    if (!is_token(key)) return true;  // baggage_merge refuses it: nothing written
+    const size_t owner_bytes = key.size() + 1 + percent_encoded_baggage_size(owner);
+    if (owner_bytes + kAttemptMemberBytes > sizeof stack_) return false;
+    char* p = std::copy(key.begin(), key.end(), stack_);
+    *p++ = '=';
+    p = write_percent_encoded_baggage_value(owner, p);
+    if (rw.attempt_id != 0) {
+      if (std::string_view(stack_, owner_bytes).find(HiddenRetryDetector::kBaggageMember) != std::string_view::npos)
+        return false;
+      *p++ = ',';
+      p = std::copy(HiddenRetryDetector::kBaggageMember.begin(), HiddenRetryDetector::kBaggageMember.end(), p);
+      *p++ = '=';
+      p = HiddenRetryDetector::write_member_value(rw.attempt_id, rw.attempt, p);
+    }
+    stack_size_ = static_cast<size_t>(p - stack_);
+    on_stack_ = true;
+    written_ = true;
+    return true;
+  }
+
+  void merge(std::string_view received, std::string_view key, std::string_view owner, const RequestRewrite& rw) {
+    std::optional<std::string> merged =
+        baggage_merge(received, key, owner, rw.attempt_id != 0 ? kAttemptMemberBytes : 0);
+    if (!merged) return;
+    heap_ = std::move(*merged);
+    written_ = true;
+    if (rw.attempt_id == 0) return;
+    if (heap_.find(HiddenRetryDetector::kBaggageMember) == std::string::npos) {
+      // The usual case, appended in place (no second copy of the header).
+      if (heap_.size() + kAttemptMemberBytes <= kMaxBaggageBytes) {
+        if (!heap_.empty()) heap_ += ',';
+        heap_ += HiddenRetryDetector::kBaggageMember;
+        heap_ += '=';
+        HiddenRetryDetector::append_member_value(rw.attempt_id, rw.attempt, heap_);
+      }
+    } else {
+      std::string value;
+      HiddenRetryDetector::append_member_value(rw.attempt_id, rw.attempt, value);
+      if (auto both = baggage_merge(heap_, HiddenRetryDetector::kBaggageMember, value)) heap_ = std::move(*both);
+    }
+  }
+
+  char stack_[256];
+  size_t stack_size_ = 0;
+  std::string heap_;
+  bool on_stack_ = false;
+  bool written_ = false;
+};
+
 template <class Sink>
 bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sink) {
   const Config& config = *rw.config;
@@ -250,33 +345,8 @@ bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sin
   // Claiming with baggage on: the ownership member is merged into the
   // received baggage fields (joined into the first one); a merge past the
   // size limit leaves them exactly as they were.
-  std::optional<std::string> baggage;
-  if (claiming && config.propagate_baggage) {
-    std::string joined;
-    for (const Header& f : in) {
-      if (!is_baggage(f.name) || !rule(f)) continue;
-      if (!joined.empty()) joined += ',';
-      joined += f.value;
-    }
-    // Past the size limit the owner member alone still goes (it matters more).
-    constexpr size_t kMemberBytes = HiddenRetryDetector::kBaggageMember.size() + 1 + 16 + 1 + 10 + 1;
-    baggage = baggage_merge(joined, names.baggage_member, owner, rw.attempt_id != 0 ? kMemberBytes : 0);
-    if (baggage && rw.attempt_id != 0) {
-      if (baggage->find(HiddenRetryDetector::kBaggageMember) == std::string::npos) {
-        // The usual case, appended in place (no second copy of the header).
-        if (baggage->size() + kMemberBytes <= kMaxBaggageBytes) {
-          if (!baggage->empty()) *baggage += ',';
-          *baggage += HiddenRetryDetector::kBaggageMember;
-          *baggage += '=';
-          HiddenRetryDetector::append_member_value(rw.attempt_id, rw.attempt, *baggage);
-        }
-      } else {
-        std::string value;
-        HiddenRetryDetector::append_member_value(rw.attempt_id, rw.attempt, value);
-        if (auto both = baggage_merge(*baggage, HiddenRetryDetector::kBaggageMember, value)) baggage = std::move(both);
-      }
-    }
-  }
+  OutgoingBaggage baggage;
+  if (claiming && config.propagate_baggage) baggage.build(in, rule, names.baggage_member, owner, rw);
   bool baggage_written = false;
   ListAppend lists[] = {{Kind::via, "Via", rw.via},
                         {Kind::x_forwarded_for, "X-Forwarded-For", rw.client_ip},
@@ -286,8 +356,8 @@ bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sin
     const Kind kind = classify(f.name);
     if (!rule.keeps(f, kind)) continue;
     host = host || kind == Kind::host;
-    if (baggage && kind == Kind::baggage) {
-      if (!baggage_written) sink.put(f.name, *baggage);
+    if (baggage.written() && kind == Kind::baggage) {
+      if (!baggage_written) sink.put(f.name, baggage.value());
       baggage_written = true;
       continue;
     }
@@ -300,7 +370,7 @@ bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sin
     return std::string_view(digits, static_cast<size_t>(r.ptr - digits));
   };
   if (claiming) {
-    if (baggage && !baggage_written) sink.put(kBaggage, *baggage);
+    if (baggage.written() && !baggage_written) sink.put(kBaggage, baggage.value());
     sink.put(names.retry_owner, owner);
     sink.put(names.retry_attempt, number(rw.attempt));
     sink.put(kEnvoyMaxRetries, "0");
@@ -352,10 +422,7 @@ bool contains_obs_fold(std::string_view v) {
 // RFC 9112 3.2 / RFC 3986 3.2.2: uri-host [ ":" port ]; empty is allowed (a
 // target without authority).
 bool is_valid_host_value(std::string_view v) {
-  auto is_unreserved_or_sub_delim = [](unsigned char c) {
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
-    return std::string_view("-._~!$&'()*+,;=").find(static_cast<char>(c)) != std::string_view::npos;
-  };
+  auto is_unreserved_or_sub_delim = [](unsigned char c) { return kUnreservedOrSubDelim[c]; };
   std::string_view host = v;
   std::string_view rest;
   if (!v.empty() && v.front() == '[') {
@@ -400,13 +467,6 @@ std::string_view trim_ows(std::string_view s) {
   return s;
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (ascii_lower(a[i]) != ascii_lower(b[i])) return false;
-  return true;
-}
-
 std::optional<uint64_t> parse_content_length(std::string_view v, size_t max_digits) {
   if (v.empty() || v.size() > std::min<size_t>(max_digits, 19)) return std::nullopt;
   uint64_t n = 0;
@@ -434,14 +494,42 @@ uint64_t load8(const char* p) {
   return x;
 }
 
+uint64_t load4(const char* p) {
+  uint32_t x;
+  std::memcpy(&x, p, 4);
+  return x;
+}
+
+// 4 to 7 bytes as one word: the first four and the last four (overlapping).
+uint64_t load4_to_7(const char* p, size_t n) { return load4(p) | load4(p + n - 4) << 32; }
+
+uint64_t lower8(uint64_t x) { return x | capital_bits(x) >> 2; }
+
 }  // namespace
 
+bool iequals_bytes(const char* a, const char* b, size_t n) {
+  if (n < 4) {
+    for (size_t i = 0; i < n; ++i)
+      if (ascii_lower(a[i]) != ascii_lower(b[i])) return false;
+    return true;
+  }
+  if (n < 8) return lower8(load4_to_7(a, n)) == lower8(load4_to_7(b, n));
+  if (n <= 16)  // the first eight and the last eight (overlapping)
+    return lower8(load8(a)) == lower8(load8(b)) && lower8(load8(a + n - 8)) == lower8(load8(b + n - 8));
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    if (lower8(load8(a + i)) != lower8(load8(b + i))) return false;
+  // The last bytes as one more step over the last eight.
+  return i == n || lower8(load8(a + n - 8)) == lower8(load8(b + n - 8));
+}
+
 bool has_ascii_upper(std::string_view s) {
-  if (s.size() < 8) {
+  if (s.size() < 4) {
     for (char c : s)
       if (c >= 'A' && c <= 'Z') return true;
     return false;
   }
+  if (s.size() < 8) return capital_bits(load4_to_7(s.data(), s.size())) != 0;
   size_t i = 0;
   for (; i + 8 <= s.size(); i += 8)
     if (capital_bits(load8(s.data() + i))) return true;
@@ -451,21 +539,34 @@ bool has_ascii_upper(std::string_view s) {
 // Eight bytes at a time: the capitals' top bits, moved down to 0x20, are
 // what lower-cases them.
 char* copy_lowercase(std::string_view in, char* out) {
-  auto lower8 = [&](size_t at) {
-    uint64_t x = load8(in.data() + at);
-    x |= capital_bits(x) >> 2;
+  const size_t n = in.size();
+  auto lower_word_at = [&](size_t at) {
+    const uint64_t x = lower8(load8(in.data() + at));
     std::memcpy(out + at, &x, 8);
   };
-  if (in.size() < 8) {
-    for (size_t i = 0; i < in.size(); ++i) out[i] = ascii_lower(in[i]);
-    return out + in.size();
+  if (n < 4) {
+    for (size_t i = 0; i < n; ++i) out[i] = ascii_lower(in[i]);
+    return out + n;
+  }
+  if (n < 8) {  // the first four and the last four, both read before either is written
+    const uint64_t x = lower8(load4_to_7(in.data(), n));
+    const uint32_t head = static_cast<uint32_t>(x), tail = static_cast<uint32_t>(x >> 32);
+    std::memcpy(out, &head, 4);
+    std::memcpy(out + n - 4, &tail, 4);
+    return out + n;
+  }
+  if (n <= 16) {  // the first eight and the last eight, the same way
+    const uint64_t head = lower8(load8(in.data())), tail = lower8(load8(in.data() + n - 8));
+    std::memcpy(out, &head, 8);
+    std::memcpy(out + n - 8, &tail, 8);
+    return out + n;
   }
   size_t i = 0;
-  for (; i + 8 <= in.size(); i += 8) lower8(i);
+  for (; i + 8 <= n; i += 8) lower_word_at(i);
   // The last bytes as one more step over the last eight (lower-casing twice
   // changes nothing, and the input bytes there are read before written).
-  if (i < in.size()) lower8(in.size() - 8);
-  return out + in.size();
+  if (i < n) lower_word_at(n - 8);
+  return out + n;
 }
 
 bool is_token(std::string_view s) {
@@ -474,27 +575,41 @@ bool is_token(std::string_view s) {
   return ok;
 }
 
-bool is_valid_field_value(std::string_view v) {
-  auto bad = [](unsigned char c) { return (c < 0x20 && c != '\t') || c == 0x7F; };
-  // Eight bytes at a time: a word with no byte below 0x20 and none equal to
-  // 0x7F is clean (the usual case); a word with one (HTAB is below 0x20 too)
-  // is checked byte by byte.
+namespace {
+
+// Whether a word has a byte below 0x20 or equal to 0x7F: exact when there
+// is none (the usual case); HTAB is below 0x20 too, so a word that has one
+// is looked at byte by byte.
+bool has_control_byte(uint64_t x) {
   constexpr uint64_t kOnes = 0x0101010101010101ULL, kHighs = 0x8080808080808080ULL;
-  const char* p = v.data();
-  size_t n = v.size();
-  for (; n >= 8; p += 8, n -= 8) {
-    uint64_t x;
-    std::memcpy(&x, p, 8);
-    uint64_t below_space = (x - kOnes * 0x20) & ~x & kHighs;
-    uint64_t y = x ^ (kOnes * 0x7F);
-    uint64_t del = (y - kOnes) & ~y & kHighs;
-    if ((below_space | del) == 0) continue;
-    for (int i = 0; i < 8; ++i)
-      if (bad(static_cast<unsigned char>(p[i]))) return false;
-  }
-  for (; n > 0; ++p, --n)
-    if (bad(static_cast<unsigned char>(*p))) return false;
+  const uint64_t below_space = (x - kOnes * 0x20) & ~x & kHighs;
+  const uint64_t y = x ^ (kOnes * 0x7F);
+  const uint64_t del = (y - kOnes) & ~y & kHighs;
+  return (below_space | del) != 0;
+}
+
+bool is_valid_field_value_bytewise(std::string_view v) {
+  for (unsigned char c : v)
+    if ((c < 0x20 && c != '\t') || c == 0x7F) return false;
   return true;
+}
+
+}  // namespace
+
+bool is_valid_field_value(std::string_view v) {
+  // Eight bytes at a time (4 to 7 as one overlapping word, the tail as an
+  // overlapping last word); any word with a control byte sends the whole
+  // value to the byte-by-byte rule.
+  const char* p = v.data();
+  const size_t n = v.size();
+  if (n < 4) return is_valid_field_value_bytewise(v);
+  if (n < 8) return !has_control_byte(load4_to_7(p, n)) || is_valid_field_value_bytewise(v);
+  if (n <= 16)  // the first eight and the last eight (overlapping)
+    return (!has_control_byte(load8(p)) && !has_control_byte(load8(p + n - 8))) || is_valid_field_value_bytewise(v);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    if (has_control_byte(load8(p + i))) return is_valid_field_value_bytewise(v);
+  return i == n || !has_control_byte(load8(p + n - 8)) || is_valid_field_value_bytewise(v);
 }
 
 const Header* find_header(const Headers& h, std::string_view name) {
@@ -513,16 +628,29 @@ bool is_hop_by_hop(std::string_view name, const Headers& all) {
 }
 
 RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, size_t max_headers) {
+  const Header* host = nullptr;
+  return validate_request_headers(h, http11, max_headers, &host);
+}
+
+RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, size_t max_headers,
+                                              const Header** found_host) {
+  *found_host = nullptr;
   if (max_headers != 0 && h.size() > max_headers) return RequestHeaderProblem::too_many_headers;
+  // One pass: the per-field problems in field order, and the Host fields.
+  const Header* host = nullptr;
+  size_t hosts = 0;
   for (const Header& f : h) {
     if (!is_token(f.name)) return RequestHeaderProblem::invalid_name;
-    if (contains_obs_fold(f.value)) return RequestHeaderProblem::obs_fold;
-    if (!is_valid_field_value(f.value)) return RequestHeaderProblem::invalid_value;
+    if (!is_valid_field_value(f.value)) {
+      // Only a value with a control byte can hold a fold.
+      return contains_obs_fold(f.value) ? RequestHeaderProblem::obs_fold : RequestHeaderProblem::invalid_value;
+    }
+    if (iequals(f.name, "host") && hosts++ == 0) host = &f;
   }
-  size_t hosts = count_headers(h, "host");
   if (hosts > 1) return RequestHeaderProblem::duplicate_host;
   if (hosts == 0) return http11 ? RequestHeaderProblem::missing_host : RequestHeaderProblem::none;
-  if (!is_valid_host_value(find_header(h, "host")->value)) return RequestHeaderProblem::invalid_value;
+  if (!is_valid_host_value(host->value)) return RequestHeaderProblem::invalid_value;
+  *found_host = host;
   return RequestHeaderProblem::none;
 }
 

@@ -22,7 +22,14 @@ struct Header {
 };
 using Headers = std::vector<Header>;
 
-bool iequals(std::string_view a, std::string_view b);  // ASCII case-insensitive
+// Whether the n bytes at a and b are equal but for ASCII case, eight bytes
+// at a time (iequals once the sizes agree).
+bool iequals_bytes(const char* a, const char* b, size_t n);
+// ASCII case-insensitive. Inline: most comparisons are of names of
+// different lengths, which this answers without a call.
+inline bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && iequals_bytes(a.data(), b.data(), a.size());
+}
 // Copies `in` to `out` (room for in.size() bytes) with ASCII capitals in
 // lower case, eight bytes at a time; `out` may be in.data() (lowering in
 // place). Returns the end of what it wrote.
@@ -84,6 +91,10 @@ bool is_hop_by_hop(std::string_view name, const Headers& all);
 // uri-host[:port] (RFC 9112 3.2) is invalid_value.
 enum class RequestHeaderProblem { none, invalid_name, invalid_value, missing_host, duplicate_host, obs_fold, too_many_headers };
 RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, size_t max_headers);
+// The same, and with no problem `*host` is the Host field (nullptr without
+// one): the caller need not look for it again.
+RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, size_t max_headers,
+                                              const Header** host);
 const char* to_string(RequestHeaderProblem p);  // "invalid_name", ... for logs
 
 // Ingress analysis of the single-layer protocol, done once per request.

@@ -24,12 +24,11 @@ bool starts_with_ci(std::string_view s, std::string_view prefix) {
 
 // Fills host/path/upstream_target from the target; false when its form is
 // not one the proxy serves. `absolute` tells whether it named an authority.
-bool read_target(const RequestHeadFacts& head, const Headers& headers, RequestVerdict& v,
-                 bool& absolute) {
+bool read_target(const RequestHeadFacts& head, const Header* host, RequestVerdict& v, bool& absolute) {
   std::string_view t = head.target;
   absolute = false;
   auto host_header = [&] {
-    if (const Header* h = find_header(headers, "host")) v.host = h->value;
+    if (host) v.host = host->value;
   };
   if (!t.empty() && t[0] == '/') {
     v.path = t;
@@ -79,27 +78,29 @@ RequestVerdict check_request_head(const RequestHeadFacts& head, Headers& headers
     if (c <= 0x20 || c >= 0x7f) return bad_request("invalid byte in the request target");  // RFC 9112 3.2
   }
   // The only transfer coding forwarded is chunked alone ("gzip, chunked"
-  // would reach the upstream without its gzip).
+  // would reach the upstream without its gzip). The same pass counts the
+  // underscored names, which matter only further down.
+  size_t underscored = 0;
   for (const Header& h : headers) {
     if (iequals(h.name, "transfer-encoding") && !iequals(h.value, "chunked"))
       return bad_request("unsupported Transfer-Encoding");
+    underscored += has_underscore(h.name) ? 1 : 0;
   }
   if (head.has_content_length && head.content_length > kMaxContentLength)
     return bad_request("Content-Length above 2^53-1");
   // HTTP/2 needs an authority as HTTP/1.1 needs Host (RFC 9113 8.3.1).
   bool http11 = head.http_major == 2 || (head.http_major == 1 && head.http_minor >= 1);
+  const Header* host = nullptr;
   RequestHeaderProblem problem =
-      head.obs_fold ? RequestHeaderProblem::obs_fold : validate_request_headers(headers, http11, 0);
+      head.obs_fold ? RequestHeaderProblem::obs_fold : validate_request_headers(headers, http11, 0, &host);
   if (problem != RequestHeaderProblem::none) return bad_request(to_string(problem));
 
-  size_t underscored = static_cast<size_t>(
-      std::count_if(headers.begin(), headers.end(), [](const Header& h) { return has_underscore(h.name); }));
   if (underscored > 0 && underscores == UnderscoreHeaders::reject)
     return bad_request("header name with an underscore");
 
   RequestVerdict v;
   bool absolute = false;
-  if (!read_target(head, headers, v, absolute)) return bad_request("request target form not supported");
+  if (!read_target(head, host, v, absolute)) return bad_request("request target form not supported");
 
   if (underscored > 0 && underscores == UnderscoreHeaders::drop) {
     std::erase_if(headers, [](const Header& h) { return has_underscore(h.name); });

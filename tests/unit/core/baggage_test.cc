@@ -168,6 +168,28 @@ TEST_SUITE("baggage_merge") {
     CHECK(baggage_merge(*once, "retry-owner", "orders") == once);
   }
 
+  TEST_CASE("our member is kept only when its value decodes to exactly ours") {
+    CHECK(baggage_merge("k=order%73,a=1", "k", "orders") == std::optional<std::string>("k=order%73,a=1"));
+    CHECK(baggage_merge("k=order%73", "k", "orders") == std::optional<std::string>("k=order%73"));
+    CHECK(baggage_merge("k=order", "k", "orders") == std::optional<std::string>("k=orders"));
+    CHECK(baggage_merge("k=orderss", "k", "orders") == std::optional<std::string>("k=orders"));
+    CHECK(baggage_merge("k=%6F%72ders;p", "k", "orders") == std::optional<std::string>("k=%6F%72ders;p"));
+    CHECK(baggage_merge("k=", "k", "") == std::optional<std::string>("k="));
+    // A percent sign without two hex digits is itself.
+    CHECK(baggage_merge("k=%zz", "k", "%zz") == std::optional<std::string>("k=%zz"));
+    CHECK(baggage_merge("k=a%7", "k", "a%7") == std::optional<std::string>("k=a%7"));
+    CHECK(baggage_merge("k=a%7", "k", "a\x07") == std::optional<std::string>("k=a%07"));
+  }
+
+  TEST_CASE("a long input that changes is refused once the rebuilt list passes the limit") {
+    // The limit is met by the members before ours already, whether or not
+    // the rest would change anything.
+    const std::string big = "a=" + std::string(kMaxBaggageBytes, 'x');
+    CHECK_FALSE(baggage_merge(big + ",k=old", "k", "v").has_value());
+    CHECK_FALSE(baggage_merge("k=old," + big, "k", "v").has_value());
+    CHECK_FALSE(baggage_merge(big, "k", "v").has_value());
+  }
+
   TEST_CASE("a key that is not a token is refused") {
     CHECK_FALSE(baggage_merge("a=1", "bad key", "v").has_value());
     CHECK_FALSE(baggage_merge("a=1", "", "v").has_value());
@@ -214,5 +236,18 @@ TEST_SUITE("percent_encode_baggage_value") {
     CHECK(percent_encode_baggage_value(" \",;\\%") == "%20%22%2C%3B%5C%25");
     CHECK(percent_encode_baggage_value(std::string("\x00\x1F\x7F\xC3\xA9", 5)) == "%00%1F%7F%C3%A9");
     CHECK(percent_encode_baggage_value("") == "");
+  }
+
+  TEST_CASE("the size and the written bytes are those of the encoded string, for every byte") {
+    for (int c = 0; c < 256; ++c) {
+      const std::string v = std::string("a") + static_cast<char>(c) + "b";
+      const std::string encoded = percent_encode_baggage_value(v);
+      REQUIRE(percent_encoded_baggage_size(v) == encoded.size());
+      std::string written(encoded.size() + 1, '#');
+      char* end = write_percent_encoded_baggage_value(v, written.data());
+      CHECK(end == written.data() + encoded.size());
+      CHECK(written == encoded + "#");  // nothing past the end
+    }
+    CHECK(percent_encoded_baggage_size("") == 0);
   }
 }

@@ -121,6 +121,22 @@ TEST_CASE("hidden: the owning layer writes the member next to retry-owner") {
   CHECK(find_header(out, "baggage")->value == "k=v,retry-owner=outer");
 }
 
+TEST_CASE("hidden: the member value is 16 hex digits, a dot and the attempt, written or appended alike") {
+  for (uint32_t attempt : {1u, 42u, 4294967295u}) {
+    char buf[HiddenRetryDetector::kMemberValueBytes + 1];
+    buf[HiddenRetryDetector::kMemberValueBytes] = '#';
+    char* end = HiddenRetryDetector::write_member_value(0xFEDCBA9876543210ull, attempt, buf);
+    const std::string written(buf, end);
+    CHECK(written == "fedcba9876543210." + std::to_string(attempt));
+    CHECK(buf[HiddenRetryDetector::kMemberValueBytes] == '#');  // the largest fits the room
+    std::string appended = "x";
+    HiddenRetryDetector::append_member_value(0xFEDCBA9876543210ull, attempt, appended);
+    CHECK(appended == "x" + written);
+  }
+  char buf[HiddenRetryDetector::kMemberValueBytes];
+  CHECK(std::string(buf, HiddenRetryDetector::write_member_value(0, 1, buf)) == "0000000000000000.1");
+}
+
 TEST_CASE("hidden: grpc-previous-rpc-attempts counts unless it is the owner's own count") {
   const auto signals = HiddenRetryDetector::read_signals({{"grpc-previous-rpc-attempts", "2"}});
   CHECK(signals.grpc_previous_attempts == 2);

@@ -42,6 +42,15 @@ RequestRewrite bare_rewrite(const Config& c, InnerHops mode) {
   return rw;
 }
 
+// forbid + claim_ownership, with an attempt number and baggage attempt id.
+RequestRewrite claiming_rewrite(const Config& c, uint32_t attempt, uint64_t attempt_id) {
+  RequestRewrite rw = bare_rewrite(c, InnerHops::forbid);
+  rw.claim_ownership = true;
+  rw.attempt = attempt;
+  rw.attempt_id = attempt_id;
+  return rw;
+}
+
 Headers rewrite(const Headers& in, const RequestRewrite& rw) {
   Headers out{Header{"stale", "x"}};  // proves out is cleared
   rewrite_request_headers(in, rw, out);
@@ -230,6 +239,21 @@ TEST_SUITE("validate_request_headers") {
   TEST_CASE("the first problem in field order is reported") {
     Headers h{{"Bad Name", "1"}, {"X", "a\nb"}};
     CHECK(validate_request_headers(h, true, 100) == RequestHeaderProblem::invalid_name);
+  }
+
+  TEST_CASE("the Host field is handed back when there is no problem, else nothing") {
+    const Header* host = &good[0];
+    Headers h{{"Accept", "*/*"}, {"hoSt", "example.com"}};
+    CHECK(validate_request_headers(h, true, 100, &host) == RequestHeaderProblem::none);
+    CHECK(host == &h[1]);
+    CHECK(validate_request_headers({{"Accept", "*/*"}}, false, 100, &host) == RequestHeaderProblem::none);
+    CHECK(host == nullptr);
+    host = &h[0];
+    CHECK(validate_request_headers({{"Host", "a"}, {"Host", "a"}}, true, 100, &host) == RequestHeaderProblem::duplicate_host);
+    CHECK(host == nullptr);
+    host = &h[0];
+    CHECK(validate_request_headers({{"Host", "a b"}}, true, 100, &host) == RequestHeaderProblem::invalid_value);
+    CHECK(host == nullptr);
   }
 
   TEST_CASE("to_string names each problem") {
@@ -883,4 +907,112 @@ TEST_CASE("has_ascii_upper, the eight-byte steps: every byte at every position o
     }
   }
   CHECK_FALSE(has_ascii_upper(""));
+}
+
+TEST_CASE("iequals, the eight-byte steps: every byte pair at every position of 1 to 24 bytes, against the byte rule") {
+  auto lower = [](unsigned char c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; };
+  for (size_t len = 1; len <= 24; ++len) {
+    for (size_t pos = 0; pos < len; ++pos) {
+      for (int a = 0; a < 256; ++a) {
+        // The same byte, its other case, a neighbour and a byte 0x20 away
+        // (which only a letter may be).
+        for (int b : {a, a ^ 0x20, (a + 1) & 0xFF}) {
+          std::string x(len, 'k'), y(len, 'K');
+          x[pos] = static_cast<char>(a);
+          y[pos] = static_cast<char>(b);
+          const bool expect = lower(static_cast<unsigned char>(a)) == lower(static_cast<unsigned char>(b));
+          REQUIRE_MESSAGE(iequals(x, y) == expect, "bytes " << a << " and " << b << " at " << pos << " of " << len);
+          REQUIRE(iequals(y, x) == expect);
+        }
+      }
+    }
+  }
+  CHECK_FALSE(iequals("abc", "abcd"));
+  CHECK_FALSE(iequals("", "a"));
+}
+
+TEST_CASE("field value check for 2 to 17 bytes: every byte at every offset, against the byte rule") {
+  // Fewer than 4 bytes are checked byte by byte, 4 to 7 as one word made
+  // of two overlapping halves, 8 to 16 as two overlapping words.
+  auto reference = [](std::string_view v) {
+    for (unsigned char c : v)
+      if ((c < 0x20 && c != '\t') || c == 0x7F) return false;
+    return true;
+  };
+  for (size_t len = 2; len <= 17; ++len) {
+    for (size_t at = 0; at < len; ++at) {
+      for (int b = 0; b < 256; ++b) {
+        for (char filler : {'a', '\t', '\x80'}) {
+          std::string v(len, filler);
+          v[at] = static_cast<char>(b);
+          REQUIRE_MESSAGE(is_valid_field_value(v) == reference(v), "byte " << b << " at " << at << " of " << len);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the rewrite knows its fields by name in any case, and not by a name that only shares a first byte") {
+  Config c = make_config();
+  RequestRewrite rw = bare_rewrite(c, InnerHops::forbid);
+  // Same length and first letter as hop-by-hop or foreign names, or a first
+  // byte that is a letter only after ORing 0x20 onto a non-letter.
+  const Headers in{{"CONNECTIOM", "1"}, {"Kee-alive-", "2"}, {"~e", "3"}, {"^IA", "4"},
+                   {"L5D-RETRY-HTTP", "5"}, {"L5d-Retry-Grpx", "6"}, {"tE", "7"}, {"VIA", "8"}};
+  Headers out = rewrite(in, rw);
+  // tE is TE (hop-by-hop) and L5D-RETRY-HTTP a foreign directive: dropped.
+  // VIA is Via (passed on: this rewrite appends no member).
+  CHECK(out == Headers{{"CONNECTIOM", "1"}, {"Kee-alive-", "2"}, {"~e", "3"}, {"^IA", "4"}, {"L5d-Retry-Grpx", "6"},
+                       {"VIA", "8"}});
+}
+
+TEST_CASE("ClaimingWithoutReceivedBaggageWritesTheOwnerAndAttemptMembersWhateverTheOwnerLength") {
+  // Short owners are built on the stack, long ones merged: the bytes are
+  // the same, and the attempt member follows whenever it fits.
+  for (size_t len : {1u, 202u, 203u, 300u, 8138u, 8139u, 8180u, 8181u}) {
+    CAPTURE(len);
+    const std::string layer(len, 'o');
+    const Config c = make_config(layer);
+    const RequestRewrite rw = claiming_rewrite(c, 3, 0xAB);
+    Headers out = rewrite({{"Host", "h"}, {"baggage", ""}}, rw);
+    const std::string owner_member = "retry-owner=" + layer;
+    if (owner_member.size() > kMaxBaggageBytes) {
+      CHECK(value_of(out, "baggage") == "");  // the received (empty) field as it was
+    } else if (owner_member.size() + 42 > kMaxBaggageBytes) {
+      CHECK(value_of(out, "baggage") == owner_member);  // the owner member alone still goes
+    } else {
+      CHECK(value_of(out, "baggage") == owner_member + ",retry-attempt=00000000000000ab.3");
+    }
+    CHECK(count_headers(out, "baggage") == 1);
+    CHECK(out[1].name == "baggage");  // where the received field was
+  }
+}
+
+TEST_CASE("ClaimingWithAnOwnerThatNamesTheAttemptMemberStillWritesBothMembersOnce") {
+  const Config c = make_config("retry-attempt");
+  RequestRewrite rw = claiming_rewrite(c, 2, 0x1234);
+  Headers out = rewrite({}, rw);
+  CHECK(value_of(out, "baggage") == "retry-owner=retry-attempt,retry-attempt=0000000000001234.2");
+  rw.attempt_id = 0;
+  CHECK(value_of(rewrite({}, rw), "baggage") == "retry-owner=retry-attempt");
+}
+
+TEST_CASE("ClaimingWithABaggageMemberKeyThatIsNoTokenWritesNoBaggage") {
+  Config c = make_config("orders");
+  c.headers.baggage_member = "bad key";
+  const RequestRewrite rw = claiming_rewrite(c, 1, 7);
+  CHECK(value_of(rewrite({}, rw), "baggage") == "<absent>");
+  CHECK(value_of(rewrite({{"baggage", "a=1"}}, rw), "baggage") == "a=1");
+  CHECK(value_of(rewrite({}, rw), "x-retry-owner") == "orders");
+}
+
+TEST_CASE("ClaimingMergesIntoOneReceivedBaggageFieldOrSeveralJoined") {
+  const Config c = make_config("orders");
+  const RequestRewrite rw = claiming_rewrite(c, 1, 0xF);
+  const std::string attempt = "retry-attempt=000000000000000f.1";
+  CHECK(value_of(rewrite({{"baggage", "a=1"}}, rw), "baggage") == "a=1,retry-owner=orders," + attempt);
+  // An empty first field adds no comma when joined (as before the merge).
+  Headers out = rewrite({{"baggage", ""}, {"Baggage", "b=2"}, {"x", "y"}, {"baggage", "retry-owner=old"}}, rw);
+  CHECK(out == Headers{{"baggage", "b=2,retry-owner=orders," + attempt}, {"x", "y"}, {"x-retry-owner", "orders"},
+                       {"x-retry-attempt", "1"}, {"x-envoy-max-retries", "0"}});
 }

@@ -269,3 +269,29 @@ TEST_CASE("upgrade: without the Connection option it is no upgrade, others are r
   body.content_length = 3;
   CHECK(std::string(check_upgrade(body, ws, allowed).detail) == "Upgrade request with a body");
 }
+
+TEST_CASE("request: an unsupported Transfer-Encoding is refused before an underscored name or a bad field") {
+  // Transfer-Encoding and the underscored names are read in one pass; the
+  // order of the refusals stays: coding, length, fields, underscores.
+  Headers h{{"X_A", "1"}, {"Host", "a"}, {"transfer-ENCODING", "gzip"}, {"Bad Name", "1"}};
+  RequestVerdict v = check_request_head(get("/"), h, UnderscoreHeaders::reject);
+  CHECK(std::string(v.detail) == "unsupported Transfer-Encoding");
+  Headers fields{{"X_A", "1"}, {"Host", "a"}, {"Bad Name", "1"}};
+  CHECK(std::string(check_request_head(get("/"), fields, UnderscoreHeaders::reject).detail) == "invalid_name");
+  Headers underscored{{"X_A", "1"}, {"Host", "a"}, {"X_B", "2"}, {"x", "3"}};
+  CHECK(std::string(check_request_head(get("/"), underscored, UnderscoreHeaders::reject).detail) ==
+        "header name with an underscore");
+  RequestVerdict dropped = check_request_head(get("/"), underscored, UnderscoreHeaders::drop);
+  CHECK(dropped.underscore_fields_dropped == 2);
+  CHECK(dropped.host == "a");  // the Host validation found, after the underscored fields went
+  CHECK(underscored == Headers{{"Host", "a"}, {"x", "3"}});
+}
+
+TEST_CASE("request: the routing host is the one Host field in any case, or none on HTTP/1.0") {
+  Headers h{{"accept", "*/*"}, {"hOST", "b.example:80"}};
+  CHECK(check_request_head(get("/"), h, UnderscoreHeaders::drop).host == "b.example:80");
+  Headers none{{"accept", "*/*"}};
+  RequestVerdict v = check_request_head(get("/", 0), none, UnderscoreHeaders::drop);
+  CHECK_FALSE(v.refused());
+  CHECK(v.host.empty());
+}
