@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,9 +24,16 @@ class H2FieldBlock final : public HeaderSink {
   };
 
   H2FieldBlock() = default;
+  H2FieldBlock(const H2FieldBlock& other);
+  H2FieldBlock& operator=(const H2FieldBlock& other);
+  H2FieldBlock(H2FieldBlock&& other) noexcept;
+  H2FieldBlock& operator=(H2FieldBlock&& other) noexcept;
+  ~H2FieldBlock() = default;
+
   // Room for `fields` fields of `bytes` name and value bytes in all.
   void reserve(size_t fields, size_t bytes);
-  // Appends a field; the name is stored lower-cased.
+  // Appends a field; the name is stored lower-cased (copied and lowered in
+  // one pass, straight into the buffer).
   void put(std::string_view name, std::string_view value) override;
   void clear();
 
@@ -33,11 +41,11 @@ class H2FieldBlock final : public HeaderSink {
   bool empty() const { return fields_.empty(); }
   Field operator[](size_t i) const {
     const Span& s = fields_[i];
-    std::string_view all(bytes_);
-    return Field{all.substr(s.name_at, s.name_len), all.substr(s.value_at, s.value_len)};
+    const char* all = bytes_.get();
+    return Field{std::string_view(all + s.name_at, s.name_len), std::string_view(all + s.value_at, s.value_len)};
   }
   // Name and value bytes of every field.
-  size_t bytes() const { return bytes_.size(); }
+  size_t bytes() const { return size_; }
   // A copy as a field list (logs and tests).
   Headers headers() const;
 
@@ -45,7 +53,13 @@ class H2FieldBlock final : public HeaderSink {
   struct Span {
     uint32_t name_at, name_len, value_at, value_len;
   };
-  std::string bytes_;
+  void grow(size_t need);  // room for `need` bytes, the ones held kept
+
+  // The bytes, without a terminator: a plain buffer (a std::string would
+  // check its room once per append and zero what resize() adds).
+  std::unique_ptr<char[]> bytes_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
   std::vector<Span> fields_;
 };
 
