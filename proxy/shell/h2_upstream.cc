@@ -354,13 +354,16 @@ void H2UpConn::arm_idle() {
 }
 
 void H2UpConn::attach(H2UpStream* s) {
+  s->set_attach_seq(next_attach_seq_++);
   streams_.push_back(s);
   if (connected_) disarm_timer();  // no longer idle
 }
 
 void H2UpConn::detach(H2UpStream* s) {
-  auto it = std::find(streams_.begin(), streams_.end(), s);
-  if (it == streams_.end()) return;
+  // The list is in attach order: found by halving, not by a walk.
+  auto it = std::lower_bound(streams_.begin(), streams_.end(), s->attach_seq(),
+                             [](const H2UpStream* x, uint64_t seq) { return x->attach_seq() < seq; });
+  if (it == streams_.end() || *it != s) return;
   streams_.erase(it);
   ++detaches_;
   if (s->id() != 0 && session_.stream_owner(s->id()) == s) session_.set_stream_owner(s->id(), nullptr);

@@ -134,7 +134,8 @@ class H2UpConn final : public Conn, private H2Session::Handler, private Deferred
   EndpointState* ep_;
   std::shared_ptr<TlsClientContext> tls_ctx_;  // null: h2c
   H2Session session_;
-  std::vector<H2UpStream*> streams_;  // attached, in the order they came
+  std::vector<H2UpStream*> streams_;  // attached, in the order they came (by attach_seq)
+  uint64_t next_attach_seq_ = 0;
   uint64_t detaches_ = 0;             // streams that left so far
   std::vector<H2UpStream*> queued_;   // waiting for a stream slot
   std::vector<H2UpStream*> touched_;  // had events in the current read

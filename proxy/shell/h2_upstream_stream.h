@@ -57,6 +57,10 @@ class H2UpStream final : public UpstreamStream {
 
   // From the connection.
   int32_t id() const { return id_; }
+  // Its place in its connection's list: the connection numbers the streams
+  // it takes in order, so the list is sorted by this number.
+  uint64_t attach_seq() const { return attach_seq_; }
+  void set_attach_seq(uint64_t seq) { attach_seq_ = seq; }
   bool sent() const { return sent_; }
   void mark_sent() { sent_ = sent_ || id_ != 0; }
   // Before it was connected: another connection carries it (this one's
@@ -104,6 +108,7 @@ class H2UpStream final : public UpstreamStream {
   Receiver* r_;
   Millis connect_timeout_;
   int32_t id_ = 0;
+  uint64_t attach_seq_ = 0;
   // A request waiting for a stream slot (H2UpConn::open_stream said 0).
   std::optional<H2Request> queued_head_;
   std::string queued_body_;
