@@ -185,6 +185,8 @@ std::vector<H2UpStream*> H2UpConn::take_streams() {
   all.swap(streams_);
   if (!all.empty()) ++detaches_;
   queued_.clear();
+  for (H2UpStream* s : touched_)
+    if (s) s->set_touched_slot(H2UpStream::kNotTouched);
   touched_.clear();
   return all;
 }
@@ -369,8 +371,10 @@ void H2UpConn::detach(H2UpStream* s) {
   if (s->id() != 0 && session_.stream_owner(s->id()) == s) session_.set_stream_owner(s->id(), nullptr);
   auto q = std::find(queued_.begin(), queued_.end(), s);
   if (q != queued_.end()) queued_.erase(q);
-  // Every entry: a stream is touched once per event of the read.
-  std::replace(touched_.begin(), touched_.end(), s, static_cast<H2UpStream*>(nullptr));
+  if (size_t slot = s->touched_slot(); slot != H2UpStream::kNotTouched) {
+    if (slot < touched_.size() && touched_[slot] == s) touched_[slot] = nullptr;
+    s->set_touched_slot(H2UpStream::kNotTouched);
+  }
   open_queued();
   flush();
   if (streams_.empty() && connected_) arm_idle();
@@ -480,16 +484,28 @@ void H2UpConn::read_input(const char* data, size_t len) {
   if (closing()) return;
   if (!connected_ && session_.peer_settings_received()) become_ready();
   flush();  // WINDOW_UPDATEs, SETTINGS ACK, a GOAWAY of ours
-  std::vector<H2UpStream*> touched;
-  touched.swap(touched_);
-  for (H2UpStream* s : touched)
-    if (s) s->on_read_done();  // detach() nulls the entries of streams that left
+  // Each stream with events in this read, once. One that leaves meanwhile
+  // (its exchange ended inside another's call) is nulled by detach().
+  for (size_t i = 0; i < touched_.size(); ++i) {
+    H2UpStream* s = touched_[i];
+    if (!s) continue;
+    touched_[i] = nullptr;
+    s->set_touched_slot(H2UpStream::kNotTouched);
+    s->on_read_done();
+  }
+  touched_.clear();
   if (!closing() && no_new_streams_ && streams_.empty()) close_now();
+}
+
+void H2UpConn::touch(H2UpStream* s) {
+  if (s->touched_slot() != H2UpStream::kNotTouched) return;
+  s->set_touched_slot(touched_.size());
+  touched_.push_back(s);
 }
 
 void H2UpConn::on_head(int32_t stream, H2Session::Head& head, bool end_stream) {
   if (H2UpStream* s = find(stream)) {
-    touched_.push_back(s);
+    touch(s);
     s->on_head(head, end_stream);
   }
 }
@@ -500,7 +516,7 @@ void H2UpConn::on_data(int32_t stream, const uint8_t* data, size_t len) {
     session_.consume(stream, len);  // nobody wants these: keep the window open
     return;
   }
-  touched_.push_back(s);
+  touch(s);
   s->on_data(data, len);
 }
 

@@ -138,7 +138,8 @@ class H2UpConn final : public Conn, private H2Session::Handler, private Deferred
   uint64_t next_attach_seq_ = 0;
   uint64_t detaches_ = 0;             // streams that left so far
   std::vector<H2UpStream*> queued_;   // waiting for a stream slot
-  std::vector<H2UpStream*> touched_;  // had events in the current read
+  std::vector<H2UpStream*> touched_;  // had events in the current read, once each
+  void touch(H2UpStream* s);
   std::string out_;                   // the session's output, reused
   uv_connect_t connect_req_;
   Millis connect_timeout_{1000};

@@ -61,6 +61,11 @@ class H2UpStream final : public UpstreamStream {
   // it takes in order, so the list is sorted by this number.
   uint64_t attach_seq() const { return attach_seq_; }
   void set_attach_seq(uint64_t seq) { attach_seq_ = seq; }
+  // Its entry in the connection's list of streams with events in the
+  // current read (kNotTouched: none).
+  static constexpr size_t kNotTouched = SIZE_MAX;
+  size_t touched_slot() const { return touched_slot_; }
+  void set_touched_slot(size_t slot) { touched_slot_ = slot; }
   bool sent() const { return sent_; }
   void mark_sent() { sent_ = sent_ || id_ != 0; }
   // Before it was connected: another connection carries it (this one's
@@ -109,6 +114,7 @@ class H2UpStream final : public UpstreamStream {
   Millis connect_timeout_;
   int32_t id_ = 0;
   uint64_t attach_seq_ = 0;
+  size_t touched_slot_ = kNotTouched;
   // A request waiting for a stream slot (H2UpConn::open_stream said 0).
   std::optional<H2Request> queued_head_;
   std::string queued_body_;
