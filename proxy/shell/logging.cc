@@ -71,61 +71,128 @@ void append_json_string(std::string& out, std::string_view s) {
   out.push_back('"');
 }
 
-// Appends "2026-11-29T17:23:00.123Z". The seconds part is formatted once
-// per second per thread; only the milliseconds change between lines.
-static void append_iso_time(std::string& out, int64_t unix_ms) {
-  thread_local int64_t cached_secs = -1;
-  thread_local char cached[32];
-  thread_local size_t cached_len = 0;
-  int64_t secs = unix_ms / 1000;
-  if (secs != cached_secs) {
-    std::time_t t = static_cast<std::time_t>(secs);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    cached_len = std::strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
-    cached_secs = secs;
-  }
-  int ms = static_cast<int>(unix_ms % 1000);
-  if (ms < 0) ms = 0;
-  out.append(cached, cached_len);
-  const char frac[] = {'.', static_cast<char>('0' + ms / 100), static_cast<char>('0' + ms / 10 % 10),
-                       static_cast<char>('0' + ms % 10), 'Z'};
-  out.append(frac, sizeof frac);
-}
-
-// A non-negative duration with three decimals ("61.412"), rounded to the
-// nearest microsecond; negative values (a clock step) print as 0.000.
-static void append_millis3(std::string& out, double ms) {
-  uint64_t us = ms > 0 ? static_cast<uint64_t>(ms * 1000.0 + 0.5) : 0;
-  append_decimal(out, us / 1000);
-  const char frac[] = {'.', static_cast<char>('0' + us / 100 % 10), static_cast<char>('0' + us / 10 % 10),
-                       static_cast<char>('0' + us % 10)};
-  out.append(frac, sizeof frac);
-}
+namespace {
 
 // Text values are printed bare unless they contain spaces, quotes or
 // control bytes.
-static constexpr std::array<bool, 256> kBare = [] {
+constexpr std::array<bool, 256> kBare = [] {
   std::array<bool, 256> t{};
   for (int c = 0x21; c < 256; ++c) t[static_cast<size_t>(c)] = c != '"' && c != 0x7f;
   return t;
 }();
 
-static void append_text_value(std::string& out, std::string_view v) {
-  if (v.empty()) {
-    out += '-';
-    return;
+// "00" to "99", for two digits at a time.
+constexpr std::array<char, 200> kDigitPairs = [] {
+  std::array<char, 200> t{};
+  for (int i = 0; i < 100; ++i) {
+    t[static_cast<size_t>(2 * i)] = static_cast<char>('0' + i / 10);
+    t[static_cast<size_t>(2 * i + 1)] = static_cast<char>('0' + i % 10);
   }
-  bool bare = true;
-  for (unsigned char c : v) bare &= kBare[c];
-  if (bare) {
-    out.append(v);
-  } else {
-    append_json_string(out, v);
-  }
-}
+  return t;
+}();
 
-// A field's key with its separators, as each format writes it: one append
+// Writes one line through a pointer into room made once: no capacity check
+// or call per piece. `bound` must cover everything written (see
+// line_bound()); done() cuts the string to what was written.
+class LineWriter {
+ public:
+  LineWriter(std::string& out, size_t bound) : out_(out), start_(out.size()) {
+    out.resize(start_ + bound);
+    p_ = out.data() + start_;
+  }
+  void done() { out_.resize(static_cast<size_t>(p_ - out_.data())); }
+
+  void put(char c) { *p_++ = c; }
+  void put(std::string_view s) {
+    if (s.empty()) return;
+    std::memcpy(p_, s.data(), s.size());
+    p_ += s.size();
+  }
+  void put_decimal(uint64_t v) {
+    char buf[20];
+    char* e = buf + sizeof buf;
+    char* b = e;
+    while (v >= 100) {
+      const size_t pair = static_cast<size_t>(v % 100) * 2;
+      v /= 100;
+      *--b = kDigitPairs[pair + 1];
+      *--b = kDigitPairs[pair];
+    }
+    if (v >= 10) {
+      *--b = kDigitPairs[static_cast<size_t>(v) * 2 + 1];
+      *--b = kDigitPairs[static_cast<size_t>(v) * 2];
+    } else {
+      *--b = static_cast<char>('0' + v);
+    }
+    put(std::string_view(b, static_cast<size_t>(e - b)));
+  }
+  // At most 6 bytes out per byte in, plus the quotes.
+  void put_json_string(std::string_view s) {
+    put('"');
+    for (unsigned char c : s) {
+      switch (c) {
+        case '"': put("\\\""); break;
+        case '\\': put("\\\\"); break;
+        case '\n': put("\\n"); break;
+        case '\r': put("\\r"); break;
+        case '\t': put("\\t"); break;
+        default:
+          if (c < 0x20 || c == 0x7f) {
+            static constexpr char kHex[] = "0123456789abcdef";
+            const char u[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
+            put(std::string_view(u, sizeof u));
+          } else {
+            put(static_cast<char>(c));
+          }
+      }
+    }
+    put('"');
+  }
+  void put_text_value(std::string_view v) {
+    if (v.empty()) return put('-');
+    bool bare = true;
+    for (unsigned char c : v) bare &= kBare[c];
+    if (bare) put(v);
+    else put_json_string(v);
+  }
+  // "2026-11-29T17:23:00.123Z". The seconds part is formatted once per
+  // second per thread; only the milliseconds change between lines.
+  void put_iso_time(int64_t unix_ms) {
+    thread_local int64_t cached_secs = -1;
+    thread_local char cached[32];
+    thread_local size_t cached_len = 0;
+    int64_t secs = unix_ms / 1000;
+    if (secs != cached_secs) {
+      std::time_t t = static_cast<std::time_t>(secs);
+      std::tm tm{};
+      gmtime_r(&t, &tm);
+      cached_len = std::strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
+      cached_secs = secs;
+    }
+    int ms = static_cast<int>(unix_ms % 1000);
+    if (ms < 0) ms = 0;
+    put(std::string_view(cached, cached_len));
+    const char frac[] = {'.', static_cast<char>('0' + ms / 100), static_cast<char>('0' + ms / 10 % 10),
+                         static_cast<char>('0' + ms % 10), 'Z'};
+    put(std::string_view(frac, sizeof frac));
+  }
+  // A non-negative duration with three decimals ("61.412"), rounded to the
+  // nearest microsecond; negative values (a clock step) print as 0.000.
+  void put_millis3(double ms) {
+    uint64_t us = ms > 0 ? static_cast<uint64_t>(ms * 1000.0 + 0.5) : 0;
+    put_decimal(us / 1000);
+    const char frac[] = {'.', static_cast<char>('0' + us / 100 % 10), static_cast<char>('0' + us / 10 % 10),
+                         static_cast<char>('0' + us % 10)};
+    put(std::string_view(frac, sizeof frac));
+  }
+
+ private:
+  std::string& out_;
+  size_t start_;
+  char* p_;
+};
+
+// A field's key with its separators, as each format writes it: one piece
 // per key instead of three.
 struct LogKey {
   std::string_view text, json;
@@ -141,27 +208,39 @@ constexpr LogKey kListenerKey = ONELAYER_LOG_KEY("listener"), kRouteKey = ONELAY
                  kStreamKey = ONELAYER_LOG_KEY("stream"), kGrpcStatusKey = ONELAYER_LOG_KEY("grpc_status");
 #undef ONELAYER_LOG_KEY
 
+// Room for a line: every string at its most escaped, the keys, numbers
+// and time.
+size_t line_bound(const AccessRecord& r) {
+  size_t strings = r.listener.size() + r.route.size() + r.method.size() + r.path.size() + r.retry_reasons.size() +
+                   r.declined.size() + r.error.size() + r.upstream_endpoints.size() + r.protocol.size();
+  return 6 * strings + 512;
+}
+
+}  // namespace
+
 void format_access_log(const AccessRecord& r, LogFormat format, std::string& line) {
-  // Formatted by hand: this runs once per request, and fmt's format-string
-  // parsing and buffer growth cost as much as the rest of the line.
+  // Formatted by hand through one pointer: this runs once per request, and
+  // fmt's format-string parsing and buffer growth cost as much as the rest
+  // of the line.
   const bool json = format == LogFormat::json;
-  auto key = [&](const LogKey& k) { line.append(json ? k.json : k.text); };
+  LineWriter w(line, line_bound(r));
+  auto key = [&](const LogKey& k) { w.put(json ? k.json : k.text); };
   auto str = [&](const LogKey& k, std::string_view v) {
     key(k);
     if (json) {
-      append_json_string(line, v);
+      w.put_json_string(v);
     } else {
-      append_text_value(line, v);
+      w.put_text_value(v);
     }
   };
   auto num = [&](const LogKey& k, uint64_t v) {
     key(k);
-    append_decimal(line, v);
+    w.put_decimal(v);
   };
   // The documented field order (docs/operations.md "Logs").
-  if (json) line += "{\"time\":\"";
-  append_iso_time(line, r.unix_ms);
-  if (json) line += '"';
+  if (json) w.put("{\"time\":\"");
+  w.put_iso_time(r.unix_ms);
+  if (json) w.put('"');
   str(kListenerKey, r.listener);
   str(kRouteKey, r.route);
   str(kMethodKey, r.method);
@@ -173,13 +252,14 @@ void format_access_log(const AccessRecord& r, LogFormat format, std::string& lin
   str(kErrorKey, r.error);
   str(kUpstreamKey, r.upstream_endpoints);
   key(kDurationKey);
-  append_millis3(line, r.duration_ms);
+  w.put_millis3(r.duration_ms);
   num(kBytesInKey, r.bytes_in);
   num(kBytesOutKey, r.bytes_out);
   str(kProtocolKey, r.protocol);
   num(kStreamKey, r.stream_id);
   if (r.grpc_status >= 0) num(kGrpcStatusKey, static_cast<uint64_t>(r.grpc_status));  // gRPC calls only
-  line += json ? "}\n" : "\n";
+  w.put(json ? "}\n" : "\n");
+  w.done();
 }
 
 namespace {

@@ -124,3 +124,43 @@ TEST_CASE("access log time: the wall clock from a steady reading, within a few m
   const int64_t later = onelayer::access_log_unix_ms(t + seconds(5));
   CHECK(std::llabs(later - wall_now()) < 50);
 }
+
+TEST_CASE("access log: the most escaped values and the largest numbers fit, in both formats") {
+  std::string controls;
+  for (int i = 0; i < 3000; ++i) controls.push_back(static_cast<char>(i % 32));  // every one becomes \u00XX
+  AccessRecord r = sample();
+  r.path = controls;
+  r.error = controls;
+  r.route = std::string(500, '"');
+  r.bytes_in = UINT64_MAX;
+  r.bytes_out = 1234567890123456789ULL;
+  r.stream_id = UINT32_MAX;
+  r.attempts = 100;
+  r.grpc_status = 16;
+  std::string escaped;
+  onelayer::append_json_string(escaped, controls);  // the escaping every other log line uses
+  for (LogFormat f : {LogFormat::text, LogFormat::json}) {
+    std::string before = "kept|";
+    std::string out = before;
+    format_access_log(r, f, out);
+    CHECK(out.compare(0, before.size(), before) == 0);
+    CHECK(out.back() == '\n');
+    CHECK(out.find(escaped) != std::string::npos);
+    CHECK(out.find("18446744073709551615") != std::string::npos);
+    CHECK(out.find("1234567890123456789") != std::string::npos);
+    CHECK(out.find("4294967295") != std::string::npos);
+    CHECK(out.find(f == LogFormat::json ? "\"attempts\":100," : " attempts=100 ") != std::string::npos);
+    CHECK(out.find(f == LogFormat::json ? "\"grpc_status\":16}" : " grpc_status=16\n") != std::string::npos);
+  }
+}
+
+TEST_CASE("access log: numbers of every length are written whole") {
+  AccessRecord r = sample();
+  uint64_t v = 1;
+  for (int digits = 1; digits <= 20; ++digits) {
+    r.bytes_out = v;
+    std::string l = line(r, LogFormat::text);
+    CHECK(l.find(" bytes_out=" + std::to_string(v) + " ") != std::string::npos);
+    if (digits < 20) v = v * 10 + static_cast<uint64_t>(digits % 10);
+  }
+}
