@@ -1,0 +1,121 @@
+#include "shell/h2_memory_pool.h"
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace onelayer {
+
+namespace {
+
+thread_local H2MemoryPool* this_thread_pool = nullptr;
+
+H2MemoryPool& pool_of(void* user_data) { return *static_cast<H2MemoryPool*>(user_data); }
+
+}  // namespace
+
+H2MemoryPool::H2MemoryPool(size_t free_bytes_limit, Mode mode) : free_bytes_limit_(free_bytes_limit), mode_(mode) {
+  mem_.mem_user_data = this;
+  mem_.malloc = [](size_t bytes, void* ud) { return pool_of(ud).allocate(bytes); };
+  mem_.free = [](void* p, void* ud) { pool_of(ud).release(p); };
+  mem_.calloc = [](size_t count, size_t size, void* ud) { return pool_of(ud).allocate_zeroed(count, size); };
+  mem_.realloc = [](void* p, size_t bytes, void* ud) { return pool_of(ud).reallocate(p, bytes); };
+}
+
+H2MemoryPool::~H2MemoryPool() { trim(); }
+
+void* H2MemoryPool::allocate(size_t bytes) {
+  if (mode_ == Mode::pass_through) return std::malloc(bytes);
+  if (bytes > kLargestClass) return allocate_large(bytes);
+  size_t c = std::max<size_t>(1, (bytes + kClassStep - 1) / kClassStep);
+  if (FreeBlock* b = free_[c]) {
+    free_[c] = b->next;
+    free_bytes_ -= b->bytes;
+    ++outstanding_;
+    return b;
+  }
+  // The class's full size, so that the block serves any request of its
+  // class when it comes back.
+  void* p = std::malloc(c * kClassStep);
+  if (p) ++outstanding_;
+  return p;
+}
+
+void* H2MemoryPool::allocate_large(size_t bytes) {
+  void* p = std::malloc(bytes);
+  if (p) ++outstanding_;
+  return p;
+}
+
+void H2MemoryPool::release(void* p) {
+  if (!p) return;
+  if (mode_ == Mode::pass_through) return std::free(p);
+  release_pooled(p);
+  // The last block back: no session uses the pool now.
+  if (--outstanding_ == 0) trim();
+}
+
+void H2MemoryPool::release_pooled(void* p) {
+  size_t bytes = malloc_usable_size(p);
+  // The largest class the block can serve whole.
+  size_t c = bytes / kClassStep;
+  if (c == 0 || c > kClasses || free_bytes_ + bytes > free_bytes_limit_) return std::free(p);
+  auto* b = static_cast<FreeBlock*>(p);
+  b->next = free_[c];
+  b->bytes = bytes;
+  free_[c] = b;
+  free_bytes_ += bytes;
+}
+
+void* H2MemoryPool::allocate_zeroed(size_t count, size_t size) {
+  if (mode_ == Mode::pass_through) return std::calloc(count, size);
+  size_t bytes;
+  if (__builtin_mul_overflow(count, size, &bytes)) return nullptr;
+  if (bytes > kLargestClass) {
+    // calloc: fresh pages from the system come zeroed without a memset.
+    void* p = std::calloc(count, size);
+    if (p) ++outstanding_;
+    return p;
+  }
+  void* p = allocate(bytes);
+  if (p) std::memset(p, 0, bytes);
+  return p;
+}
+
+void* H2MemoryPool::reallocate(void* p, size_t bytes) {
+  if (mode_ == Mode::pass_through) return std::realloc(p, bytes);
+  if (!p) return allocate(bytes);
+  if (bytes == 0) {
+    release(p);
+    return nullptr;
+  }
+  size_t have = malloc_usable_size(p);
+  // Large to large: malloc's own realloc, which may grow in place.
+  if (have > kLargestClass && bytes > kLargestClass) return std::realloc(p, bytes);
+  // Fits, and does not waste more than half of the block.
+  if (bytes <= have && bytes > have / 2) return p;
+  void* q = allocate(bytes);
+  if (!q) return nullptr;
+  std::memcpy(q, p, std::min(have, bytes));
+  release_pooled(p);
+  --outstanding_;  // not zero: `q` is out
+  return q;
+}
+
+void H2MemoryPool::trim() {
+  for (FreeBlock*& head : free_) {
+    while (FreeBlock* b = head) {
+      head = b->next;
+      std::free(b);
+    }
+  }
+  free_bytes_ = 0;
+}
+
+H2MemoryPool* H2MemoryPool::of_this_thread() { return this_thread_pool; }
+
+void H2MemoryPool::set_for_this_thread(H2MemoryPool* pool) { this_thread_pool = pool; }
+
+}  // namespace onelayer
