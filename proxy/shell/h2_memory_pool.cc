@@ -14,6 +14,16 @@ thread_local H2MemoryPool* this_thread_pool = nullptr;
 
 H2MemoryPool& pool_of(void* user_data) { return *static_cast<H2MemoryPool*>(user_data); }
 
+constexpr size_t kChunkHeader = 8;
+
+// The class a block of `usable` bytes serves whole.
+size_t class_of_block(size_t usable) { return (usable + kChunkHeader) / H2MemoryPool::kClassStep; }
+size_t block_bytes(size_t c) { return c * H2MemoryPool::kClassStep - kChunkHeader; }
+// The class whose blocks serve a request of `bytes` (at most kLargestPooled).
+size_t class_for_request(size_t bytes, size_t smallest) {
+  return std::max(smallest, (bytes + kChunkHeader + H2MemoryPool::kClassStep - 1) / H2MemoryPool::kClassStep);
+}
+
 }  // namespace
 
 H2MemoryPool::H2MemoryPool(size_t free_bytes_limit, Mode mode) : free_bytes_limit_(free_bytes_limit), mode_(mode) {
@@ -28,8 +38,8 @@ H2MemoryPool::~H2MemoryPool() { trim(); }
 
 void* H2MemoryPool::allocate(size_t bytes) {
   if (mode_ == Mode::pass_through) return std::malloc(bytes);
-  if (bytes > kLargestClass) return allocate_large(bytes);
-  size_t c = std::max<size_t>(1, (bytes + kClassStep - 1) / kClassStep);
+  if (bytes > kLargestPooled) return allocate_large(bytes);
+  size_t c = class_for_request(bytes, kSmallestClass);
   if (FreeBlock* b = free_[c]) {
     free_[c] = b->next;
     free_bytes_ -= b->bytes;
@@ -38,7 +48,7 @@ void* H2MemoryPool::allocate(size_t bytes) {
   }
   // The class's full size, so that the block serves any request of its
   // class when it comes back.
-  void* p = std::malloc(c * kClassStep);
+  void* p = std::malloc(block_bytes(c));
   if (p) ++outstanding_;
   return p;
 }
@@ -59,9 +69,8 @@ void H2MemoryPool::release(void* p) {
 
 void H2MemoryPool::release_pooled(void* p) {
   size_t bytes = malloc_usable_size(p);
-  // The largest class the block can serve whole.
-  size_t c = bytes / kClassStep;
-  if (c == 0 || c > kClasses || free_bytes_ + bytes > free_bytes_limit_) return std::free(p);
+  size_t c = class_of_block(bytes);
+  if (c < kSmallestClass || c > kClasses || free_bytes_ + bytes > free_bytes_limit_) return std::free(p);
   auto* b = static_cast<FreeBlock*>(p);
   b->next = free_[c];
   b->bytes = bytes;
@@ -73,7 +82,7 @@ void* H2MemoryPool::allocate_zeroed(size_t count, size_t size) {
   if (mode_ == Mode::pass_through) return std::calloc(count, size);
   size_t bytes;
   if (__builtin_mul_overflow(count, size, &bytes)) return nullptr;
-  if (bytes > kLargestClass) {
+  if (bytes > kLargestPooled) {
     // calloc: fresh pages from the system come zeroed without a memset.
     void* p = std::calloc(count, size);
     if (p) ++outstanding_;
@@ -93,7 +102,7 @@ void* H2MemoryPool::reallocate(void* p, size_t bytes) {
   }
   size_t have = malloc_usable_size(p);
   // Large to large: malloc's own realloc, which may grow in place.
-  if (have > kLargestClass && bytes > kLargestClass) return std::realloc(p, bytes);
+  if (have > kLargestPooled && bytes > kLargestPooled) return std::realloc(p, bytes);
   // Fits, and does not waste more than half of the block.
   if (bytes <= have && bytes > have / 2) return p;
   void* q = allocate(bytes);
@@ -103,6 +112,8 @@ void* H2MemoryPool::reallocate(void* p, size_t bytes) {
   --outstanding_;  // not zero: `q` is out
   return q;
 }
+
+size_t H2MemoryPool::block_bytes_for(size_t bytes) { return block_bytes(class_for_request(bytes, kSmallestClass)); }
 
 void H2MemoryPool::trim() {
   for (FreeBlock*& head : free_) {

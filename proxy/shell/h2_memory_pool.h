@@ -4,12 +4,14 @@
 // at once they are freed in bursts of one size, more than malloc's
 // per-thread cache holds, and malloc's slow path then costs more than the
 // request's own framing. The pool keeps freed blocks on a free list per size
-// class (16-byte steps up to kLargestClass) and hands them out again; larger
-// blocks go straight to malloc and free.
+// class and hands them out again; blocks over kLargestPooled bytes go
+// straight to malloc and free.
 //
-// A block carries no header: its class at free time is read from
-// malloc_usable_size() (glibc's and mimalloc's both have it), since every
-// pooled block is an ordinary malloc block of at least its class's size.
+// A block carries no header: it is an ordinary malloc block, and its class
+// at free time is read from malloc_usable_size() (glibc's and mimalloc's
+// both have it). Class c holds blocks of at least 16c - 8 usable bytes,
+// which is what glibc gives for a 16c-byte chunk (its header takes 8), so a
+// pooled block takes no more memory than malloc's own for the same request.
 // Blocks are as aligned as malloc's.
 //
 // Bounded: the free lists hold at most free_bytes_limit bytes (past that a
@@ -46,7 +48,8 @@ class H2MemoryPool {
 #endif
 
   static constexpr size_t kClassStep = 16;
-  static constexpr size_t kLargestClass = 1024;
+  static constexpr size_t kClasses = 64;
+  static constexpr size_t kLargestPooled = kClassStep * kClasses - 8;  // 1016 bytes
   static constexpr size_t kDefaultFreeBytesLimit = 2 * 1024 * 1024;
 
   explicit H2MemoryPool(size_t free_bytes_limit = kDefaultFreeBytesLimit, Mode mode = kDefaultMode);
@@ -67,6 +70,10 @@ class H2MemoryPool {
   // of memory; realloc(p, 0) frees `p` and returns null, as glibc's does.
   void* reallocate(void* p, size_t bytes);
 
+  // What a pooled block for a request of `bytes` (at most kLargestPooled)
+  // is asked of malloc: its class's size.
+  static size_t block_bytes_for(size_t bytes);
+
   // Gives every free block back to malloc.
   void trim();
   // Bytes of the blocks on the free lists.
@@ -85,12 +92,13 @@ class H2MemoryPool {
     FreeBlock* next;
     size_t bytes;
   };
-  static constexpr size_t kClasses = kLargestClass / kClassStep;
+  // The smallest class holds a FreeBlock.
+  static constexpr size_t kSmallestClass = 2;
 
   void* allocate_large(size_t bytes);
   void release_pooled(void* p);
 
-  FreeBlock* free_[kClasses + 1] = {};  // by class: blocks of at least class * kClassStep bytes
+  FreeBlock* free_[kClasses + 1] = {};  // by class c: blocks of at least 16c - 8 bytes
   size_t free_bytes_ = 0;
   size_t outstanding_ = 0;
   size_t free_bytes_limit_;

@@ -6,6 +6,7 @@
 // by hand, so these tests check the pool's own code under the sanitizer
 // build too (where a worker's pool passes everything through).
 #include <doctest/doctest.h>
+#include <malloc.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -49,11 +50,11 @@ bool holds(const void* p, size_t n, uint8_t seed) {
 
 TEST_CASE("FreedSmallBlockComesBackForARequestOfItsClass") {
   PoolWithOneOut t;
-  void* a = t.pool.allocate(100);  // class 7: 97 to 112 bytes
+  void* a = t.pool.allocate(100);  // class 7: 89 to 104 bytes
   REQUIRE(a);
   t.pool.release(a);
-  CHECK(t.pool.free_bytes() >= 112);
-  void* b = t.pool.allocate(97);
+  CHECK(t.pool.free_bytes() >= 104);
+  void* b = t.pool.allocate(89);
   CHECK(b == a);
   CHECK(t.pool.free_bytes() == 0);
   t.pool.release(b);
@@ -64,7 +65,7 @@ TEST_CASE("FreedSmallBlockDoesNotServeALargerClass") {
   void* a = t.pool.allocate(100);
   t.pool.release(a);
   size_t spare = t.pool.free_bytes();
-  void* b = t.pool.allocate(H2MemoryPool::kLargestClass);
+  void* b = t.pool.allocate(H2MemoryPool::kLargestPooled);
   CHECK(b != a);
   CHECK(t.pool.free_bytes() == spare);
   t.pool.release(b);
@@ -79,9 +80,33 @@ TEST_CASE("ZeroByteRequestGetsABlockOfTheSmallestClass") {
   t.pool.release(a);
 }
 
+TEST_CASE("PooledBlockIsAskedOfMallocAtGlibcsChunkSizeForTheRequest") {
+  for (size_t n = 24; n <= H2MemoryPool::kLargestPooled; ++n) {
+    // glibc: n plus its 8-byte header, rounded up to 16, less the header.
+    size_t glibc = (n + 8 + 15) / 16 * 16 - 8;
+    CHECK(H2MemoryPool::block_bytes_for(n) == glibc);
+  }
+  CHECK(H2MemoryPool::block_bytes_for(0) == 24);  // room for a free-list link
+}
+
+TEST_CASE("FreedBlockServesTheLargestClassItsUsableSizeHolds") {
+  PoolWithOneOut t;
+  for (size_t n = 0; n <= H2MemoryPool::kLargestPooled; ++n) {
+    void* p = t.pool.allocate(n);
+    // malloc may give more than asked (glibc does not split off a remainder
+    // too small to be a chunk).
+    size_t usable = malloc_usable_size(p);
+    size_t served = (usable + 8) / 16 * 16 - 8;
+    t.pool.release(p);
+    void* q = t.pool.allocate(served);
+    CHECK(q == p);
+    t.pool.release(q);
+  }
+}
+
 TEST_CASE("BlocksAboveTheLargestClassGoStraightBackToMalloc") {
   PoolWithOneOut t;
-  void* a = t.pool.allocate(4 * H2MemoryPool::kLargestClass);
+  void* a = t.pool.allocate(4 * H2MemoryPool::kLargestPooled);
   REQUIRE(a);
   CHECK(t.pool.outstanding() == 2);
   t.pool.release(a);
@@ -92,11 +117,11 @@ TEST_CASE("BlocksAboveTheLargestClassGoStraightBackToMalloc") {
 TEST_CASE("BlocksAreAlignedAsMallocsAreAtEverySize") {
   PoolWithOneOut t;
   std::vector<void*> blocks;
-  for (size_t n = 0; n <= 2 * H2MemoryPool::kLargestClass; n += 5) blocks.push_back(t.pool.allocate(n));
+  for (size_t n = 0; n <= 2 * H2MemoryPool::kLargestPooled; n += 5) blocks.push_back(t.pool.allocate(n));
   // Again from the free lists.
   for (void* p : blocks) t.pool.release(p);
   blocks.clear();
-  for (size_t n = 0; n <= 2 * H2MemoryPool::kLargestClass; n += 5) blocks.push_back(t.pool.allocate(n));
+  for (size_t n = 0; n <= 2 * H2MemoryPool::kLargestPooled; n += 5) blocks.push_back(t.pool.allocate(n));
   for (void* p : blocks) {
     CHECK(reinterpret_cast<uintptr_t>(p) % alignof(std::max_align_t) == 0);
     t.pool.release(p);
@@ -152,10 +177,10 @@ TEST_CASE("CallocZeroesAReusedBlock") {
   REQUIRE(z == a);
   CHECK(std::string(static_cast<char*>(z), 64) == std::string(64, '\0'));
   t.pool.release(z);
-  void* big = t.pool.allocate_zeroed(3, H2MemoryPool::kLargestClass);
+  void* big = t.pool.allocate_zeroed(3, H2MemoryPool::kLargestPooled);
   REQUIRE(big);
-  CHECK(std::string(static_cast<char*>(big), 3 * H2MemoryPool::kLargestClass) ==
-        std::string(3 * H2MemoryPool::kLargestClass, '\0'));
+  CHECK(std::string(static_cast<char*>(big), 3 * H2MemoryPool::kLargestPooled) ==
+        std::string(3 * H2MemoryPool::kLargestPooled, '\0'));
   t.pool.release(big);
 }
 
