@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "shell/freed_memory.h"
+
 namespace onelayer {
 
 namespace {
@@ -25,6 +27,10 @@ size_t class_for_request(size_t bytes, size_t smallest) {
 }
 
 }  // namespace
+
+H2MemoryPool::Mode H2MemoryPool::default_mode() {
+  return kUnderAddressSanitizer || allocator_is_mimalloc() ? Mode::pass_through : Mode::pooled;
+}
 
 H2MemoryPool::H2MemoryPool(size_t free_bytes_limit, Mode mode) : free_bytes_limit_(free_bytes_limit), mode_(mode) {
   mem_.mem_user_data = this;

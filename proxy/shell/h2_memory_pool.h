@@ -32,27 +32,28 @@ namespace onelayer {
 
 class H2MemoryPool {
  public:
-  // Under AddressSanitizer every call goes straight to malloc and free: a
-  // reused block would hide a use after free from it.
   enum class Mode { pooled, pass_through };
 #if defined(__SANITIZE_ADDRESS__)
-  static constexpr Mode kDefaultMode = Mode::pass_through;
+  static constexpr bool kUnderAddressSanitizer = true;
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-  static constexpr Mode kDefaultMode = Mode::pass_through;
+  static constexpr bool kUnderAddressSanitizer = __has_feature(address_sanitizer);
 #else
-  static constexpr Mode kDefaultMode = Mode::pooled;
+  static constexpr bool kUnderAddressSanitizer = false;
 #endif
-#else
-  static constexpr Mode kDefaultMode = Mode::pooled;
-#endif
+  // Pooled on glibc's malloc. Every call goes straight to malloc and free
+  // under AddressSanitizer (a reused block would hide a use after free from
+  // it), and on mimalloc, whose own free lists are as quick as the pool's
+  // (the pool made a request dearer there: docs/benchmarks.md, "Allocator").
+  static Mode default_mode();
 
   static constexpr size_t kClassStep = 16;
   static constexpr size_t kClasses = 64;
   static constexpr size_t kLargestPooled = kClassStep * kClasses - 8;  // 1016 bytes
+  // On the benchmark's path a request's blocks come to about 2.5 KB (both
+  // sessions): what 512 streams free at once fits, with room to spare.
   static constexpr size_t kDefaultFreeBytesLimit = 2 * 1024 * 1024;
 
-  explicit H2MemoryPool(size_t free_bytes_limit = kDefaultFreeBytesLimit, Mode mode = kDefaultMode);
+  explicit H2MemoryPool(size_t free_bytes_limit = kDefaultFreeBytesLimit, Mode mode = default_mode());
   H2MemoryPool(const H2MemoryPool&) = delete;
   H2MemoryPool& operator=(const H2MemoryPool&) = delete;
   ~H2MemoryPool();
