@@ -59,8 +59,9 @@ class H2MemoryPool {
   ~H2MemoryPool();
 
   // What nghttp2_session_*_new3 takes (nghttp2 copies it; the pool must
-  // outlive the session).
-  nghttp2_mem* mem() { return &mem_; }
+  // outlive the session). Null when the pool passes through: nghttp2's own
+  // allocator then, without a call more per allocation.
+  nghttp2_mem* mem() { return mode_ == Mode::pooled ? &mem_ : nullptr; }
 
   // malloc, free, calloc and realloc as nghttp2 calls them.
   void* allocate(size_t bytes);
