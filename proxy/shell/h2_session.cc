@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "shell/h2_field_block.h"
+#include "shell/h2_memory_pool.h"
 
 namespace onelayer {
 
@@ -504,8 +505,11 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
   // backstop: ten times the burst, the same rate.
   nghttp2_option_set_stream_reset_rate_limit(opt, uint64_t(limits_.rapid_reset_burst) * 10,
                                              limits_.rapid_reset_per_second);
-  if (role_ == Role::server) nghttp2_session_server_new2(&session_, cb, this, opt);
-  else nghttp2_session_client_new2(&session_, cb, this, opt);
+  // The worker's pool (nghttp2's default allocator off a worker's thread).
+  H2MemoryPool* pool = H2MemoryPool::of_this_thread();
+  nghttp2_mem* mem = pool ? pool->mem() : nullptr;
+  if (role_ == Role::server) nghttp2_session_server_new3(&session_, cb, this, opt, mem);
+  else nghttp2_session_client_new3(&session_, cb, this, opt, mem);
   nghttp2_option_del(opt);
   nghttp2_session_callbacks_del(cb);
 

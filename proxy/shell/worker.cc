@@ -51,7 +51,9 @@ void Worker::join() {
 
 void Worker::run() {
   batch_access_log();
+  H2MemoryPool::set_for_this_thread(&h2_memory_);
   uv_run(&loop_, UV_RUN_DEFAULT);
+  H2MemoryPool::set_for_this_thread(nullptr);
   hand_over_access_log();
   spdlog::debug("worker {} stopped", index_);
   if (on_stopped) on_stopped();

@@ -17,6 +17,7 @@
 #include "core/clock.h"
 #include "shell/conn.h"
 #include "shell/deferred_writer.h"
+#include "shell/h2_memory_pool.h"
 #include "shell/http_parser_pool.h"
 #include "shell/parked_connections.h"
 #include "shell/runtime.h"
@@ -127,6 +128,9 @@ class Worker {
 
   Runtime& rt_;
   int index_;
+  // Before everything that holds an HTTP/2 session (connections, upstream
+  // pools, exchanges): destroyed after them, as they free into it.
+  H2MemoryPool h2_memory_;
   uv_loop_t loop_;
   uv_async_t async_;
   uv_check_t reaper_;
