@@ -128,10 +128,11 @@ TEST_CASE("access log time: the wall clock from a steady reading, within a few m
 TEST_CASE("access log: the most escaped values and the largest numbers fit, in both formats") {
   std::string controls;
   for (int i = 0; i < 3000; ++i) controls.push_back(static_cast<char>(i % 32));  // every one becomes \u00XX
+  const std::string quotes(500, '"');
   AccessRecord r = sample();
   r.path = controls;
   r.error = controls;
-  r.route = std::string(500, '"');
+  r.route = quotes;
   r.bytes_in = UINT64_MAX;
   r.bytes_out = 1234567890123456789ULL;
   r.stream_id = UINT32_MAX;
