@@ -67,9 +67,13 @@ OutgoingField outgoing_field(std::string_view n, std::string_view value) {
 class FieldList {
  public:
   FieldList() = default;
+  // The names and values outlive the frame (an H2Session::HeldHead holds
+  // them): nghttp2 takes pointers instead of copying every one.
+  explicit FieldList(bool no_copy) : no_copy_(no_copy) {}
   FieldList(const FieldList&) = delete;
   FieldList& operator=(const FieldList&) = delete;
   void add(std::string_view name, std::string_view value, uint8_t flags = NGHTTP2_NV_FLAG_NONE) {
+    if (no_copy_) flags |= NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
     nghttp2_nv nv{bytes(name), bytes(value), name.size(), value.size(), flags};
     if (spill_.empty() && size_ < kInline) {
       inline_[size_++] = nv;
@@ -98,10 +102,14 @@ class FieldList {
   void add_block(const H2FieldBlock& fields) {
     for (size_t i = 0; i < fields.size(); ++i) add_regular(fields[i].name, fields[i].value);
   }
-  // :status with its three digits kept in the list.
+  // :status with its three digits kept in the list (copied by nghttp2:
+  // the list lives on the caller's stack).
   void add_status(int status) {
     const char* end = std::to_chars(status_, status_ + sizeof status_, status).ptr;
+    const bool no_copy = no_copy_;
+    no_copy_ = false;
     add(":status", std::string_view(status_, static_cast<size_t>(end - status_)));
+    no_copy_ = no_copy;
   }
   const nghttp2_nv* data() const { return spill_.empty() ? inline_ : spill_.data(); }
   size_t size() const { return size_; }
@@ -140,6 +148,7 @@ class FieldList {
   std::vector<nghttp2_nv> spill_;  // every field, once there are more
   std::string lowered_;
   bool lowered_sized_ = false;
+  bool no_copy_ = false;
   char status_[4] = {};
 };
 
@@ -186,6 +195,49 @@ H2Preface detect_h2_preface(std::string_view first_bytes) {
   size_t n = std::min(first_bytes.size(), kPreface.size());
   if (first_bytes.substr(0, n) != kPreface.substr(0, n)) return H2Preface::no;
   return n == kPreface.size() ? H2Preface::yes : H2Preface::need_more;
+}
+
+// What the name/value pairs of a head submitted from a field block point
+// at until nghttp2 has encoded it (on_frame_send or on_frame_not_send): a
+// copy of the block and the request line's values. nghttp2 then takes
+// pointers instead of copying each name and value. Kept per thread for
+// reuse (their buffers stay allocated), a few dozen at most.
+struct H2Session::HeldHead {
+  H2FieldBlock fields;
+  std::string line;  // :method, :scheme, :authority, :path values, back to back
+};
+
+namespace {
+
+constexpr size_t kSpareHeldHeads = 1024;
+constexpr size_t kSpareHeldBytes = 8 * 1024;  // a head that held more is freed, not kept
+
+}  // namespace
+
+std::unique_ptr<H2Session::HeldHead> H2Session::take_held_head() {
+  std::vector<std::unique_ptr<HeldHead>>& spare = spare_held_heads();
+  if (spare.empty()) return std::make_unique<HeldHead>();
+  std::unique_ptr<HeldHead> h = std::move(spare.back());
+  spare.pop_back();
+  return h;
+}
+
+std::vector<std::unique_ptr<H2Session::HeldHead>>& H2Session::spare_held_heads() {
+  thread_local std::vector<std::unique_ptr<HeldHead>> spare;
+  return spare;
+}
+
+void H2Session::give_back_held_head(std::unique_ptr<HeldHead> h) {
+  std::vector<std::unique_ptr<HeldHead>>& spare = spare_held_heads();
+  if (spare.size() < kSpareHeldHeads && h->fields.bytes() + h->line.size() <= kSpareHeldBytes) spare.push_back(std::move(h));
+}
+
+void H2Session::release_held(int32_t stream) {
+  auto it = held_.find(stream);
+  if (it == held_.end()) return;
+  std::unique_ptr<HeldHead> h = std::move(it->second);
+  held_.erase(it);
+  give_back_held_head(std::move(h));
 }
 
 struct H2Session::Stream {
@@ -373,6 +425,7 @@ struct H2Session::Callbacks {
   static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* ud) {
     H2Session& s = self(ud);
     int32_t id = frame->hd.stream_id;
+    if (frame->hd.type == NGHTTP2_HEADERS && !s.held_.empty()) s.release_held(id);  // encoded: no pointer into it left
     switch (frame->hd.type) {
       case NGHTTP2_HEADERS:
       case NGHTTP2_DATA: {
@@ -413,6 +466,12 @@ struct H2Session::Callbacks {
       default:
         return 0;
     }
+  }
+
+  static int on_frame_not_send(nghttp2_session*, const nghttp2_frame* frame, int, void* ud) {
+    H2Session& s = self(ud);
+    if (frame->hd.type == NGHTTP2_HEADERS && !s.held_.empty()) s.release_held(frame->hd.stream_id);
+    return 0;
   }
 
   // Submits a head: a request (stream 0: a new one) or the response of
@@ -491,6 +550,7 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, Callbacks::on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, Callbacks::on_stream_close);
   nghttp2_session_callbacks_set_on_frame_send_callback(cb, Callbacks::on_frame_send);
+  nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, Callbacks::on_frame_not_send);
 
   nghttp2_option* opt = nullptr;
   nghttp2_option_new(&opt);
@@ -531,6 +591,7 @@ H2Session::~H2Session() {
   handler_ = nullptr;
   nghttp2_session_del(session_);  // calls nothing back
   streams_.clear();
+  held_.clear();  // after the session: nothing points into them now
 }
 
 // A stream is found through nghttp2's own stream map (its user data points
@@ -742,10 +803,30 @@ int32_t H2Session::submit_request(const Head& head, bool end_stream) {
 
 int32_t H2Session::submit_request(const RequestLine& line, const H2FieldBlock& fields, bool end_stream) {
   if (!can_submit_request()) return 0;
-  FieldList f;
-  f.add_request_line(line.method, line.scheme, line.authority, line.path);
-  f.add_block(fields);
-  return Callbacks::submit_fields(*this, 0, f, true, end_stream) ? last_submitted_ : 0;
+  std::unique_ptr<HeldHead> held = take_held_head();
+  held->fields = fields;
+  std::string& l = held->line;
+  l.clear();
+  l.reserve(line.method.size() + line.scheme.size() + line.authority.size() + line.path.size());
+  l.append(line.method).append(line.scheme).append(line.authority).append(line.path);
+  std::string_view all(l);
+  size_t at = 0;
+  auto next = [&](size_t n) {
+    std::string_view v = all.substr(at, n);
+    at += n;
+    return v;
+  };
+  std::string_view method = next(line.method.size()), scheme = next(line.scheme.size()),
+                   authority = next(line.authority.size()), path = next(line.path.size());
+  FieldList f(true);
+  f.add_request_line(method, scheme, authority, path);
+  f.add_block(held->fields);
+  if (!Callbacks::submit_fields(*this, 0, f, true, end_stream)) {
+    give_back_held_head(std::move(held));
+    return 0;
+  }
+  held_.emplace(last_submitted_, std::move(held));
+  return last_submitted_;
 }
 
 // Server: `stream` is the peer's, known to the Handler, and still waits for
@@ -762,10 +843,18 @@ bool H2Session::submit_response(int32_t stream, const Head& head, bool end_strea
 
 bool H2Session::submit_response(int32_t stream, int status, const H2FieldBlock& fields, bool end_stream) {
   if (!can_answer(stream) || status < 200 || status > 999) return false;
-  FieldList f;
+  std::unique_ptr<HeldHead> held = take_held_head();
+  held->fields = fields;
+  held->line.clear();
+  FieldList f(true);
   f.add_status(status);
-  f.add_block(fields);
-  return Callbacks::submit_fields(*this, stream, f, false, end_stream);
+  f.add_block(held->fields);
+  if (!Callbacks::submit_fields(*this, stream, f, false, end_stream)) {
+    give_back_held_head(std::move(held));
+    return false;
+  }
+  held_.emplace(stream, std::move(held));
+  return true;
 }
 
 bool H2Session::submit_interim(int32_t stream, int status) {

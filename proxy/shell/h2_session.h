@@ -25,6 +25,8 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "core/http_headers.h"
 #include "shell/recycled_blocks.h"
@@ -219,6 +221,7 @@ class H2Session {
 
  private:
   struct Stream;
+  struct HeldHead;
   struct Callbacks;  // nghttp2's C callbacks, friends of this class
   friend struct Callbacks;
 
@@ -229,6 +232,10 @@ class H2Session {
   // pointer to ours).
   std::unique_ptr<Stream> remove_stream(int32_t id, bool unhook);
   bool submit_head(int32_t stream, const Head& head, bool request, bool end_stream);
+  static std::unique_ptr<HeldHead> take_held_head();
+  static void give_back_held_head(std::unique_ptr<HeldHead> h);
+  static std::vector<std::unique_ptr<HeldHead>>& spare_held_heads();
+  void release_held(int32_t stream);  // its head is encoded (or never will be)
   bool can_answer(int32_t stream) const;
   void resume(Stream& s);
   int headers_received(int32_t id, bool end_stream);  // a header block is complete
@@ -246,6 +253,11 @@ class H2Session {
                      RecyclingAllocator<std::pair<const int32_t, std::unique_ptr<Stream>>>>
       streams_;
   size_t own_streams_ = 0;  // streams_ we opened (client)
+  // Heads submitted from a field block that nghttp2 has not encoded yet,
+  // with what their names and values point at (no copy by nghttp2).
+  std::unordered_map<int32_t, std::unique_ptr<HeldHead>, std::hash<int32_t>, std::equal_to<int32_t>,
+                     RecyclingAllocator<std::pair<const int32_t, std::unique_ptr<HeldHead>>>>
+      held_;
   int32_t last_found_id_ = 0;  // find()'s memory of its last answer
   Stream* last_found_ = nullptr;
   // The stream whose on_closed()/on_reset() is running: gone from streams_,

@@ -1044,3 +1044,36 @@ TEST_CASE("h2 a field list left in the head after on_head serves a later head, w
   CHECK(keeper.lists[0] != nullptr);
   CHECK(keeper.lists[1] == keeper.lists[0]);  // the same list, kept between the heads
 }
+
+TEST_CASE("h2 heads from a field block: what the caller had may change before the frame goes out") {
+  Pair p;
+  std::string method = "POST", scheme = "http", authority = "api.test", path = "/orders";
+  H2FieldBlock block;
+  block.put("x-one", "1");
+  block.put("x-two", "2");
+  int32_t id = p.client.submit_request({method, scheme, authority, path}, block, true);
+  REQUIRE(id > 0);
+  // Before any flush: the caller reuses its strings and its block.
+  method.assign("GARBAGE");
+  path.assign("/garbage/garbage/garbage/garbage");
+  authority.assign(64, 'z');
+  block.clear();
+  block.put("x-three", std::string(300, 'g'));
+  p.pump();
+  REQUIRE(p.srec.streams.count(id) == 1);
+  const H2Session::Head& got = p.srec.streams[id].head;
+  CHECK(got.method == "POST");
+  CHECK(got.path == "/orders");
+  CHECK(got.authority == "api.test");
+  CHECK(got.fields == Headers{{"x-one", "1"}, {"x-two", "2"}});
+
+  H2FieldBlock answer;
+  answer.put("x-answer", "yes");
+  REQUIRE(p.server.submit_response(id, 201, answer, true));
+  answer.clear();
+  answer.put("x-answer", std::string(500, 'n'));
+  p.pump();
+  CHECK(p.crec.streams[id].head.status == 201);
+  CHECK(p.crec.streams[id].head.fields == Headers{{"x-answer", "yes"}});
+  CHECK(p.crec.streams[id].closed);
+}
