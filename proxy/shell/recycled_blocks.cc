@@ -29,7 +29,7 @@ void FreeList::release() {
   while (head) {
     FreeBlock* b = head;
     head = b->next;
-    ::operator delete(b, size);
+    free_block(b, size);
   }
   count = 0;
 }

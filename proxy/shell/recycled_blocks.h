@@ -57,6 +57,17 @@ inline constexpr bool kPassThrough = false;
 inline constexpr bool kPassThrough = false;
 #endif
 
+// A block back to the global operator delete, with its size where the
+// compiler has sized deallocation (clang leaves it off by default).
+inline void free_block(void* p, size_t size) noexcept {
+#if defined(__cpp_sized_deallocation)
+  ::operator delete(p, size);
+#else
+  (void)size;
+  ::operator delete(p);
+#endif
+}
+
 }  // namespace recycled_blocks_detail
 
 // Blocks of `Size` bytes (aligned as operator new aligns).
@@ -80,9 +91,9 @@ class RecycledBlocks {
 
   static void give(void* p) noexcept {
     if (!p) return;
-    if constexpr (recycled_blocks_detail::kPassThrough) return ::operator delete(p, Size);
+    if constexpr (recycled_blocks_detail::kPassThrough) return recycled_blocks_detail::free_block(p, Size);
     recycled_blocks_detail::FreeList& l = list();
-    if (l.count >= l.limit) return ::operator delete(p, Size);
+    if (l.count >= l.limit) return recycled_blocks_detail::free_block(p, Size);
     auto* b = static_cast<recycled_blocks_detail::FreeBlock*>(p);
     b->next = l.head;
     l.head = b;
@@ -112,7 +123,7 @@ void release_recycled_blocks();
   }                                                                                            \
   static void operator delete(void* p, size_t n) noexcept {                                    \
     if (n == sizeof(T)) ::onelayer::RecycledBlocks<sizeof(T)>::give(p);                        \
-    else ::operator delete(p, n);                                                              \
+    else ::onelayer::recycled_blocks_detail::free_block(p, n);                                 \
   }
 
 // A standard allocator whose single-object allocations (a node of a map)
@@ -130,7 +141,7 @@ class RecyclingAllocator {
   }
   void deallocate(T* p, size_t n) noexcept {
     if (n == 1) RecycledBlocks<sizeof(T)>::give(p);
-    else ::operator delete(p, n * sizeof(T));
+    else recycled_blocks_detail::free_block(p, n * sizeof(T));
   }
   template <class U>
   bool operator==(const RecyclingAllocator<U>&) const noexcept {
