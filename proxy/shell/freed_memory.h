@@ -9,6 +9,18 @@
 
 namespace onelayer {
 
+// True in a build with AddressSanitizer (GCC defines __SANITIZE_ADDRESS__,
+// clang answers __has_feature): the free lists that reuse blocks pass
+// straight through to the heap then, since a block handed out again behind
+// the sanitizer's back would hide a use after free from it.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kUnderAddressSanitizer = true;
+#elif defined(__has_feature)
+inline constexpr bool kUnderAddressSanitizer = __has_feature(address_sanitizer);
+#else
+inline constexpr bool kUnderAddressSanitizer = false;
+#endif
+
 // True when the process runs on mimalloc (found at run time, so the shell
 // library works under either allocator: the test binaries use glibc's).
 bool allocator_is_mimalloc();

@@ -33,13 +33,6 @@ namespace onelayer {
 class H2MemoryPool {
  public:
   enum class Mode { pooled, pass_through };
-#if defined(__SANITIZE_ADDRESS__)
-  static constexpr bool kUnderAddressSanitizer = true;
-#elif defined(__has_feature)
-  static constexpr bool kUnderAddressSanitizer = __has_feature(address_sanitizer);
-#else
-  static constexpr bool kUnderAddressSanitizer = false;
-#endif
   // Pooled on glibc's malloc. Every call goes straight to malloc and free
   // under AddressSanitizer (a reused block would hide a use after free from
   // it), and on mimalloc, whose own free lists are as quick as the pool's

@@ -21,6 +21,8 @@
 #include <cstddef>
 #include <new>
 
+#include "shell/freed_memory.h"
+
 namespace onelayer {
 
 namespace recycled_blocks_detail {
@@ -45,18 +47,6 @@ struct FreeList {
 // use) and sets its limit.
 void enroll(FreeList& list, size_t size, size_t limit);
 
-#if defined(__SANITIZE_ADDRESS__)
-inline constexpr bool kPassThrough = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-inline constexpr bool kPassThrough = true;
-#else
-inline constexpr bool kPassThrough = false;
-#endif
-#else
-inline constexpr bool kPassThrough = false;
-#endif
-
 // A block back to the global operator delete, with its size where the
 // compiler has sized deallocation (clang leaves it off by default).
 inline void free_block(void* p, size_t size) noexcept {
@@ -80,7 +70,7 @@ class RecycledBlocks {
   static_assert(Size >= sizeof(recycled_blocks_detail::FreeBlock));
 
   static void* take() {
-    if constexpr (recycled_blocks_detail::kPassThrough) return ::operator new(Size);
+    if constexpr (kUnderAddressSanitizer) return ::operator new(Size);
     recycled_blocks_detail::FreeList& l = list();
     recycled_blocks_detail::FreeBlock* b = l.head;
     if (!b) return ::operator new(Size);
@@ -91,7 +81,7 @@ class RecycledBlocks {
 
   static void give(void* p) noexcept {
     if (!p) return;
-    if constexpr (recycled_blocks_detail::kPassThrough) return recycled_blocks_detail::free_block(p, Size);
+    if constexpr (kUnderAddressSanitizer) return recycled_blocks_detail::free_block(p, Size);
     recycled_blocks_detail::FreeList& l = list();
     if (l.count >= l.limit) return recycled_blocks_detail::free_block(p, Size);
     auto* b = static_cast<recycled_blocks_detail::FreeBlock*>(p);

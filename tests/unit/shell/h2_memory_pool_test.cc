@@ -246,7 +246,7 @@ TEST_CASE("DefaultPoolPoolsOnGlibcsMallocOutsideTheSanitizer") {
   H2MemoryPool pool;
   void* keep = pool.allocate(8);
   pool.release(pool.allocate(100));
-  CHECK((pool.free_bytes() > 0) == !H2MemoryPool::kUnderAddressSanitizer);
+  CHECK((pool.free_bytes() > 0) == !kUnderAddressSanitizer);
   pool.release(keep);
 }
 

@@ -21,7 +21,7 @@ struct DerivedTracked : Tracked {
   char more[50] = {};
 };
 
-constexpr bool kRecycles = !recycled_blocks_detail::kPassThrough;
+constexpr bool kRecycles = !kUnderAddressSanitizer;
 
 }  // namespace
 
