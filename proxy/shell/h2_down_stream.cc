@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cstring>
-#include <vector>
 
 #include "core/grpc_error_answer.h"
 #include "core/grpc_protocol.h"
@@ -16,6 +15,7 @@
 #include "shell/h2_request_head.h"
 #include "shell/logging.h"
 #include "shell/request_admission.h"
+#include "shell/spare_list.h"
 #include "shell/worker.h"
 
 namespace onelayer {
@@ -36,20 +36,17 @@ uint64_t head_size(const H2Response& h) {
 // Response heads are built in blocks kept per worker, whose buffers stay
 // allocated from one response to the next. Bounded: a few dozen kept, and
 // one that held a large head is freed instead.
-constexpr size_t kSpareHeads = 64;
 constexpr size_t kSpareHeadBytes = 8 * 1024;
-thread_local std::vector<std::unique_ptr<H2Response>> t_spare_heads;
+using SpareHeads = SpareList<std::unique_ptr<H2Response>, 64>;
 
 std::unique_ptr<H2Response> take_spare_head() {
-  if (t_spare_heads.empty()) return std::make_unique<H2Response>();
-  std::unique_ptr<H2Response> h = std::move(t_spare_heads.back());
-  t_spare_heads.pop_back();
+  std::unique_ptr<H2Response> h;
+  if (!SpareHeads::take(h)) h = std::make_unique<H2Response>();
   return h;
 }
 
 void give_back(std::unique_ptr<H2Response>& h) {
-  if (h && t_spare_heads.size() < kSpareHeads && h->fields.bytes() <= kSpareHeadBytes)
-    t_spare_heads.push_back(std::move(h));
+  if (h && h->fields.bytes() <= kSpareHeadBytes) SpareHeads::give_back(std::move(h));
   h.reset();
 }
 

@@ -9,6 +9,7 @@
 
 #include "shell/h2_field_block.h"
 #include "shell/h2_memory_pool.h"
+#include "shell/spare_list.h"
 
 namespace onelayer {
 
@@ -156,25 +157,19 @@ class FieldList {
 // list the Handler hands back after on_head() (the upstream side does)
 // serves the next head without an allocation. Bounded in count and in the
 // room a kept list may have.
-constexpr size_t kSpareFieldLists = 64;
 constexpr size_t kSpareFieldRoom = 64;
-thread_local std::vector<Headers> t_spare_field_lists;
+using SpareFieldLists = SpareList<Headers, 64>;
 
 Headers take_field_list() {
-  if (t_spare_field_lists.empty()) {
-    Headers h;
-    h.reserve(12);  // a usual head at once: no regrowth per field
-    return h;
-  }
-  Headers h = std::move(t_spare_field_lists.back());
-  t_spare_field_lists.pop_back();
+  Headers h;
+  if (!SpareFieldLists::take(h)) h.reserve(12);  // a usual head at once: no regrowth per field
   return h;
 }
 
 void give_back_field_list(Headers& h) {
-  if (h.capacity() == 0 || h.capacity() > kSpareFieldRoom || t_spare_field_lists.size() >= kSpareFieldLists) return;
+  if (h.capacity() == 0 || h.capacity() > kSpareFieldRoom) return;
   h.clear();
-  t_spare_field_lists.push_back(std::move(h));
+  SpareFieldLists::give_back(std::move(h));
 }
 
 uint32_t fatal_code(int rv) {
@@ -199,40 +194,36 @@ H2Preface detect_h2_preface(std::string_view first_bytes) {
 
 // What the name/value pairs of a head submitted from a field block point
 // at until nghttp2 has encoded it (on_frame_send or on_frame_not_send): a
-// copy of the block and the request line's values. nghttp2 then takes
-// pointers instead of copying each name and value. Kept per thread for
-// reuse (their buffers stay allocated), a few dozen at most.
+// copy of the block and of the request line. nghttp2 then takes pointers
+// instead of copying each name and value. Kept per thread for reuse
+// (their buffers stay allocated).
 struct H2Session::HeldHead {
   H2FieldBlock fields;
-  std::string line;  // :method, :scheme, :authority, :path values, back to back
+  std::string method, scheme, authority, path;  // requests
+  size_t bytes() const { return fields.bytes() + method.size() + scheme.size() + authority.size() + path.size(); }
 };
 
 namespace {
 
+// Every head submitted in one loop iteration is held until the flush after
+// it: room for a burst of them.
 constexpr size_t kSpareHeldHeads = 1024;
 constexpr size_t kSpareHeldBytes = 8 * 1024;  // a head that held more is freed, not kept
 
 }  // namespace
 
 std::unique_ptr<H2Session::HeldHead> H2Session::take_held_head() {
-  std::vector<std::unique_ptr<HeldHead>>& spare = spare_held_heads();
-  if (spare.empty()) return std::make_unique<HeldHead>();
-  std::unique_ptr<HeldHead> h = std::move(spare.back());
-  spare.pop_back();
+  std::unique_ptr<HeldHead> h;
+  if (!SpareList<std::unique_ptr<HeldHead>, kSpareHeldHeads>::take(h)) h = std::make_unique<HeldHead>();
   return h;
 }
 
-std::vector<std::unique_ptr<H2Session::HeldHead>>& H2Session::spare_held_heads() {
-  thread_local std::vector<std::unique_ptr<HeldHead>> spare;
-  return spare;
-}
-
 void H2Session::give_back_held_head(std::unique_ptr<HeldHead> h) {
-  std::vector<std::unique_ptr<HeldHead>>& spare = spare_held_heads();
-  if (spare.size() < kSpareHeldHeads && h->fields.bytes() + h->line.size() <= kSpareHeldBytes) spare.push_back(std::move(h));
+  if (h->bytes() <= kSpareHeldBytes) SpareList<std::unique_ptr<HeldHead>, kSpareHeldHeads>::give_back(std::move(h));
 }
 
 void H2Session::release_held(int32_t stream) {
+  if (held_.empty()) return;
   auto it = held_.find(stream);
   if (it == held_.end()) return;
   std::unique_ptr<HeldHead> h = std::move(it->second);
@@ -425,7 +416,7 @@ struct H2Session::Callbacks {
   static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* ud) {
     H2Session& s = self(ud);
     int32_t id = frame->hd.stream_id;
-    if (frame->hd.type == NGHTTP2_HEADERS && !s.held_.empty()) s.release_held(id);  // encoded: no pointer into it left
+    if (frame->hd.type == NGHTTP2_HEADERS) s.release_held(id);  // encoded: no pointer into it left
     switch (frame->hd.type) {
       case NGHTTP2_HEADERS:
       case NGHTTP2_DATA: {
@@ -470,7 +461,7 @@ struct H2Session::Callbacks {
 
   static int on_frame_not_send(nghttp2_session*, const nghttp2_frame* frame, int, void* ud) {
     H2Session& s = self(ud);
-    if (frame->hd.type == NGHTTP2_HEADERS && !s.held_.empty()) s.release_held(frame->hd.stream_id);
+    if (frame->hd.type == NGHTTP2_HEADERS) s.release_held(frame->hd.stream_id);
     return 0;
   }
 
@@ -805,21 +796,12 @@ int32_t H2Session::submit_request(const RequestLine& line, const H2FieldBlock& f
   if (!can_submit_request()) return 0;
   std::unique_ptr<HeldHead> held = take_held_head();
   held->fields = fields;
-  std::string& l = held->line;
-  l.clear();
-  l.reserve(line.method.size() + line.scheme.size() + line.authority.size() + line.path.size());
-  l.append(line.method).append(line.scheme).append(line.authority).append(line.path);
-  std::string_view all(l);
-  size_t at = 0;
-  auto next = [&](size_t n) {
-    std::string_view v = all.substr(at, n);
-    at += n;
-    return v;
-  };
-  std::string_view method = next(line.method.size()), scheme = next(line.scheme.size()),
-                   authority = next(line.authority.size()), path = next(line.path.size());
+  held->method.assign(line.method);
+  held->scheme.assign(line.scheme);
+  held->authority.assign(line.authority);
+  held->path.assign(line.path);
   FieldList f(true);
-  f.add_request_line(method, scheme, authority, path);
+  f.add_request_line(held->method, held->scheme, held->authority, held->path);
   f.add_block(held->fields);
   if (!Callbacks::submit_fields(*this, 0, f, true, end_stream)) {
     give_back_held_head(std::move(held));
@@ -845,7 +827,6 @@ bool H2Session::submit_response(int32_t stream, int status, const H2FieldBlock& 
   if (!can_answer(stream) || status < 200 || status > 999) return false;
   std::unique_ptr<HeldHead> held = take_held_head();
   held->fields = fields;
-  held->line.clear();
   FieldList f(true);
   f.add_status(status);
   f.add_block(held->fields);

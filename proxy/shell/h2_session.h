@@ -234,7 +234,6 @@ class H2Session {
   bool submit_head(int32_t stream, const Head& head, bool request, bool end_stream);
   static std::unique_ptr<HeldHead> take_held_head();
   static void give_back_held_head(std::unique_ptr<HeldHead> h);
-  static std::vector<std::unique_ptr<HeldHead>>& spare_held_heads();
   void release_held(int32_t stream);  // its head is encoded (or never will be)
   bool can_answer(int32_t stream) const;
   void resume(Stream& s);
