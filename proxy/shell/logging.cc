@@ -1,11 +1,11 @@
 #include "shell/logging.h"
 
-#include <fmt/format.h>
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <array>
 #include <charconv>
+#include <cstring>
 #include <cstdio>
 #include <ctime>
 #include <mutex>
@@ -51,26 +51,6 @@ bool setup_logging(std::string_view level, LogFormat format) {
   return true;
 }
 
-void append_json_string(std::string& out, std::string_view s) {
-  out.push_back('"');
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          out += fmt::format("\\u{:04x}", c);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out.push_back('"');
-}
-
 namespace {
 
 // Text values are printed bare unless they contain spaces, quotes or
@@ -78,16 +58,6 @@ namespace {
 constexpr std::array<bool, 256> kBare = [] {
   std::array<bool, 256> t{};
   for (int c = 0x21; c < 256; ++c) t[static_cast<size_t>(c)] = c != '"' && c != 0x7f;
-  return t;
-}();
-
-// "00" to "99", for two digits at a time.
-constexpr std::array<char, 200> kDigitPairs = [] {
-  std::array<char, 200> t{};
-  for (int i = 0; i < 100; ++i) {
-    t[static_cast<size_t>(2 * i)] = static_cast<char>('0' + i / 10);
-    t[static_cast<size_t>(2 * i + 1)] = static_cast<char>('0' + i % 10);
-  }
   return t;
 }();
 
@@ -108,24 +78,7 @@ class LineWriter {
     std::memcpy(p_, s.data(), s.size());
     p_ += s.size();
   }
-  void put_decimal(uint64_t v) {
-    char buf[20];
-    char* e = buf + sizeof buf;
-    char* b = e;
-    while (v >= 100) {
-      const size_t pair = static_cast<size_t>(v % 100) * 2;
-      v /= 100;
-      *--b = kDigitPairs[pair + 1];
-      *--b = kDigitPairs[pair];
-    }
-    if (v >= 10) {
-      *--b = kDigitPairs[static_cast<size_t>(v) * 2 + 1];
-      *--b = kDigitPairs[static_cast<size_t>(v) * 2];
-    } else {
-      *--b = static_cast<char>('0' + v);
-    }
-    put(std::string_view(b, static_cast<size_t>(e - b)));
-  }
+  void put_decimal(uint64_t v) { p_ = std::to_chars(p_, p_ + 20, v).ptr; }  // 20 digits at most
   // At most 6 bytes out per byte in, plus the quotes.
   void put_json_string(std::string_view s) {
     put('"');
@@ -217,6 +170,12 @@ size_t line_bound(const AccessRecord& r) {
 }
 
 }  // namespace
+
+void append_json_string(std::string& out, std::string_view s) {
+  LineWriter w(out, 6 * s.size() + 2);
+  w.put_json_string(s);
+  w.done();
+}
 
 void format_access_log(const AccessRecord& r, LogFormat format, std::string& line) {
   // Formatted by hand through one pointer: this runs once per request, and

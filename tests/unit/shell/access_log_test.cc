@@ -165,3 +165,12 @@ TEST_CASE("access log: numbers of every length are written whole") {
     if (digits < 20) v = v * 10 + static_cast<uint64_t>(digits % 10);
   }
 }
+
+TEST_CASE("JSON strings: quotes, backslash and control bytes escaped, the rest kept, appended to what is there") {
+  std::string out = "x=";
+  onelayer::append_json_string(out, "a\"b\\c\nd\re\tf\x01g\x1fh\x7fi\xc3\xa9");
+  CHECK(out == "x=\"a\\\"b\\\\c\\nd\\re\\tf\\u0001g\\u001fh\\u007fi\xc3\xa9\"");
+  std::string empty;
+  onelayer::append_json_string(empty, "");
+  CHECK(empty == "\"\"");
+}
