@@ -146,6 +146,9 @@ struct Listener {
   std::vector<std::string> upgrades{"websocket"};
   std::optional<ListenerTls> tls;
   ListenerProtocols protocols;
+  // One access-log line per request answered on this listener (false: none;
+  // metrics and the error log are unchanged).
+  bool access_log = true;
   bool operator==(const Listener&) const = default;
 };
 

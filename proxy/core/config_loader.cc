@@ -635,6 +635,7 @@ void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& n
          bool v = true;
          if (read_bool(a, v)) l.via = v;
        }},
+      {"access_log", [&](const At& a) { read_bool(a, l.access_log); }},
       {"upgrades", [&](const At& a) { read_upgrades(a, l.upgrades); }},
       {"protocols", [&](const At& a) { read_listener_protocols(a, l.protocols); }},
       {"tls",
@@ -1321,6 +1322,7 @@ void emit_listener(YAML::Emitter& e, const Listener& l) {
   e << YAML::Key << "max_concurrent_requests" << YAML::Value << l.max_concurrent_requests;
   emit_kv(e, "headers_with_underscores", underscore_headers_name(l.headers_with_underscores));
   if (l.via) e << YAML::Key << "via" << YAML::Value << *l.via;
+  e << YAML::Key << "access_log" << YAML::Value << l.access_log;
   e << YAML::Key << "upgrades" << YAML::Value << YAML::Flow << l.upgrades;
   std::vector<std::string> protocols;
   if (l.protocols.http1) protocols.emplace_back("http1");

@@ -606,16 +606,18 @@ void DownConn::reject(int status, const char* reason, bool close_after, const ch
   if (!counted_in && !l->unrouted()) l->unrouted() = worker_->runtime().metrics.route(listener_->name(), "", "");
   auto now_ms = std::chrono::duration_cast<Millis>(Clock::now().time_since_epoch()).count();
   (counted_in ? counted_in : l->unrouted())->on_response(status, 0, 0, now_ms);
-  AccessRecord r;
-  r.listener = listener_->name();
-  if (counted_in) r.route = counted_in->route;
-  r.method = req.method;
-  r.path = req.target;
-  r.status = status;
-  r.error = reason;
-  r.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
-  r.bytes_out = out.size();
-  write_access_log(r);
+  if (worker_->generation()->logs_access(l->name())) {
+    AccessRecord r;
+    r.listener = listener_->name();
+    if (counted_in) r.route = counted_in->route;
+    r.method = req.method;
+    r.path = req.target;
+    r.status = status;
+    r.error = reason;
+    r.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+    r.bytes_out = out.size();
+    write_access_log(r);
+  }
   if (close_after_) {
     close_when_flushed();
   } else {

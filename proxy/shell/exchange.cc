@@ -745,6 +745,7 @@ void Exchange::record(int status) {
   if (grpc_answer_) rm_->on_grpc_response(*grpc_answer_);
   const uint64_t bytes_out = bytes_out_ + down_->response_bytes();
   w_->runtime().metrics.bytes_out_total.fetch_add(bytes_out, std::memory_order_relaxed);
+  if (!lcfg_->access_log) return;
   AccessRecord a;
   a.listener = lcfg_->name;
   a.route = route_->name;

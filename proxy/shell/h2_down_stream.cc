@@ -280,6 +280,7 @@ void H2DownStream::account_refusal(int status, const char* reason, const char* d
   const GrpcStatus grpc_status = grpc_status_for_error(reason, status);
   if (grpc_) (counted_in ? counted_in : l->unrouted())->on_grpc_response(grpc_status);
   worker()->runtime().metrics.bytes_out_total.fetch_add(response_bytes_, std::memory_order_relaxed);
+  if (!worker()->generation()->logs_access(l->name())) return;
   AccessRecord r;
   r.listener = l->name();
   if (counted_in) r.route = counted_in->route;

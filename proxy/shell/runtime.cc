@@ -8,6 +8,11 @@ int Generation::listener_index(std::string_view name) const {
   return -1;
 }
 
+bool Generation::logs_access(std::string_view listener_name) const {
+  int i = listener_index(listener_name);
+  return i < 0 || config->listeners[static_cast<size_t>(i)].access_log;
+}
+
 GenerationPtr Runtime::install(ConfigPtr cfg, TlsContexts tls) {
   auto gen = std::make_shared<Generation>();
   gen->config = cfg;

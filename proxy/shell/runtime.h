@@ -45,6 +45,9 @@ struct Generation {
   TlsContexts tls;  // by Config index: upstreams' and listeners' TLS (nullptr: none)
 
   int listener_index(std::string_view name) const;
+  // Whether the listener named writes access-log lines (a listener a reload
+  // removed keeps writing them until its connections end).
+  bool logs_access(std::string_view listener_name) const;
 };
 using GenerationPtr = std::shared_ptr<const Generation>;
 

@@ -239,14 +239,18 @@ def run_wrk(args):
 
 def onelayer_config(upstream_port, layer, workers, max_connections, budget_mode="requests",
                     listener_protocols=None, upstream_protocol=None,
-                    retry_on=("connect-failure", "reset", "503"), idempotent=False):
+                    retry_on=("connect-failure", "reset", "503"), idempotent=False, access_log=False):
     """The benchmark's onelayer config: retries configured (3 attempts on
     503/connect failure/reset, budget on) but not triggered by a healthy
     origin, keep-alive pool to the origin, admin and listener on port 0.
     listener_protocols / upstream_protocol (e.g. ["http1", "h2c"], "h2c")
     are written only when given; idempotent marks the route's requests safe
-    to repeat (gRPC calls are POSTs)."""
+    to repeat (gRPC calls are POSTs). The listener writes no access log
+    unless access_log is true: HAProxy, NGINX and nghttpx run without one
+    too, so every proxy does the same work per request."""
     listener_extra = f"\n    protocols: [{', '.join(listener_protocols)}]" if listener_protocols else ""
+    if not access_log:
+        listener_extra += "\n    access_log: false"
     upstream_extra = f"\n    protocol: {upstream_protocol}" if upstream_protocol else ""
     retry_extra = "\n          idempotent: true" if idempotent else ""
     limits = "{ idle_timeout: 60s }"
@@ -334,6 +338,8 @@ def main():
     p.add_argument("--budget-mode", choices=["requests", "successes"], default="requests")
     p.add_argument("--listener-protocols", help="comma list, e.g. http1,h2c (default: not written)")
     p.add_argument("--upstream-protocol", help="e.g. h2c (default: not written)")
+    p.add_argument("--access-log", choices=["on", "off"], default="off",
+                   help="the listener's access log (default off, like the other proxies')")
     p = sub.add_parser("haproxy-config", help="print the benchmark's HAProxy config")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--upstream-port", type=int, required=True)
@@ -373,7 +379,8 @@ def main():
     elif a.cmd == "onelayer-config":
         protocols = a.listener_protocols.split(",") if a.listener_protocols else None
         sys.stdout.write(onelayer_config(a.upstream_port, a.layer, a.workers, a.max_connections,
-                                         a.budget_mode, protocols, a.upstream_protocol))
+                                         a.budget_mode, protocols, a.upstream_protocol,
+                                         access_log=a.access_log == "on"))
     elif a.cmd == "haproxy-config":
         sys.stdout.write(haproxy_config(a.port, a.upstream_port, a.maxconn, a.nofile, a.proto))
     elif a.cmd == "wrk":

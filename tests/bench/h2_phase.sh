@@ -66,6 +66,7 @@ start_h2_onelayer() {  # NAME UPSTREAM_PORT
   mkdir -p "$dir"
   "$PY" "$UTIL" onelayer-config --upstream-port "$up" --layer bench --workers "$ONELAYER_WORKERS" \
     --max-connections $((NOFILE - 200)) --listener-protocols http1,h2c --upstream-protocol h2c \
+    --access-log "${BENCH_ACCESS_LOG:-off}" \
     >"$dir/onelayer.yaml"
   if ! "$ONELAYER_BIN" --check --config "$dir/onelayer.yaml" >"$dir/check.log" 2>&1; then
     grep -v '^$' "$dir/check.log" | head -n 3 | sed 's/^[^ ]*yaml:[0-9:]* //' | awk 'NR > 1 { printf "; " } { printf "%s", $0 }' >"$dir/unavailable"

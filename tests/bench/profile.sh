@@ -23,7 +23,9 @@
 #
 # Usage: tests/bench/profile.sh [--syscalls | --h2 [--nghttpx]] [ONELAYER_BIN]   (default build-rel/onelayer)
 # Environment: PROFILE_SECONDS (default 5), PROFILE_TOP (default 30),
-#              PROFILE_KEEP=1 keeps the temporary directory.
+#              PROFILE_KEEP=1 keeps the temporary directory,
+#              PROFILE_ACCESS_LOG=on turns onelayer's access log on (default
+#              off, as in tests/bench/run.sh).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -38,6 +40,7 @@ H2_REQUESTS=${PROFILE_H2_REQUESTS:-20000}
 BIN=${1:-$REPO/build-rel/onelayer}
 SECONDS_LOAD=${PROFILE_SECONDS:-5}
 TOP=${PROFILE_TOP:-30}
+ACCESS_LOG=${PROFILE_ACCESS_LOG:-off}
 if [[ $MODE == syscalls ]]; then tools="strace wrk nginx python3"; else tools="valgrind callgrind_control callgrind_annotate wrk nginx python3"; fi
 [[ $H2 == 1 ]] && tools="$tools h2load"
 H2_ECHO_MODULE=/usr/lib/nginx/modules/ngx_http_echo_module.so
@@ -97,10 +100,11 @@ python3 "$HERE/bench_util.py" waitport "$ORIGIN_PORT" --timeout 10
 
 if [[ $H2 == 1 ]]; then
   python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile \
-    --listener-protocols http1,h2c --upstream-protocol h2c >"$TMP/onelayer.yaml"
+    --listener-protocols http1,h2c --upstream-protocol h2c --access-log "$ACCESS_LOG" >"$TMP/onelayer.yaml"
   head -c 64 /dev/zero | tr '\0' 'p' >"$TMP/body.bin"
 else
-  python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile >"$TMP/onelayer.yaml"
+  python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile \
+    --access-log "$ACCESS_LOG" >"$TMP/onelayer.yaml"
 fi
 
 load() {  # load SECONDS [warm]: wrk (or h2load with --h2) against onelayer; prints "requests: N"; fails on non-2xx

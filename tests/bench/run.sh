@@ -334,7 +334,8 @@ start_onelayer() {  # NAME UPSTREAM_PORT LAYER_ID
   local name=$1 up=$2 layer=$3 dir="$TMP/$1"
   mkdir -p "$dir"
   "$PY" "$UTIL" onelayer-config --upstream-port "$up" --layer "$layer" --workers "$ONELAYER_WORKERS" \
-    --max-connections $((NOFILE - 200)) --budget-mode "${ONELAYER_BUDGET_MODE:-requests}" >"$dir/onelayer.yaml"
+    --max-connections $((NOFILE - 200)) --budget-mode "${ONELAYER_BUDGET_MODE:-requests}" \
+    --access-log "${BENCH_ACCESS_LOG:-off}" >"$dir/onelayer.yaml"
   launch_onelayer "$name"
 }
 
@@ -343,7 +344,8 @@ start_onelayer() {  # NAME UPSTREAM_PORT LAYER_ID
 launch_onelayer() {
   local name=$1 dir="$TMP/$1" port
   rm -f "$dir/ports"
-  # The access log (always on, stdout) goes to /dev/null: formatted, not stored.
+  # The access log is off (--access-log off, as HAProxy's, NGINX's and
+  # nghttpx's); with BENCH_ACCESS_LOG=on it goes to /dev/null: formatted, not stored.
   "$ONELAYER_BIN" --config "$dir/onelayer.yaml" --ports-file "$dir/ports" --log-level warn \
     >/dev/null 2>"$TMP/logs/$name.log" &
   PIDS+=($!)

@@ -203,6 +203,11 @@ class OnelayerConfigs(unittest.TestCase):
         self.assertIn("    protocols: [http1, h2c]\n", h2)
         self.assertIn("    protocol: h2c\n", h2)
 
+    def test_access_log_off_unless_asked(self):
+        # The other proxies run without an access log: so does onelayer.
+        self.assertIn("    access_log: false\n", bench_util.onelayer_config(8080, "bench", 1, 0))
+        self.assertNotIn("access_log", bench_util.onelayer_config(8080, "bench", 1, 0, access_log=True))
+
     def test_grpc_storm_route_retries_unavailable_and_is_idempotent(self):
         cfg = grpc_storm.onelayer_config(9000, "hop1")
         self.assertIn("retry_on: [unavailable, reset, 503]", cfg)

@@ -6,6 +6,7 @@ retry reasons and declined reason; process logs on stderr, JSON too with
 import json
 import re
 import signal
+import subprocess
 import unittest
 
 import harness as h
@@ -151,6 +152,40 @@ class LoggingTest(IntegrationTest):
         self.assertEqual((recs[0]["listener"], recs[0]["error"]), ("main", "no_route"))
         # Which request found no route is what an operator looks for.
         self.assertEqual((recs[0]["method"], recs[0]["path"]), ("GET", "/elsewhere"), recs[0])
+
+
+    def test_listener_with_access_log_false_writes_no_access_lines(self):
+        # Two listeners on one upstream: "quiet" says access_log: false, so
+        # neither its routed requests (HTTP/1.1 and HTTP/2), its refusals nor
+        # its unrouted requests leave a line; "loud" still logs, and the
+        # quiet listener's requests are still counted in the metrics.
+        self.origin = self.start_origin(default=h.respond(200, body=b"ok"))
+        route = ops.route("r", match={"path_prefix": "/r"})
+        self.proxy = self.start_proxy(ops.config(
+            [ops.listener("loud", [route]), ops.listener("quiet", [route], access_log=False)],
+            [ops.upstream("origin", [self.origin.endpoint])]))
+        quiet = self.proxy.port("quiet")
+        with h.Conn(quiet) as c:
+            self.assertEqual(c.request("GET", "/r/quiet-h1").status, 200)
+            self.assertProxyError(c.request("GET", "/unrouted-quiet"), 404, "no_route")
+        r = subprocess.run(["nghttp", "http://127.0.0.1:%d/r/quiet-h2" % quiet], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = subprocess.run(["nghttp", "http://127.0.0.1:%d/unrouted-quiet-h2" % quiet], capture_output=True,
+                           text=True, timeout=30)
+        self.assertIn("no_route", r.stdout)
+        with h.Conn(self.proxy.port("loud")) as c:
+            self.assertEqual(c.request("GET", "/r/loud").status, 200)
+        # The loud line is written after the quiet ones on the same worker
+        # path; once it is flushed, a quiet line would have been too.
+        (loud,) = ops.access_records(self.proxy, 1, lambda rec: rec.get("path") == "/r/loud")
+        self.assertEqual(loud["listener"], "loud")
+        quiet_lines = [line for line in self.proxy.access_log() if "quiet" in line]
+        self.assertEqual(quiet_lines, [])
+        text = ops.admin(self.proxy, "GET", "/metrics").body.decode()
+        for protocol in ("http1", "h2"):
+            self.assertRegex(text, r'onelayer_requests_total\{listener="quiet",route="r",code="200",protocol="%s"\} 1\b'
+                             % protocol)
 
 
 if __name__ == "__main__":

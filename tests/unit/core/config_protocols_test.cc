@@ -1,4 +1,4 @@
-// listeners[].protocols and limits.max_concurrent_streams: defaults, the
+// listeners[].protocols, limits.max_concurrent_streams and access_log: defaults, the
 // lists that are allowed, the errors of bad ones, and the YAML round trip.
 #include <doctest/doctest.h>
 
@@ -75,4 +75,17 @@ TEST_CASE("config protocols: max_concurrent_streams is 1 to 10000 and round-trip
     REQUIRE(e.size() == 1);
     CHECK(e[0].find("listeners[0].limits.max_concurrent_streams") != std::string::npos);
   }
+}
+
+TEST_CASE("config listener access_log: on unless false, refused when not a bool, and round-trips") {
+  ConfigPtr c = load_ok(listener_with(""));
+  CHECK(c->listeners[0].access_log);
+  c = load_ok(listener_with("    access_log: false\n"));
+  CHECK_FALSE(c->listeners[0].access_log);
+  test::check_round_trip(*c);
+  CHECK(config_to_yaml(*c).find("access_log: false") != std::string::npos);
+
+  auto e = errors_of(listener_with("    access_log: sometimes\n"));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("listeners[0].access_log: expected true or false") != std::string::npos);
 }
