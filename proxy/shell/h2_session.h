@@ -19,6 +19,7 @@
 // turns true; see docs/http2.md.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -216,6 +217,8 @@ class H2Session {
   void close_streams(uint32_t error_code = kCancel);
 
   size_t open_streams() const { return streams_.size(); }
+  // Field names sent as literals never indexed (listed in h2_session.cc).
+  static constexpr size_t kPerMessageNames = 14;
   const Stats& stats() const { return stats_; }
   Role role() const { return role_; }
 
@@ -291,6 +294,9 @@ class H2Session {
   bool error_goaway_written_ = false;  // nghttp2_session_mem_send failed: nothing more to write
   int32_t last_submitted_ = 0;
   int32_t drain_last_stream_id_ = 0;
+  // Fields submitted on this connection with each never-indexed name: which
+  // of them seed the name into the HPACK encoder's table (h2_session.cc).
+  std::array<uint32_t, kPerMessageNames> per_message_sent_{};
 };
 
 }  // namespace onelayer
