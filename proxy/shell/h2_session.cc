@@ -417,7 +417,10 @@ struct H2Session::Callbacks {
       }
       return 0;
     }
-    h.fields.push_back(Header{std::string(n), std::string(v)});
+    // Built in place: no temporary strings moved in.
+    Header& f = h.fields.emplace_back();
+    f.name.assign(n);
+    f.value.assign(v);
     return 0;
   }
 
