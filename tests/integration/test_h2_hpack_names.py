@@ -6,7 +6,7 @@ puts their names in onelayer's encoder table; every later one sends them as
 literals never indexed whose name is an index into that table, and they
 still decode, with Debian's python3-hpack, to that request's values."""
 
-import socket
+import socketserver
 import sys
 import threading
 import unittest
@@ -93,29 +93,26 @@ class RawH2Origin:
         self.requests = []  # per request, in arrival order: [EncodedField]
         self.connections = 0
         self.errors = []
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._accept_loop, daemon=True).start()
+        origin = self
+
+        class Connection(socketserver.BaseRequestHandler):
+            def handle(self):
+                origin._serve(self.request)
+
+        self.server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Connection)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self):
-        self.sock.close()
-
-    def _accept_loop(self):
-        while True:
-            try:
-                s, _ = self.sock.accept()
-            except OSError:
-                return
-            with self.lock:
-                self.connections += 1
-            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+        self.server.shutdown()
+        self.server.server_close()
 
     def _serve(self, s):
+        with self.lock:
+            self.connections += 1
         try:
-            with s:
-                self._converse(s)
+            self._converse(s)
         except Exception as e:  # noqa: BLE001  (recorded, asserted by the test)
             with self.lock:
                 self.errors.append(repr(e))
