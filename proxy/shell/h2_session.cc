@@ -295,15 +295,6 @@ void H2Session::give_back_held_head(std::unique_ptr<HeldHead> h) {
   if (h->bytes() <= kSpareHeldBytes) SpareList<std::unique_ptr<HeldHead>, kSpareHeldHeads>::give_back(std::move(h));
 }
 
-void H2Session::release_held(int32_t stream) {
-  if (held_.empty()) return;
-  auto it = held_.find(stream);
-  if (it == held_.end()) return;
-  std::unique_ptr<HeldHead> h = std::move(it->second);
-  held_.erase(it);
-  give_back_held_head(std::move(h));
-}
-
 struct H2Session::Stream {
   ONELAYER_RECYCLED_BLOCKS(Stream)
   int32_t id = 0;
@@ -328,11 +319,26 @@ struct H2Session::Stream {
   bool local_reset = false;   // reset_stream(), or our RST NO_ERROR after a full response
   uint32_t refused_code = 0;  // we reset it for the peer's fault: the Handler hears this code
   void* owner = nullptr;      // set_stream_owner()
+  std::unique_ptr<HeldHead> held;  // our head from a field block, until nghttp2 has encoded it
 
   // Events go to the Handler: streams we opened, and peer streams whose head
   // it got.
   bool known() const { return !refused && (!peer_opened || head_delivered); }
 };
+
+void H2Session::release_held(int32_t stream) {
+  if (Stream* st = find(stream); st && st->held) {
+    give_back_held_head(std::move(st->held));
+    return;
+  }
+  for (auto it = orphaned_held_.begin(); it != orphaned_held_.end(); ++it) {
+    if (it->first != stream) continue;
+    std::unique_ptr<HeldHead> h = std::move(it->second);
+    orphaned_held_.erase(it);
+    give_back_held_head(std::move(h));
+    return;
+  }
+}
 
 // nghttp2's C callbacks. Each returns 0, or NGHTTP2_ERR_CALLBACK_FAILURE to
 // stop reading input once the session failed.
@@ -657,8 +663,8 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
 H2Session::~H2Session() {
   handler_ = nullptr;
   nghttp2_session_del(session_);  // calls nothing back
-  streams_.clear();
-  held_.clear();  // after the session: nothing points into them now
+  streams_.clear();  // their held heads too: after the session, nothing points into them now
+  orphaned_held_.clear();
 }
 
 // A stream is found through nghttp2's own stream map (its user data points
@@ -711,6 +717,8 @@ std::unique_ptr<H2Session::Stream> H2Session::remove_stream(int32_t id, bool unh
   // we drop while nghttp2 keeps it (close_streams) must not point at us.
   if (unhook) nghttp2_session_set_stream_user_data(session_, id, nullptr);
   if (!st->peer_opened) --own_streams_;
+  // nghttp2 may still encode the head, or drop it (on_frame_not_send).
+  if (st->held) orphaned_held_.emplace_back(id, std::move(st->held));
   return st;
 }
 
@@ -883,7 +891,7 @@ int32_t H2Session::submit_request(const RequestLine& line, const H2FieldBlock& f
     give_back_held_head(std::move(held));
     return 0;
   }
-  held_.emplace(last_submitted_, std::move(held));
+  find(last_submitted_)->held = std::move(held);
   return last_submitted_;
 }
 
@@ -910,7 +918,7 @@ bool H2Session::submit_response(int32_t stream, int status, const H2FieldBlock& 
     give_back_held_head(std::move(held));
     return false;
   }
-  held_.emplace(stream, std::move(held));
+  find(stream)->held = std::move(held);
   return true;
 }
 

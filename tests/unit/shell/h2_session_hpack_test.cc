@@ -2,7 +2,8 @@
 // literals never indexed whose name refers to the encoder's dynamic table
 // once a first message has put it there. The session's output is read back
 // representation by representation (RFC 7541 6), each paired with what
-// nghttp2's own decoder makes of it.
+// nghttp2's own decoder makes of it. Read the same way: a head submitted
+// from a field block is encoded from what it was, however its stream ended.
 #include <doctest/doctest.h>
 #include <nghttp2/nghttp2.h>
 
@@ -283,4 +284,28 @@ TEST_CASE("h2 hpack: fields off the never-indexed list are left to nghttp2") {
     CHECK(field_named(block, "cookie").form == Form::never_indexed);
     CHECK(field_named(block, "x-plain").form == (n == 0 ? Form::incremental : Form::indexed));
   }
+}
+
+TEST_CASE("h2 a head from a field block whose stream was dropped before it was written still goes out as it was") {
+  // close_streams() drops the session's record of the stream while nghttp2
+  // still has the HEADERS queued: what its names and values point at must
+  // outlive the record, untouched by the heads submitted after it.
+  EncodingClient c;
+  H2FieldBlock first;
+  first.put("x-first", std::string(40, 'a'));
+  REQUIRE(c.session.submit_request({"POST", "http", "origin.test", "/one"}, first, true) > 0);
+  c.session.close_streams();
+  CHECK(c.session.open_streams() == 0);
+  for (int i = 0; i < 3; ++i) {
+    H2FieldBlock later;
+    later.put("x-later", std::string(40, char('b' + i)));
+    REQUIRE(c.session.submit_request({"POST", "http", "origin.test", "/later"}, later, true) > 0);
+  }
+  std::string out;
+  c.session.flush(out);
+  std::vector<std::vector<EncodedField>> blocks = c.reader.read(out);
+  REQUIRE(blocks.size() == 4);
+  CHECK(field_named(blocks[0], ":path").value == "/one");
+  CHECK(field_named(blocks[0], "x-first").value == std::string(40, 'a'));
+  for (int i = 0; i < 3; ++i) CHECK(field_named(blocks[1 + i], "x-later").value == std::string(40, char('b' + i)));
 }
