@@ -100,7 +100,9 @@ OutgoingRule outgoing_field(std::string_view n, std::string_view value) {
 // new entries came after it; if that happens, the messages until the next
 // seed carry the name as a literal (what every message did before), and
 // when it does not, a seed costs one entry of about 100 bytes in 64
-// messages. Which entries were evicted is nghttp2's to know, not ours.
+// messages. Which entries were evicted is nghttp2's to know, not ours. A
+// seed whose message never went out (reset before it was written) is made
+// up for the same way.
 constexpr uint32_t kReseedEvery = 64;
 
 // The name/value pairs of one submit call (nghttp2 copies them): they point
@@ -273,8 +275,6 @@ struct H2Session::HeldHead {
   std::string method, scheme, authority, path;  // requests
   size_t bytes() const { return fields.bytes() + method.size() + scheme.size() + authority.size() + path.size(); }
 };
-
-static_assert(H2Session::kPerMessageNames == kPerMessageNameCount);
 
 namespace {
 
@@ -613,6 +613,7 @@ H2Session::H2Session(Role role, Handler* handler) : H2Session(role, handler, Lim
 
 H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
     : role_(role), handler_(handler), limits_(limits), reset_tokens_(limits.rapid_reset_burst) {
+  static_assert(kPerMessageNames == kPerMessageNameCount);
   nghttp2_session_callbacks* cb = nullptr;
   nghttp2_session_callbacks_new(&cb);
   nghttp2_session_callbacks_set_on_begin_frame_callback(cb, Callbacks::on_begin_frame);

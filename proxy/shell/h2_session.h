@@ -217,8 +217,6 @@ class H2Session {
   void close_streams(uint32_t error_code = kCancel);
 
   size_t open_streams() const { return streams_.size(); }
-  // Field names sent as literals never indexed (listed in h2_session.cc).
-  static constexpr size_t kPerMessageNames = 14;
   const Stats& stats() const { return stats_; }
   Role role() const { return role_; }
 
@@ -293,8 +291,10 @@ class H2Session {
   bool error_goaway_written_ = false;  // nghttp2_session_mem_send failed: nothing more to write
   int32_t last_submitted_ = 0;
   int32_t drain_last_stream_id_ = 0;
-  // Fields submitted on this connection with each never-indexed name: which
-  // of them seed the name into the HPACK encoder's table (h2_session.cc).
+  // Fields submitted on this connection with each of the names sent as
+  // literals never indexed (listed in h2_session.cc): which of them seed
+  // the name into the HPACK encoder's table.
+  static constexpr size_t kPerMessageNames = 14;
   std::array<uint32_t, kPerMessageNames> per_message_sent_{};
 };
 
