@@ -28,37 +28,82 @@ constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 // time left) go as literals never indexed (RFC 7541 6.2.3). Indexed, each
 // would take a slot of the HPACK dynamic table on every request and push
 // out the fields that do repeat (user-agent, via, ...), which then go as
-// literals again: more bytes and more work for both ends.
+// literals again: more bytes and more work for both ends. None of their
+// names is in the static table; how the name still goes by index is
+// FieldList::add_regular's.
 enum class OutgoingField { indexed, never_indexed, dropped };
 
-OutgoingField outgoing_field(std::string_view n, std::string_view value) {
+// The names of the never-indexed fields, each a slot of
+// H2Session::per_message_sent_.
+enum PerMessageName : uint8_t {
+  kB3,
+  kBaggage,
+  kTracestate,
+  kTraceparent,
+  kXB3Spanid,
+  kXRequestId,
+  kGrpcTimeout,
+  kXB3Traceid,
+  kSentryTrace,
+  kUberTraceId,
+  kXAmznTraceId,
+  kXB3Parentspanid,
+  kXRequestTimeoutMs,
+  kXCloudTraceContext,
+  kPerMessageNameCount,
+};
+
+struct OutgoingRule {
+  OutgoingField kind = OutgoingField::indexed;
+  PerMessageName name = kB3;  // never_indexed: which one
+};
+
+constexpr OutgoingRule kIndexed{};
+constexpr OutgoingRule kDropped{OutgoingField::dropped};
+constexpr OutgoingRule never_indexed(PerMessageName name) { return {OutgoingField::never_indexed, name}; }
+
+OutgoingRule outgoing_field(std::string_view n, std::string_view value) {
   switch (n.size()) {
     case 2:
-      if (n == "te") return iequals(trim_ows(value), "trailers") ? OutgoingField::indexed : OutgoingField::dropped;
-      return n == "b3" ? OutgoingField::never_indexed : OutgoingField::indexed;
+      if (n == "te") return iequals(trim_ows(value), "trailers") ? kIndexed : kDropped;
+      return n == "b3" ? never_indexed(kB3) : kIndexed;
     case 7:
-      if (n == "upgrade") return OutgoingField::dropped;
-      return n == "baggage" ? OutgoingField::never_indexed : OutgoingField::indexed;
+      if (n == "upgrade") return kDropped;
+      return n == "baggage" ? never_indexed(kBaggage) : kIndexed;
     case 10:
-      if (n == "connection" || n == "keep-alive") return OutgoingField::dropped;
-      return n == "tracestate" ? OutgoingField::never_indexed : OutgoingField::indexed;
+      if (n == "connection" || n == "keep-alive") return kDropped;
+      return n == "tracestate" ? never_indexed(kTracestate) : kIndexed;
     case 11:
-      return n == "traceparent" || n == "x-b3-spanid" ? OutgoingField::never_indexed : OutgoingField::indexed;
+      if (n == "traceparent") return never_indexed(kTraceparent);
+      return n == "x-b3-spanid" ? never_indexed(kXB3Spanid) : kIndexed;
     case 12:
-      return n == "x-request-id" || n == "grpc-timeout" || n == "x-b3-traceid" || n == "sentry-trace"
-                 ? OutgoingField::never_indexed
-                 : OutgoingField::indexed;
-    case 13: return n == "uber-trace-id" ? OutgoingField::never_indexed : OutgoingField::indexed;
-    case 15: return n == "x-amzn-trace-id" ? OutgoingField::never_indexed : OutgoingField::indexed;
-    case 16: return n == "proxy-connection" ? OutgoingField::dropped : OutgoingField::indexed;
+      if (n == "x-request-id") return never_indexed(kXRequestId);
+      if (n == "grpc-timeout") return never_indexed(kGrpcTimeout);
+      if (n == "x-b3-traceid") return never_indexed(kXB3Traceid);
+      return n == "sentry-trace" ? never_indexed(kSentryTrace) : kIndexed;
+    case 13: return n == "uber-trace-id" ? never_indexed(kUberTraceId) : kIndexed;
+    case 15: return n == "x-amzn-trace-id" ? never_indexed(kXAmznTraceId) : kIndexed;
+    case 16: return n == "proxy-connection" ? kDropped : kIndexed;
     case 17:
-      if (n == "transfer-encoding") return OutgoingField::dropped;
-      return n == "x-b3-parentspanid" ? OutgoingField::never_indexed : OutgoingField::indexed;
-    case 20: return n == "x-request-timeout-ms" ? OutgoingField::never_indexed : OutgoingField::indexed;
-    case 21: return n == "x-cloud-trace-context" ? OutgoingField::never_indexed : OutgoingField::indexed;
-    default: return OutgoingField::indexed;
+      if (n == "transfer-encoding") return kDropped;
+      return n == "x-b3-parentspanid" ? never_indexed(kXB3Parentspanid) : kIndexed;
+    case 20: return n == "x-request-timeout-ms" ? never_indexed(kXRequestTimeoutMs) : kIndexed;
+    case 21: return n == "x-cloud-trace-context" ? never_indexed(kXCloudTraceContext) : kIndexed;
+    default: return kIndexed;
   }
 }
+
+// A never-indexed field's name is re-sent into the dynamic table on every
+// this-many-th message of the connection that carries it (the first one
+// included). Fields that repeat are found whole in the table and never
+// enter it twice, so the seeded entry only goes once 4 KB (the table) of
+// new entries came after it; if that happens, the messages until the next
+// seed carry the name as a literal (what every message did before), and
+// when it does not, a seed costs one entry of about 100 bytes in 64
+// messages. Which entries were evicted is nghttp2's to know, not ours. A
+// seed whose message never went out (reset before it was written) is made
+// up for the same way.
+constexpr uint32_t kReseedEvery = 64;
 
 // The name/value pairs of one submit call (nghttp2 copies them): they point
 // at the caller's strings, which outlive the call; only a name that needs
@@ -67,10 +112,16 @@ OutgoingField outgoing_field(std::string_view n, std::string_view value) {
 // the heap.
 class FieldList {
  public:
+  // For heads without regular fields (a status, the 431): a never-indexed
+  // field would go with its name as a literal.
   FieldList() = default;
-  // The names and values outlive the frame (an H2Session::HeldHead holds
-  // them): nghttp2 takes pointers instead of copying every one.
-  explicit FieldList(bool no_copy) : no_copy_(no_copy) {}
+  // `per_message_sent`: the session's count of fields sent with each
+  // PerMessageName (kPerMessageNameCount of them), read and advanced by
+  // add_regular(). With `no_copy`, the names and values outlive the frame
+  // (an H2Session::HeldHead holds them): nghttp2 takes pointers instead of
+  // copying every one.
+  explicit FieldList(uint32_t* per_message_sent, bool no_copy = false)
+      : per_message_sent_(per_message_sent), no_copy_(no_copy) {}
   FieldList(const FieldList&) = delete;
   FieldList& operator=(const FieldList&) = delete;
   void add(std::string_view name, std::string_view value, uint8_t flags = NGHTTP2_NV_FLAG_NONE) {
@@ -120,11 +171,32 @@ class FieldList {
 
   // A regular field (name in lower case): dropped, indexed or never indexed
   // as outgoing_field() says; pseudo-header names are not taken here.
+  //
+  // A never-indexed field still has its name sent by index: nghttp2 looks
+  // a never-indexed field's name up in its encoder's dynamic table (RFC
+  // 7541 6.2.3 allows the reference), so the first such field of a
+  // connection, and every kReseedEvery-th, goes without the flag (nghttp2
+  // then indexes it: name and this message's value enter the table) and
+  // the others refer to that entry's name. The value held there is one
+  // message's trace or request id or time left: not a secret (it is sent
+  // in the clear to the same peer anyway), only of no use again. Fields
+  // that are secret (authorization, short cookies) are not on the list:
+  // nghttp2 itself never indexes them.
   void add_regular(std::string_view name, std::string_view value) {
     if (name.empty() || name[0] == ':') return;
-    OutgoingField kind = outgoing_field(name, value);
-    if (kind == OutgoingField::dropped) return;
-    add(name, value, kind == OutgoingField::never_indexed ? NGHTTP2_NV_FLAG_NO_INDEX : NGHTTP2_NV_FLAG_NONE);
+    OutgoingRule rule = outgoing_field(name, value);
+    if (rule.kind == OutgoingField::dropped) return;
+    if (rule.kind == OutgoingField::indexed || seeds_name(rule.name)) {
+      add(name, value);
+      return;
+    }
+    add(name, value, NGHTTP2_NV_FLAG_NO_INDEX);
+  }
+
+  // Whether a field of `name`, never indexed, goes with indexing this time
+  // (counted); never without the session's counts.
+  bool seeds_name(PerMessageName name) {
+    return per_message_sent_ && per_message_sent_[name]++ % kReseedEvery == 0;
   }
 
   // `name` in lower case, kept in lowered_ for the life of the list. The
@@ -144,6 +216,7 @@ class FieldList {
   }
 
   static constexpr size_t kInline = 32;
+  uint32_t* per_message_sent_ = nullptr;
   nghttp2_nv inline_[kInline];  // the first kInline fields (left uninitialised until added)
   size_t size_ = 0;
   std::vector<nghttp2_nv> spill_;  // every field, once there are more
@@ -222,15 +295,6 @@ void H2Session::give_back_held_head(std::unique_ptr<HeldHead> h) {
   if (h->bytes() <= kSpareHeldBytes) SpareList<std::unique_ptr<HeldHead>, kSpareHeldHeads>::give_back(std::move(h));
 }
 
-void H2Session::release_held(int32_t stream) {
-  if (held_.empty()) return;
-  auto it = held_.find(stream);
-  if (it == held_.end()) return;
-  std::unique_ptr<HeldHead> h = std::move(it->second);
-  held_.erase(it);
-  give_back_held_head(std::move(h));
-}
-
 struct H2Session::Stream {
   ONELAYER_RECYCLED_BLOCKS(Stream)
   int32_t id = 0;
@@ -255,11 +319,26 @@ struct H2Session::Stream {
   bool local_reset = false;   // reset_stream(), or our RST NO_ERROR after a full response
   uint32_t refused_code = 0;  // we reset it for the peer's fault: the Handler hears this code
   void* owner = nullptr;      // set_stream_owner()
+  std::unique_ptr<HeldHead> held;  // our head from a field block, until nghttp2 has encoded it
 
   // Events go to the Handler: streams we opened, and peer streams whose head
   // it got.
   bool known() const { return !refused && (!peer_opened || head_delivered); }
 };
+
+void H2Session::release_held(int32_t stream) {
+  if (Stream* st = find(stream); st && st->held) {
+    give_back_held_head(std::move(st->held));
+    return;
+  }
+  for (auto it = orphaned_held_.begin(); it != orphaned_held_.end(); ++it) {
+    if (it->first != stream) continue;
+    std::unique_ptr<HeldHead> h = std::move(it->second);
+    orphaned_held_.erase(it);
+    give_back_held_head(std::move(h));
+    return;
+  }
+}
 
 // nghttp2's C callbacks. Each returns 0, or NGHTTP2_ERR_CALLBACK_FAILURE to
 // stop reading input once the session failed.
@@ -344,7 +423,10 @@ struct H2Session::Callbacks {
       }
       return 0;
     }
-    h.fields.push_back(Header{std::string(n), std::string(v)});
+    // Built in place: no temporary strings moved in.
+    Header& f = h.fields.emplace_back();
+    f.name.assign(n);
+    f.value.assign(v);
     return 0;
   }
 
@@ -512,7 +594,7 @@ struct H2Session::Callbacks {
       if (st->trailers_pending) {
         *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
         st->trailers_pending = false;
-        FieldList f;
+        FieldList f(s.per_message_sent_.data());
         f.add_fields(st->out_trailers);
         if (nghttp2_submit_trailer(session, id, f.data(), f.size()) != 0)
           return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -531,6 +613,7 @@ H2Session::H2Session(Role role, Handler* handler) : H2Session(role, handler, Lim
 
 H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
     : role_(role), handler_(handler), limits_(limits), reset_tokens_(limits.rapid_reset_burst) {
+  static_assert(kPerMessageNames == kPerMessageNameCount);
   nghttp2_session_callbacks* cb = nullptr;
   nghttp2_session_callbacks_new(&cb);
   nghttp2_session_callbacks_set_on_begin_frame_callback(cb, Callbacks::on_begin_frame);
@@ -581,8 +664,8 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
 H2Session::~H2Session() {
   handler_ = nullptr;
   nghttp2_session_del(session_);  // calls nothing back
-  streams_.clear();
-  held_.clear();  // after the session: nothing points into them now
+  streams_.clear();  // their held heads too: after the session, nothing points into them now
+  orphaned_held_.clear();
 }
 
 // A stream is found through nghttp2's own stream map (its user data points
@@ -635,6 +718,8 @@ std::unique_ptr<H2Session::Stream> H2Session::remove_stream(int32_t id, bool unh
   // we drop while nghttp2 keeps it (close_streams) must not point at us.
   if (unhook) nghttp2_session_set_stream_user_data(session_, id, nullptr);
   if (!st->peer_opened) --own_streams_;
+  // nghttp2 may still encode the head, or drop it (on_frame_not_send).
+  if (st->held) orphaned_held_.emplace_back(id, std::move(st->held));
   return st;
 }
 
@@ -780,7 +865,7 @@ bool H2Session::can_submit_request() const {
 }
 
 bool H2Session::submit_head(int32_t stream, const Head& head, bool request, bool end_stream) {
-  FieldList f;
+  FieldList f(per_message_sent_.data());
   if (request) f.add_request_line(head.method, head.scheme, head.authority, head.path);
   else f.add_status(head.status);
   f.add_fields(head.fields);
@@ -800,14 +885,14 @@ int32_t H2Session::submit_request(const RequestLine& line, const H2FieldBlock& f
   held->scheme.assign(line.scheme);
   held->authority.assign(line.authority);
   held->path.assign(line.path);
-  FieldList f(true);
+  FieldList f(per_message_sent_.data(), true);
   f.add_request_line(held->method, held->scheme, held->authority, held->path);
   f.add_block(held->fields);
   if (!Callbacks::submit_fields(*this, 0, f, true, end_stream)) {
     give_back_held_head(std::move(held));
     return 0;
   }
-  held_.emplace(last_submitted_, std::move(held));
+  find(last_submitted_)->held = std::move(held);
   return last_submitted_;
 }
 
@@ -827,14 +912,14 @@ bool H2Session::submit_response(int32_t stream, int status, const H2FieldBlock& 
   if (!can_answer(stream) || status < 200 || status > 999) return false;
   std::unique_ptr<HeldHead> held = take_held_head();
   held->fields = fields;
-  FieldList f(true);
+  FieldList f(per_message_sent_.data(), true);
   f.add_status(status);
   f.add_block(held->fields);
   if (!Callbacks::submit_fields(*this, stream, f, false, end_stream)) {
     give_back_held_head(std::move(held));
     return false;
   }
-  held_.emplace(stream, std::move(held));
+  find(stream)->held = std::move(held);
   return true;
 }
 

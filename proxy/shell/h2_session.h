@@ -19,6 +19,7 @@
 // turns true; see docs/http2.md.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -252,11 +253,10 @@ class H2Session {
                      RecyclingAllocator<std::pair<const int32_t, std::unique_ptr<Stream>>>>
       streams_;
   size_t own_streams_ = 0;  // streams_ we opened (client)
-  // Heads submitted from a field block that nghttp2 has not encoded yet,
-  // with what their names and values point at (no copy by nghttp2).
-  std::unordered_map<int32_t, std::unique_ptr<HeldHead>, std::hash<int32_t>, std::equal_to<int32_t>,
-                     RecyclingAllocator<std::pair<const int32_t, std::unique_ptr<HeldHead>>>>
-      held_;
+  // A head submitted from a field block that nghttp2 has not encoded yet
+  // (what its names and values point at: no copy by nghttp2) is held by its
+  // Stream; one whose Stream went first waits here for nghttp2's verdict.
+  std::vector<std::pair<int32_t, std::unique_ptr<HeldHead>>> orphaned_held_;
   int32_t last_found_id_ = 0;  // find()'s memory of its last answer
   Stream* last_found_ = nullptr;
   // The stream whose on_closed()/on_reset() is running: gone from streams_,
@@ -291,6 +291,11 @@ class H2Session {
   bool error_goaway_written_ = false;  // nghttp2_session_mem_send failed: nothing more to write
   int32_t last_submitted_ = 0;
   int32_t drain_last_stream_id_ = 0;
+  // Fields submitted on this connection with each of the names sent as
+  // literals never indexed (listed in h2_session.cc): which of them seed
+  // the name into the HPACK encoder's table.
+  static constexpr size_t kPerMessageNames = 14;
+  std::array<uint32_t, kPerMessageNames> per_message_sent_{};
 };
 
 }  // namespace onelayer
