@@ -76,6 +76,12 @@ inline char* copy_mapped(std::string_view in, char* out, Word word, Byte byte) {
   return out + n;
 }
 
+// ASCII capitals lowered on the way (onelayer::copy_lowercase, inline for
+// the HTTP/2 field block, which lowers every name it is given).
+inline char* copy_lowercase(std::string_view in, char* out) {
+  return copy_mapped(in, out, [](uint64_t x) { return lower8(x); }, [](char c) { return ascii_lower(c); });
+}
+
 // A plain copy of a short string without a call to memcpy (which costs
 // more than the copy below 17 bytes); longer ones go to memcpy, so `out`
 // must not overlap `in`.

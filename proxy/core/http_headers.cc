@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "core/ascii_words.h"
 #include "core/baggage.h"
 #include "core/grpc_protocol.h"
 #include "core/grpc_timeout.h"
@@ -511,6 +512,8 @@ bool has_ascii_upper(std::string_view s) {
   return i < s.size() && capital_bits(load8(s.data() + s.size() - 8)) != 0;  // the tail, overlapping
 }
 
+
+char* copy_lowercase(std::string_view in, char* out) { return ascii_words::copy_lowercase(in, out); }
 
 bool is_token(std::string_view s) {
   bool ok = !s.empty();

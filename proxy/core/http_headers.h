@@ -11,7 +11,6 @@
 #include <string_view>
 #include <vector>
 
-#include "core/ascii_words.h"
 #include "core/config.h"
 
 namespace onelayer {
@@ -33,12 +32,9 @@ inline bool iequals(std::string_view a, std::string_view b) {
 }
 // Copies `in` to `out` (room for in.size() bytes) with ASCII capitals in
 // lower case, eight bytes at a time; `out` may be in.data() (lowering in
-// place). Returns the end of what it wrote. Inline: the HTTP/2 field block
-// lowers every name it is given.
-inline char* copy_lowercase(std::string_view in, char* out) {
-  return ascii_words::copy_mapped(
-      in, out, [](uint64_t x) { return ascii_words::lower8(x); }, [](char c) { return ascii_words::ascii_lower(c); });
-}
+// place). Returns the end of what it wrote. (ascii_words::copy_lowercase
+// is the same, inline.)
+char* copy_lowercase(std::string_view in, char* out);
 // Whether `s` holds an ASCII capital, eight bytes at a time.
 bool has_ascii_upper(std::string_view s);
 bool is_token(std::string_view s);                     // RFC 9110 5.6.2 tchar+, non-empty
