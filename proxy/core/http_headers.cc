@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "core/ascii_words.h"
 #include "core/baggage.h"
 #include "core/grpc_protocol.h"
 #include "core/grpc_timeout.h"
@@ -19,7 +20,11 @@ constexpr std::string_view kBaggage = "baggage";
 // Written when layer_id cannot be: ownership must still reach inner hops.
 constexpr std::string_view kFallbackOwner = "onelayer";
 
-char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+using ascii_words::ascii_lower;
+using ascii_words::capital_bits;
+using ascii_words::load4_to_7;
+using ascii_words::load8;
+using ascii_words::lower8;
 
 // Letters, digits and `others`, as a table of bytes.
 constexpr std::array<bool, 256> make_byte_table(std::string_view others) {
@@ -477,35 +482,6 @@ std::optional<uint64_t> parse_content_length(std::string_view v, size_t max_digi
   return n;
 }
 
-namespace {
-
-// The top bit of each byte of `x` that is an ASCII capital: a byte b < 0x80
-// is in 'A'..'Z' when b + (0x80 - 'A') has its top bit set and
-// b + (0x80 - 'Z' - 1) has not; bytes with the top bit set are no letter.
-uint64_t capital_bits(uint64_t x) {
-  constexpr uint64_t kOnes = 0x0101010101010101ull, kTops = 0x8080808080808080ull;
-  const uint64_t low7 = x & ~kTops;
-  return (low7 + (0x80 - 'A') * kOnes) & ~(low7 + (0x80 - 'Z' - 1) * kOnes) & ~x & kTops;
-}
-
-uint64_t load8(const char* p) {
-  uint64_t x;
-  std::memcpy(&x, p, 8);
-  return x;
-}
-
-uint64_t load4(const char* p) {
-  uint32_t x;
-  std::memcpy(&x, p, 4);
-  return x;
-}
-
-// 4 to 7 bytes as one word: the first four and the last four (overlapping).
-uint64_t load4_to_7(const char* p, size_t n) { return load4(p) | load4(p + n - 4) << 32; }
-
-uint64_t lower8(uint64_t x) { return x | capital_bits(x) >> 2; }
-
-}  // namespace
 
 bool iequals_bytes(const char* a, const char* b, size_t n) {
   if (n < 4) {
@@ -536,42 +512,17 @@ bool has_ascii_upper(std::string_view s) {
   return i < s.size() && capital_bits(load8(s.data() + s.size() - 8)) != 0;  // the tail, overlapping
 }
 
-// Eight bytes at a time: the capitals' top bits, moved down to 0x20, are
-// what lower-cases them.
-char* copy_lowercase(std::string_view in, char* out) {
-  const size_t n = in.size();
-  auto lower_word_at = [&](size_t at) {
-    const uint64_t x = lower8(load8(in.data() + at));
-    std::memcpy(out + at, &x, 8);
-  };
-  if (n < 4) {
-    for (size_t i = 0; i < n; ++i) out[i] = ascii_lower(in[i]);
-    return out + n;
-  }
-  if (n < 8) {  // the first four and the last four, both read before either is written
-    const uint64_t x = lower8(load4_to_7(in.data(), n));
-    const uint32_t head = static_cast<uint32_t>(x), tail = static_cast<uint32_t>(x >> 32);
-    std::memcpy(out, &head, 4);
-    std::memcpy(out + n - 4, &tail, 4);
-    return out + n;
-  }
-  if (n <= 16) {  // the first eight and the last eight, the same way
-    const uint64_t head = lower8(load8(in.data())), tail = lower8(load8(in.data() + n - 8));
-    std::memcpy(out, &head, 8);
-    std::memcpy(out + n - 8, &tail, 8);
-    return out + n;
-  }
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) lower_word_at(i);
-  // The last bytes as one more step over the last eight (lower-casing twice
-  // changes nothing, and the input bytes there are read before written).
-  if (i < n) lower_word_at(n - 8);
-  return out + n;
-}
+
+char* copy_lowercase(std::string_view in, char* out) { return ascii_words::copy_lowercase(in, out); }
 
 bool is_token(std::string_view s) {
-  bool ok = !s.empty();
-  for (unsigned char c : s) ok &= kTchar[c];  // no early exit: names are short, branches cost more
+  // No early exit (names are short, branches cost more), four bytes a step.
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  bool ok = n != 0;
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4) ok &= kTchar[p[i]] & kTchar[p[i + 1]] & kTchar[p[i + 2]] & kTchar[p[i + 3]];
+  for (; i < n; ++i) ok &= kTchar[p[i]];
   return ok;
 }
 

@@ -32,7 +32,8 @@ inline bool iequals(std::string_view a, std::string_view b) {
 }
 // Copies `in` to `out` (room for in.size() bytes) with ASCII capitals in
 // lower case, eight bytes at a time; `out` may be in.data() (lowering in
-// place). Returns the end of what it wrote.
+// place). Returns the end of what it wrote. (ascii_words::copy_lowercase
+// is the same, inline.)
 char* copy_lowercase(std::string_view in, char* out);
 // Whether `s` holds an ASCII capital, eight bytes at a time.
 bool has_ascii_upper(std::string_view s);

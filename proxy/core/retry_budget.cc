@@ -62,9 +62,21 @@ int64_t RetryBudget::cap_micro(int64_t second) const {
 }
 
 RetryBudget::Balance RetryBudget::refilled(TimePoint now) const {
+  if (now <= balance_.last) return balance_;  // out-of-order time: nothing to add
+  return refilled(now, cap_micro(second_of(now)));
+}
+
+RetryBudget::Balance RetryBudget::refilled(TimePoint now, int64_t cap) const {
   Balance b = balance_;
-  if (now <= b.last) return b;  // out-of-order time: nothing to add
-  const int64_t cap = cap_micro(second_of(now));
+  if (now <= b.last) return b;
+  if (b.micro >= cap) {
+    // Full already (a busy, healthy upstream keeps it there): any refill is
+    // lost to the cap, so the division below would change nothing.
+    b.last = now;
+    b.micro = cap;
+    b.carry = 0;
+    return b;
+  }
   const int64_t elapsed_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now - b.last).count();
   b.last = now;
   // floor_micro_ <= 1e15 and elapsed can be long: 128-bit product, exact.
@@ -84,12 +96,18 @@ RetryBudget::Balance RetryBudget::refilled(TimePoint now) const {
 void RetryBudget::on_request(TimePoint now) {
   std::lock_guard lock(mu_);
   if (mode_ == BudgetMode::successes) return;  // paid by attempt outcomes instead
-  balance_ = refilled(now);
-  const int64_t sec = second_of(balance_.last);
+  // The cap is summed once: the refill to `now` needs it at the second of
+  // the latest time seen, and this request's deposit raises it by exactly
+  // one ratio (a bucket found holding another second is out of the window,
+  // so dropping its count lowers nothing).
+  const int64_t sec = second_of(std::max(now, balance_.last));
+  int64_t cap = cap_micro(sec);
+  balance_ = refilled(now, cap);
   Bucket& bucket = window_[static_cast<size_t>(sec % kWindowSeconds)];
   if (bucket.second != sec) bucket = Bucket{sec, 0};
   ++bucket.requests;
-  balance_.micro = std::min(balance_.micro + ratio_micro_, cap_micro(sec));
+  cap += ratio_micro_;
+  balance_.micro = std::min(balance_.micro + ratio_micro_, cap);
 }
 
 bool RetryBudget::try_spend(TimePoint now) {

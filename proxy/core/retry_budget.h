@@ -73,6 +73,7 @@ class RetryBudget {
   int64_t second_of(TimePoint t) const;
   int64_t cap_micro(int64_t second) const;
   Balance refilled(TimePoint now) const;  // balance_ brought forward to `now`
+  Balance refilled(TimePoint now, int64_t cap) const;  // the same, `cap` being cap_micro(second_of(now))
 
   mutable std::mutex mu_;
   BudgetMode mode_ = BudgetMode::requests;

@@ -297,7 +297,9 @@ TimePoint Exchange::end_attempt(UpstreamEndpoints::Result r) {
   if (attempt_.verdict_owed()) {
     uint32_t m = attempt_.take_member();
     UpstreamEndpoints::Report rep = eps_->report(m, r, now, now - attempt_.started);
-    log_endpoint_event(ucfg_->name, eps_->label(m), rep.event);
+    // The label (a lookup under the endpoints' lock) only for a line to write.
+    if (rep.event.kind != OutlierDetector::Event::Kind::none)
+      log_endpoint_event(ucfg_->name, eps_->label(m), rep.event);
     upstream_failing = rep.upstream_failing;
   }
   // The breaker sees the upstream as a whole: one endpoint's failure while

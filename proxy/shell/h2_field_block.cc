@@ -4,6 +4,8 @@
 #include <cstring>
 #include <utility>
 
+#include "core/ascii_words.h"
+
 namespace onelayer {
 
 H2FieldBlock::H2FieldBlock(const H2FieldBlock& other) : fields_(other.fields_) {
@@ -60,8 +62,8 @@ void H2FieldBlock::put(std::string_view name, std::string_view value) {
   const size_t need = at + name.size() + value.size();
   if (need > capacity_) grow(need);
   char* dst = bytes_.get() + at;
-  copy_lowercase(name, dst);
-  if (!value.empty()) std::memcpy(dst + name.size(), value.data(), value.size());
+  // Both copied inline, in words: names and most values are short.
+  ascii_words::copy_short(value, ascii_words::copy_lowercase(name, dst));
   size_ = need;
   fields_.push_back(Span{static_cast<uint32_t>(at), static_cast<uint32_t>(name.size()),
                          static_cast<uint32_t>(at + name.size()), static_cast<uint32_t>(value.size())});

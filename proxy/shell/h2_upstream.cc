@@ -99,7 +99,9 @@ H2UpConn::~H2UpConn() {
 void H2UpConn::write_deferred() { flush(); }
 
 bool H2UpConn::has_free_slot() const {
-  return !closing() && !no_new_streams_ && !session_.want_close() && streams_.size() < session_.stream_limit();
+  // The stream count before want_close(), which asks nghttp2 twice: a busy
+  // endpoint's full connections are passed over for the count alone.
+  return !closing() && !no_new_streams_ && streams_.size() < session_.stream_limit() && !session_.want_close();
 }
 
 bool H2UpConn::serves_address(int addr) const {

@@ -896,6 +896,21 @@ TEST_CASE("copy_lowercase, the eight-byte steps: every byte at every position of
   CHECK(empty.empty());
 }
 
+TEST_CASE("is_token, the four-byte steps: every byte at every position of 1 to 12 bytes, against the tchar list") {
+  // RFC 9110 5.6.2, spelled out here rather than taken from the code.
+  const std::string tchar = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  for (size_t len = 1; len <= 12; ++len) {
+    for (int b = 0; b < 256; ++b) {
+      for (size_t pos = 0; pos < len; ++pos) {
+        std::string s(len, 'a');
+        s[pos] = static_cast<char>(b);
+        const bool expect = tchar.find(static_cast<char>(b)) != std::string::npos;
+        REQUIRE_MESSAGE(is_token(s) == expect, "byte " << b << " at " << pos << " of " << len);
+      }
+    }
+  }
+}
+
 TEST_CASE("has_ascii_upper, the eight-byte steps: every byte at every position of 1 to 24 bytes") {
   for (size_t len = 1; len <= 24; ++len) {
     for (int b = 0; b < 256; ++b) {

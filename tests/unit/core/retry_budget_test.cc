@@ -85,6 +85,17 @@ TEST_CASE("BudgetOutOfOrderTimeRefillsNothing") {
   CHECK(b.tokens(kT0 + 1100ms) == 1.0);
 }
 
+TEST_CASE("BudgetRefillOfAFullBucketCountsTheNextRefillFromThatMoment") {
+  RetryBudget b({0, 1}, kT0);  // cap 10 tokens, 1 per second
+  b.on_request(kT0 + 20s);     // full: 10 tokens, kept
+  const TimePoint t = kT0 + 20s + 333'333ns;
+  b.on_request(t);  // still full: the third of a millisecond is lost to the cap
+  CHECK(b.try_spend(t));
+  // 666'667 ns at 1 token/s from t, not from kT0 + 20s: 666 micro-tokens.
+  CHECK(b.tokens(t + 666'667ns) == 9.000666);
+  CHECK(b.tokens(t + 1s) == 10.0);
+}
+
 TEST_CASE("BudgetReadingTheGaugeChangesNothing") {
   RetryBudget a({0.5, 1}, kT0);
   RetryBudget b({0.5, 1}, kT0);
