@@ -59,6 +59,11 @@ class DownstreamStream {
                                    bool request_complete) = 0;
   // Response bytes written but not yet taken by the client (backpressure).
   virtual size_t queued_bytes() const = 0;
+  // The exchange paused its upstream for this stream's queue: it wants
+  // on_down_drained() once the client has taken bytes. HTTP/1 calls that on
+  // every completed write anyway; HTTP/2 calls it only for the streams
+  // that asked, so a write does not visit every stream of the connection.
+  virtual void notify_when_drained() {}
   // Bytes of this exchange's answer written so far, framing included (the
   // access log's bytes_out).
   virtual uint64_t response_bytes() const = 0;

@@ -447,7 +447,13 @@ void Exchange::on_up_drained() {
 }
 
 void Exchange::on_down_drained() {
-  if (attempt_.stream && response_started_ && down_->queued_bytes() < kLowWater) attempt_.stream->resume_response();
+  if (!attempt_.stream || !response_started_) return;
+  if (down_->queued_bytes() < kLowWater) {
+    response_paused_ = false;
+    attempt_.stream->resume_response();
+  } else if (response_paused_) {
+    down_->notify_when_drained();  // not yet: the next write again
+  }
 }
 
 void Exchange::drop_upstream(bool reset) {
@@ -675,7 +681,11 @@ int Exchange::on_up_body(const char* data, size_t len) {
     down_->abort_stream("client_closed");
     return -1;
   }
-  if (down_->queued_bytes() > kHighWater && attempt_.stream) attempt_.stream->pause_response();
+  if (down_->queued_bytes() > kHighWater && attempt_.stream) {
+    attempt_.stream->pause_response();
+    response_paused_ = true;
+    down_->notify_when_drained();
+  }
   // Progress pushes the stall guard back (a later deadline costs the timer
   // list no work).
   arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);

@@ -178,6 +178,7 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   uint32_t last_member_ = UpstreamEndpoints::kNone;
   bool waiting_backoff_ = false;
   bool response_started_ = false;
+  bool response_paused_ = false;  // the upstream's response waits for the client's queue
   bool finished_ = false;
   bool resp_no_body_ = false;
   bool mark_exhausted_ = false;

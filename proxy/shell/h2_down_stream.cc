@@ -119,7 +119,14 @@ void H2DownStream::on_gone(const char* reason) {
 }
 
 void H2DownStream::on_drained() {
+  drain_notice_wanted_ = false;
   if (ex_) ex_->on_down_drained();
+}
+
+void H2DownStream::notify_when_drained() {
+  if (drain_notice_wanted_) return;
+  drain_notice_wanted_ = true;
+  conn_->wake_when_drained(id_);
 }
 
 void H2DownStream::retire_exchange() {

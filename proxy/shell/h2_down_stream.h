@@ -40,9 +40,8 @@ class H2DownStream final : public DownstreamStream {
   // connection went away. A running exchange is aborted with `reason`.
   void on_gone(const char* reason);
   // The connection wrote bytes: an exchange that paused its upstream for
-  // this stream's queue may resume it.
+  // this stream's queue (and asked by notify_when_drained) may resume it.
   void on_drained();
-  bool has_exchange() const { return ex_ != nullptr; }
   // The session answered this stream's head 431 itself (over
   // max_header_bytes; `partial`: what it decoded): counted and logged.
   void note_codec_refusal(const H2Session::Head& partial);
@@ -60,6 +59,7 @@ class H2DownStream final : public DownstreamStream {
   void send_proxy_response(int status, const char* reason, const Headers& extra, bool head_request,
                            bool request_complete) override;
   size_t queued_bytes() const override;
+  void notify_when_drained() override;
   uint64_t response_bytes() const override { return response_bytes_; }
   void hold_request_body() override { held_ = true; }
   void release_request_body() override;
@@ -91,6 +91,7 @@ class H2DownStream final : public DownstreamStream {
   uint64_t response_bytes_ = 0;  // head estimate and DATA payload given to the session
   size_t unconsumed_ = 0;       // request bytes taken while held: their window reopens on release
   bool held_ = false;
+  bool drain_notice_wanted_ = false;  // on the connection's list of streams to wake
   bool head_seen_ = false;
   bool head_pending_ = false;     // pending_head_ waits for body bytes, the end or flush()
   bool ended_ = false;            // our side is ended (or reset)

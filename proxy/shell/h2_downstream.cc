@@ -141,11 +141,10 @@ void H2Downstream::on_write_done() {
 }
 
 void H2Downstream::wake_waiting_streams() {
-  if (lost_) return;
-  // Copy the ids: an exchange woken here may end its stream.
+  if (lost_ || drain_waiters_.empty()) return;
+  // Taken whole: a woken exchange may end its stream, or ask again.
   std::vector<int32_t> ids;
-  for (const auto& [id, s] : streams_)
-    if (s->has_exchange()) ids.push_back(id);
+  ids.swap(drain_waiters_);
   for (int32_t id : ids)
     if (H2DownStream* s = find(id)) s->on_drained();
 }

@@ -59,6 +59,8 @@ class H2Downstream final : private H2Session::Handler, private TimerList::Entry,
   // Writes what the session has (now, or after the current input or once
   // the socket drains).
   void write_out();
+  // Stream `id` is woken (H2DownStream::on_drained) after the next write.
+  void wake_when_drained(int32_t id) { drain_waiters_.push_back(id); }
 
  private:
   void write_deferred() override;
@@ -96,6 +98,7 @@ class H2Downstream final : private H2Session::Handler, private TimerList::Entry,
                      RecyclingAllocator<std::pair<const int32_t, std::unique_ptr<H2DownStream>>>>
       streams_;  // nodes recycled per thread
   std::vector<std::unique_ptr<H2DownStream>> buried_;
+  std::vector<int32_t> drain_waiters_;  // streams to wake after a write
   Reaper reaper_;
   std::string out_;      // flush() output, reused
   uint64_t header_timeout_ms_ = 0, idle_timeout_ms_ = 0;
