@@ -183,7 +183,7 @@ void Worker::parked_closed(WorkerListener* l) {
 }
 
 bool Worker::defer_write(DeferredWriter* w) {
-  if (reading_ == 0) return false;
+  if (reading_ == 0 && !(writing_deferred_ && w != writing_turn_)) return false;
   if (!w->write_deferred_queued_) {
     w->write_deferred_queued_ = true;
     deferred_writes_.push_back(w);
@@ -201,17 +201,39 @@ void Worker::forget_write(DeferredWriter* w) {
 }
 
 void Worker::on_check() {
-  // Writing one may queue another (not while reading_ is 0) or end one.
+  // Writing one connection can give another bytes to send: a frame that
+  // ends a client's stream ends its exchange, whose upstream stream's slot
+  // opens a request that waited; a WINDOW_UPDATE lets a body go on. Those
+  // writes are queued too and written in the next pass, once per
+  // connection, as are the ones that freeing the finished exchanges makes.
+  writing_deferred_ = true;
+  for (int pass = 0; pass < kDeferredWritePasses; ++pass) {
+    if (deferred_writes_.empty()) {
+      if (retired_.empty()) break;
+      retired_.clear();
+      continue;
+    }
+    write_deferred_writers();
+  }
+  writing_deferred_ = false;
+  // Still more after the last pass (bodies flowing back and forth): written
+  // now, each write at once as before, so nothing waits for the next poll.
+  write_deferred_writers();
+  retired_.clear();
+  hand_over_access_log();  // this iteration's lines, in one locked write
+}
+
+void Worker::write_deferred_writers() {
   writing_now_.swap(deferred_writes_);
   for (size_t i = 0; i < writing_now_.size(); ++i) {
     DeferredWriter* w = writing_now_[i];
     if (!w) continue;
     w->write_deferred_queued_ = false;
+    writing_turn_ = w;
     w->write_deferred();
   }
+  writing_turn_ = nullptr;
   writing_now_.clear();
-  retired_.clear();
-  hand_over_access_log();  // this iteration's lines, in one locked write
 }
 
 void Worker::retire(std::unique_ptr<Exchange> ex) {

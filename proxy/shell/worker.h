@@ -92,8 +92,9 @@ class Worker {
 
   // Read callbacks of HTTP/2 connections run between enter_read() and
   // leave_read(). Inside them defer_write() queues `w` (true) for one
-  // write_deferred() after the poll; outside, it returns false and the
-  // caller writes at once. A writer going away calls forget_write().
+  // write_deferred() after the poll, and so it does for every writer but
+  // the one writing during on_check's passes; elsewhere it returns false
+  // and the caller writes at once. A writer going away calls forget_write().
   void enter_read() { ++reading_; }
   void leave_read() { --reading_; }
   bool defer_write(DeferredWriter* w);
@@ -125,6 +126,10 @@ class Worker {
   void close_everything();
   void link(DownConn* d);  // into the list of connections (not counted)
   void on_check();         // after every poll: deferred writes, then retired exchanges
+  // Each writer queued now writes once; while writing_deferred_, what that
+  // queues for another writer waits for the next pass.
+  void write_deferred_writers();
+  static constexpr int kDeferredWritePasses = 8;
 
   Runtime& rt_;
   int index_;
@@ -141,6 +146,8 @@ class Worker {
   std::vector<DeferredWriter*> deferred_writes_;
   std::vector<DeferredWriter*> writing_now_;  // deferred_writes_ being written (reused)
   int reading_ = 0;
+  bool writing_deferred_ = false;          // inside on_check's passes
+  DeferredWriter* writing_turn_ = nullptr;  // the writer whose write_deferred() runs
   std::thread thread_;
   GenerationPtr gen_;
   std::unique_ptr<char[]> read_buf_;
