@@ -44,6 +44,8 @@ Environment:
   BENCH_H2_IDLE_CONNS  idle h2c connections per proxy (default 500; quick 200)
   BENCH_H2_ONELAYER    optional (default): a onelayer that refuses the h2c config is
                        reported as not available; required: that fails the run
+  BENCH_ACCESS_LOG     off (default, as the other proxies run) or on: onelayer's
+                       access log, formatted into /dev/null
 EOF
 }
 
