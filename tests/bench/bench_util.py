@@ -239,7 +239,8 @@ def run_wrk(args):
 
 def onelayer_config(upstream_port, layer, workers, max_connections, budget_mode="requests",
                     listener_protocols=None, upstream_protocol=None,
-                    retry_on=("connect-failure", "reset", "503"), idempotent=False, access_log=False):
+                    retry_on=("connect-failure", "reset", "503"), idempotent=False, access_log=False,
+                    single_layer_headers=True):
     """The benchmark's onelayer config: retries configured (3 attempts on
     503/connect failure/reset, budget on) but not triggered by a healthy
     origin, keep-alive pool to the origin, admin and listener on port 0.
@@ -247,17 +248,22 @@ def onelayer_config(upstream_port, layer, workers, max_connections, budget_mode=
     are written only when given; idempotent marks the route's requests safe
     to repeat (gRPC calls are POSTs). The listener writes no access log
     unless access_log is true: HAProxy, NGINX and nghttpx run without one
-    too, so every proxy does the same work per request."""
+    too, so every proxy does the same work per request. Without
+    single_layer_headers the route still retries, but writes none of the
+    headers that tell inner hops about it (inner_hops: pass, no baggage, no
+    Via): what proxying alone costs, next to the full config."""
     listener_extra = f"\n    protocols: [{', '.join(listener_protocols)}]" if listener_protocols else ""
     if not access_log:
         listener_extra += "\n    access_log: false"
     upstream_extra = f"\n    protocol: {upstream_protocol}" if upstream_protocol else ""
     retry_extra = "\n          idempotent: true" if idempotent else ""
+    route_extra = "" if single_layer_headers else "\n        inner_hops: pass"
+    top_extra = "" if single_layer_headers else "via: false\npropagate_baggage: false\n"
     limits = "{ idle_timeout: 60s }"
     if max_connections:
         limits = "{ max_connections: %d, idle_timeout: 60s }" % max_connections
     return f"""layer_id: {layer}
-admin:
+{top_extra}admin:
   listen: 127.0.0.1:0
 workers: {workers}
 listeners:
@@ -267,7 +273,7 @@ listeners:
     routes:
       - name: all
         upstream: origin
-        timeout: 15s
+        timeout: 15s{route_extra}
         retry:
           max_attempts: 3
           retry_on: [{', '.join(retry_on)}]{retry_extra}
@@ -338,6 +344,8 @@ def main():
     p.add_argument("--budget-mode", choices=["requests", "successes"], default="requests")
     p.add_argument("--listener-protocols", help="comma list, e.g. http1,h2c (default: not written)")
     p.add_argument("--upstream-protocol", help="e.g. h2c (default: not written)")
+    p.add_argument("--single-layer-headers", choices=["on", "off"], default="on",
+                   help="off: inner_hops pass, no baggage, no Via (the route still retries)")
     p.add_argument("--access-log", choices=["on", "off"], default="off",
                    help="the listener's access log (default off, like the other proxies')")
     p = sub.add_parser("haproxy-config", help="print the benchmark's HAProxy config")
@@ -380,7 +388,8 @@ def main():
         protocols = a.listener_protocols.split(",") if a.listener_protocols else None
         sys.stdout.write(onelayer_config(a.upstream_port, a.layer, a.workers, a.max_connections,
                                          a.budget_mode, protocols, a.upstream_protocol,
-                                         access_log=a.access_log == "on"))
+                                         access_log=a.access_log == "on",
+                                         single_layer_headers=a.single_layer_headers == "on"))
     elif a.cmd == "haproxy-config":
         sys.stdout.write(haproxy_config(a.port, a.upstream_port, a.maxconn, a.nofile, a.proto))
     elif a.cmd == "wrk":

@@ -61,12 +61,12 @@ start_h2_nghttpx() {  # NAME PORT UPSTREAM_PORT
 # onelayer: the benchmark's config with an h2c listener and an h2c upstream.
 # Returns 2 when onelayer refuses that config (a build without HTTP/2): the
 # reason is in $TMP/NAME/unavailable.
-start_h2_onelayer() {  # NAME UPSTREAM_PORT
-  local name=$1 up=$2 dir="$TMP/$1"
+start_h2_onelayer() {  # NAME UPSTREAM_PORT [SINGLE_LAYER_HEADERS: on (default) | off]
+  local name=$1 up=$2 headers=${3:-on} dir="$TMP/$1"
   mkdir -p "$dir"
   "$PY" "$UTIL" onelayer-config --upstream-port "$up" --layer bench --workers "$ONELAYER_WORKERS" \
     --max-connections $((NOFILE - 200)) --listener-protocols http1,h2c --upstream-protocol h2c \
-    --access-log "${BENCH_ACCESS_LOG:-off}" \
+    --access-log "${BENCH_ACCESS_LOG:-off}" --single-layer-headers "$headers" \
     >"$dir/onelayer.yaml"
   if ! "$ONELAYER_BIN" --check --config "$dir/onelayer.yaml" >"$dir/check.log" 2>&1; then
     grep -v '^$' "$dir/check.log" | head -n 3 | sed 's/^[^ ]*yaml:[0-9:]* //' | awk 'NR > 1 { printf "; " } { printf "%s", $0 }' >"$dir/unavailable"
@@ -90,12 +90,15 @@ start_h2_proxies() {
     rc=0
     case "$kind" in
       onelayer) start_h2_onelayer h2-onelayer "${PORT_OF[h2-origin]}" || rc=$? ;;
+      # The same route without the headers that tell inner hops about its
+      # retries: what they cost (a row of its own, not in the targets).
+      onelayer-plain) start_h2_onelayer h2-onelayer-plain "${PORT_OF[h2-origin]}" off || rc=$? ;;
       haproxy) start_haproxy h2-haproxy "$(free_port)" "${PORT_OF[h2-origin]}" h2 || rc=$? ;;
       nginx) start_h2_nginx h2-nginx "$(free_port)" "${PORT_OF[h2-origin]}" || rc=$? ;;
       nghttpx) start_h2_nghttpx h2-nghttpx "$(free_port)" "${PORT_OF[h2-origin]}" || rc=$? ;;
     esac
     if [[ $rc == 2 ]]; then
-      reason="onelayer refused the h2c config: $(cat "$TMP/h2-onelayer/unavailable")"
+      reason="onelayer refused the h2c config: $(cat "$TMP/h2-$kind/unavailable")"
       if [[ ${H2_UNAVAILABLE_NOTED:-0} != 1 ]]; then
         # BENCH_H2_ONELAYER=required (the CI smoke run): a build that must speak HTTP/2.
         if [[ ${BENCH_H2_ONELAYER:-optional} == required ]]; then fail "h2: $reason"; else note "h2: $reason"; fi
@@ -144,9 +147,9 @@ run_h2_phase() {
   has "$H2_TARGETS" direct && targets=direct
   for kind in ${H2_UP//,/ }; do targets+="${targets:+,}$kind"; done
   for t in ${H2_PROXIES//,/ }; do
-    if [[ $t == onelayer && -n ${H2_ONELAYER_REASON:-} ]]; then
-      h2_unavailable h2 onelayer "$H2_ONELAYER_REASON"
-      h2_unavailable h2mem onelayer "$H2_ONELAYER_REASON"
+    if [[ $t == onelayer* && -n ${H2_ONELAYER_REASON:-} ]]; then
+      h2_unavailable h2 "$t" "$H2_ONELAYER_REASON"
+      h2_unavailable h2mem "$t" "$H2_ONELAYER_REASON"
     elif [[ " ${H2_BROKEN[*]} " == *" $t "* ]]; then
       h2_unavailable h2 "$t" "did not serve HTTP/2 (see the run's log)"
     fi

@@ -12,10 +12,14 @@ import subprocess
 import sys
 
 # onelayer-successes: onelayer with retry_budget.mode successes (storm phase only).
-ORDER = ["direct", "onelayer", "onelayer-successes", "haproxy", "nginx", "nghttpx"]
-LABEL = {"direct": "direct (no proxy)", "onelayer": "onelayer", "onelayer-successes": "onelayer (budget: successes)",
+# onelayer-plain: onelayer without the single-layer headers (h2 phase only).
+ORDER = ["direct", "onelayer", "onelayer-plain", "onelayer-successes", "haproxy", "nginx", "nghttpx"]
+LABEL = {"direct": "direct (no proxy)", "onelayer": "onelayer",
+         "onelayer-plain": "onelayer without single-layer headers",
+         "onelayer-successes": "onelayer (budget: successes)",
          "haproxy": "HAProxy", "nginx": "NGINX", "nghttpx": "nghttpx"}
-NAME = {"direct": "direct", "onelayer": "onelayer", "onelayer-successes": "onelayer, successes budget",
+NAME = {"direct": "direct", "onelayer": "onelayer", "onelayer-plain": "onelayer without single-layer headers",
+        "onelayer-successes": "onelayer, successes budget",
         "haproxy": "HAProxy", "nginx": "NGINX", "nghttpx": "nghttpx"}
 
 
@@ -336,6 +340,12 @@ def h2(rows, settings):
             out.append("| req/s, round by round | " + " | ".join(
                 ", ".join(fmt(ratio(a, b), 2) for a, b in zip(o["rps_all"], summary[t]["rps_all"]))
                 for t in peers) + " |")
+            plain = summary.get("onelayer-plain", {})
+            if plain.get("rps") is not None:
+                # Not a target: the same proxy minus the headers that tell
+                # inner hops about its retries, to show what they cost.
+                out.append("| req/s without single-layer headers (not a target) | " + " | ".join(
+                    fmt(ratio(plain["rps"], summary[t]["rps"]), 2, "x") for t in peers) + " |")
     out.append("")
     return out, summary
 

@@ -109,7 +109,12 @@ if has "$TARGETS" onelayer && [[ ! -x $ONELAYER_BIN ]]; then
   TARGETS=$(tr ',' '\n' <<<"$TARGETS" | grep -vx onelayer | paste -sd,)
 fi
 # nghttpx is an HTTP/2 peer only: the h2 phase takes it, the others do not.
+# So is onelayer-plain (onelayer without the single-layer headers), in full
+# mode, right after onelayer.
 H2_TARGETS=$TARGETS
+if [[ $QUICK == 0 ]] && has "$H2_TARGETS" onelayer && ! has "$H2_TARGETS" onelayer-plain; then
+  H2_TARGETS=$(tr ',' '\n' <<<"$H2_TARGETS" | sed 's/^onelayer$/onelayer\nonelayer-plain/' | paste -sd,)
+fi
 H2_PROXIES=$(tr ',' '\n' <<<"$H2_TARGETS" | grep -vx direct | paste -sd, || true)
 TARGETS=$(tr ',' '\n' <<<"$TARGETS" | grep -vx nghttpx | paste -sd, || true)
 PROXIES=$(tr ',' '\n' <<<"$TARGETS" | grep -vx direct | paste -sd, || true)

@@ -175,6 +175,16 @@ class H2Report(unittest.TestCase):
         self.assertIsNone(verdict["HTTP/2 throughput >= 1.0x nghttpx (1 worker)"])
         self.assertEqual(verdict["idle h2c connection memory <= nghttpx's"], True)
 
+    def test_onelayer_without_single_layer_headers_gets_its_row_and_a_ratio_not_a_target(self):
+        rows = [h2_row("onelayer", 1, 90.0, 6.0), h2_row("onelayer-plain", 1, 99.0, 5.5),
+                h2_row("nghttpx", 1, 100.0, 5.0)]
+        lines, summary = report.h2(rows, self.SETTINGS)
+        self.assertTrue(any(line.startswith("| onelayer without single-layer headers | 99 |") for line in lines), lines)
+        self.assertIn("| req/s | 0.90x |", lines)
+        self.assertIn("| req/s without single-layer headers (not a target) | 0.99x |", lines)
+        verdict = {name: ok for name, _, ok in report.h2_targets(summary, {})}
+        self.assertEqual(verdict["HTTP/2 throughput >= 1.0x nghttpx (1 worker)"], False)
+
     def test_unavailable_onelayer_gets_a_reason_and_no_figure(self):
         rows = [{"phase": "h2", "target": "onelayer", "unavailable": "refused the h2c config"},
                 h2_row("haproxy", 1, 50.0, 10.0)]
@@ -202,6 +212,15 @@ class OnelayerConfigs(unittest.TestCase):
                                         upstream_protocol="h2c")
         self.assertIn("    protocols: [http1, h2c]\n", h2)
         self.assertIn("    protocol: h2c\n", h2)
+
+    def test_without_single_layer_headers_the_route_still_retries_but_writes_none(self):
+        plain = bench_util.onelayer_config(8080, "bench", 1, 0, single_layer_headers=False)
+        self.assertIn("        inner_hops: pass\n", plain)
+        self.assertIn("via: false\npropagate_baggage: false\n", plain)
+        self.assertIn("max_attempts: 3", plain)
+        full = bench_util.onelayer_config(8080, "bench", 1, 0)
+        self.assertNotIn("inner_hops", full)
+        self.assertNotIn("propagate_baggage", full)
 
     def test_access_log_off_unless_asked(self):
         # The other proxies run without an access log: so does onelayer.
