@@ -216,6 +216,16 @@ class H2Session {
   // on_reset(error_code).
   void close_streams(uint32_t error_code = kCancel);
 
+  // A received request head's field list its owner is done with (the
+  // fields of a request whose exchange ended): kept for a later request
+  // head of a server session on this thread, unless it holds too much (then
+  // left as it is).
+  static void keep_field_list(Headers& fields);
+  // How many request field lists and send buffers this thread keeps for
+  // reuse.
+  static size_t spare_field_lists();
+  static size_t spare_send_buffers();
+
   size_t open_streams() const { return streams_.size(); }
   const Stats& stats() const { return stats_; }
   Role role() const { return role_; }

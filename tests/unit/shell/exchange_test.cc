@@ -16,6 +16,7 @@
 
 #include "core/config_loader.h"
 #include "core/grpc_timeout.h"
+#include "shell/h2_session.h"
 #include "shell/worker.h"
 
 using namespace onelayer;
@@ -434,6 +435,22 @@ TEST_CASE("exchange: a GET answered 200 reaches the client, the stream goes back
   CHECK(u.released_reusable);
   CHECK(u.cancels == 0);
   CHECK(t.factory.opens() == 1);
+}
+
+TEST_CASE("exchange: an HTTP/2 request's field list is kept for the next HTTP/2 head when the exchange ends") {
+  for (WireProtocol wire : {WireProtocol::h2, WireProtocol::http1}) {
+    CAPTURE(static_cast<int>(wire));
+    Harness t;
+    t.down.wire = wire;
+    const size_t spares = H2Session::spare_field_lists();
+    t.get(kRouteMain, "/", {{"user-agent", "a client of twenty-odd bytes"}});
+    t.connect(0);
+    t.answer(0, 200, "ok");
+    REQUIRE(t.down.done == 1);
+    CHECK(H2Session::spare_field_lists() == spares);  // still the exchange's
+    t.ex.reset();
+    CHECK(H2Session::spare_field_lists() == spares + (wire == WireProtocol::h2 ? 1 : 0));
+  }
 }
 
 TEST_CASE("exchange: a 503 is retried after the backoff and the client sees only the 200") {
