@@ -82,15 +82,14 @@ Exchange::Exchange(DownstreamStream* down, Worker* w, Admission& a, MessageHead&
   req_.has_content_length = head.has_content_length;
   req_.content_length = head.content_length;
   req_.keep_alive = head.keep_alive;
-  h2_request_ = down->protocol() == WireProtocol::h2;
 }
 
 Exchange::~Exchange() {
   cancel_member();
   if (attempt_.stream) attempt_.stream->cancel();
-  // The request's field list (its fields' strings too) serves the next
-  // head the worker's HTTP/2 sessions receive.
-  if (h2_request_) H2Session::keep_field_list(req_.headers);
+  // An HTTP/2 request's field list (its fields' strings too) serves the
+  // next request head the worker's HTTP/2 sessions receive.
+  if (req_.http_major == 2) H2Session::keep_field_list(req_.headers);
 }
 
 void Exchange::start() {

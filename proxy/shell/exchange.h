@@ -159,7 +159,6 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   UpstreamEndpoints* eps_;
   RouteMetrics* rm_;
   MessageHead req_;
-  bool h2_request_ = false;  // req_ came over HTTP/2 (its field list goes back to the sessions' spares)
   std::string target_;  // what the upstream gets as request target
   RetryOwnership ownership_;
   std::optional<RetryState> rs_;
