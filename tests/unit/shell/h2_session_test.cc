@@ -146,6 +146,7 @@ std::string field(const Headers& h, std::string_view name) {
 struct StreamLog {
   H2Session::Head head;
   const Header* fields_data = nullptr;  // where the session's field list of the head was
+  const char* first_value_data = nullptr;  // and its first field's value
   bool head_seen = false, head_end = false, ended = false, closed = false;
   std::string body;
   Headers trailers;
@@ -173,6 +174,7 @@ struct Recorder : H2Session::Handler {
     CHECK_FALSE(s.head_seen);
     s.head = head;
     s.fields_data = head.fields.data();
+    if (!head.fields.empty()) s.first_value_data = head.fields[0].value.data();
     s.head_seen = true;
     s.head_end = end_stream;
     head_order.push_back(id);
@@ -1136,6 +1138,24 @@ TEST_CASE("h2 a field list given back by its owner serves the next request head;
   REQUIRE(p.srec.streams.count(id));
   CHECK(p.srec.streams[id].head.fields == Headers{{"x-request", "1"}});
   CHECK(p.srec.streams[id].fields_data == kept);
+}
+
+TEST_CASE("h2 a received value that does not fit the leftover in its place takes a later leftover with the room") {
+  Pair p;
+  const std::string agent = "a client of twenty-odd bytes";  // over std::string's inline room
+  Headers kept = {{"host", "api.test"}, {"user-agent", agent}};  // Host first, as the downstream hands it back
+  const char* agent_room = kept[1].value.data();
+  H2Session::keep_field_list(kept);
+  REQUIRE(kept.empty());
+
+  H2Session::Head req = get("/");
+  req.fields = {{"user-agent", agent}, {"x-short", "1"}};
+  int32_t id = p.client.submit_request(req, true);
+  REQUIRE(id > 0);
+  p.pump();
+  REQUIRE(p.srec.streams.count(id));
+  CHECK(p.srec.streams[id].head.fields == req.fields);
+  CHECK(p.srec.streams[id].first_value_data == agent_room);
 }
 
 TEST_CASE("h2 a finished stream's send buffer serves the body of a later stream") {
