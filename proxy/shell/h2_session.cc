@@ -244,8 +244,8 @@ class FieldList {
 // and so are the responses a client receives, but not one like the other.
 // Bounded in count, in the room a kept list may have and in the bytes its
 // strings hold.
-constexpr size_t kSpareFieldRoom = 64;
-constexpr size_t kSpareFieldBytes = 2048;
+constexpr size_t kSpareFieldRoom = 32;
+constexpr size_t kSpareFieldBytes = 1024;
 constexpr size_t kSpareFieldLists = 512;
 template <H2Session::Role>
 struct FieldListOf {
@@ -698,11 +698,34 @@ struct H2Session::Callbacks {
   }
 };
 
+namespace {
+
+// The sessions alive on this thread: when the last one goes, so do the
+// spares kept for them (a worker without HTTP/2 connections keeps none).
+thread_local size_t sessions_of_this_thread = 0;
+
+// Frees every object `List` keeps.
+template <class List, class T>
+void free_spares() {
+  T spare;
+  while (List::take(spare)) spare = T();
+}
+
+}  // namespace
+
+[[gnu::cold]] void H2Session::free_thread_spares() {
+  free_spares<SpareFieldLists<Role::server>, FieldListOf<Role::server>>();
+  free_spares<SpareFieldLists<Role::client>, FieldListOf<Role::client>>();
+  free_spares<SpareSendBuffers, std::string>();
+  free_spares<SpareList<std::unique_ptr<HeldHead>, kSpareHeldHeads>, std::unique_ptr<HeldHead>>();
+}
+
 H2Session::H2Session(Role role, Handler* handler) : H2Session(role, handler, Limits()) {}
 
 H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
     : role_(role), handler_(handler), limits_(limits), reset_tokens_(limits.rapid_reset_burst) {
   static_assert(kPerMessageNames == kPerMessageNameCount);
+  ++sessions_of_this_thread;
   nghttp2_session_callbacks* cb = nullptr;
   nghttp2_session_callbacks_new(&cb);
   nghttp2_session_callbacks_set_on_begin_frame_callback(cb, Callbacks::on_begin_frame);
@@ -755,6 +778,7 @@ H2Session::~H2Session() {
   nghttp2_session_del(session_);  // calls nothing back
   streams_.clear();  // their held heads too: after the session, nothing points into them now
   orphaned_held_.clear();
+  if (--sessions_of_this_thread == 0) free_thread_spares();
 }
 
 // A stream is found through nghttp2's own stream map (its user data points

@@ -222,7 +222,7 @@ class H2Session {
   // left as it is).
   static void keep_field_list(Headers& fields);
   // How many request field lists and send buffers this thread keeps for
-  // reuse.
+  // reuse (none once its last session is gone).
   static size_t spare_field_lists();
   static size_t spare_send_buffers();
 
@@ -243,6 +243,9 @@ class H2Session {
   // pointer to ours).
   std::unique_ptr<Stream> remove_stream(int32_t id, bool unhook);
   bool submit_head(int32_t stream, const Head& head, bool request, bool end_stream);
+  // Frees the field lists, send buffers and held heads this thread keeps
+  // (its last session is gone).
+  static void free_thread_spares();
   static std::unique_ptr<HeldHead> take_held_head();
   static void give_back_held_head(std::unique_ptr<HeldHead> h);
   void release_held(int32_t stream);  // its head is encoded (or never will be)

@@ -1181,3 +1181,27 @@ TEST_CASE("h2 a finished stream's send buffer serves the body of a later stream"
   p.pump();
   CHECK(p.srec.streams[id].body == body);
 }
+
+TEST_CASE("h2 the spares kept for a thread's sessions are freed when its last session goes") {
+  std::optional<H2Session> last;
+  last.emplace(Role::server, nullptr);
+  {
+    Pair p;
+    int32_t id = p.client.submit_request(post("/"), false);
+    REQUIRE(id > 0);
+    REQUIRE(p.client.send_data(id, std::string(64, 'b')));
+    REQUIRE(p.client.end_stream(id));
+    p.pump();
+    REQUIRE(p.server.submit_response(id, status(200), true));
+    p.pump();
+    Headers fields = {{"user-agent", "a client of twenty-odd bytes"}};
+    H2Session::keep_field_list(fields);
+  }
+  const size_t lists = H2Session::spare_field_lists();
+  const size_t buffers = H2Session::spare_send_buffers();
+  CHECK(lists > 0);
+  CHECK(buffers > 0);
+  last.reset();
+  CHECK(H2Session::spare_field_lists() == 0);
+  CHECK(H2Session::spare_send_buffers() == 0);
+}
