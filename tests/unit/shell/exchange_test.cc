@@ -516,6 +516,28 @@ TEST_CASE("exchange: a POST whose stream was refused is retried with its body re
   CHECK(t.down.done == 1);
 }
 
+TEST_CASE("exchange: a request body's buffer room is kept when the exchange ends and serves the next body") {
+  Harness t;
+  const std::string body(64, 'b');  // over std::string's inline room
+  auto post = [&] {
+    Exchange& ex = t.begin(kRoutePost, request_head("POST", "/orders", {{"Content-Length", "64"}}));
+    ex.on_request_body(body.data(), body.size());
+    ex.on_request_end();
+    return &ex;
+  };
+  post();
+  FakeUpstream& first = t.connect(0);
+  CHECK(first.body == body);
+  t.answer(0, 201, "made");
+  const size_t spares = Exchange::spare_body_rooms();
+  t.ex.reset();
+  CHECK(Exchange::spare_body_rooms() == spares + 1);
+  post();
+  CHECK(Exchange::spare_body_rooms() == spares);  // taken by the second body
+  FakeUpstream& second = t.connect(1);
+  CHECK(second.body == body);
+}
+
 TEST_CASE("exchange: a failed connect is retried on a new stream") {
   Harness t;
   t.get();
