@@ -1116,7 +1116,7 @@ TEST_CASE("h2 a kept field list keeps its fields' strings, and a later head show
   CHECK(keeper.first_values[2] == keeper.first_values[0]);
 }
 
-TEST_CASE("h2 a field list given back by its owner serves the next request head; one holding too much is left") {
+TEST_CASE("h2 a field list given back by its owner serves the next request head, one holding too much is left") {
   Pair p;
   Headers small = {{"user-agent", "a client of twenty-odd bytes"}};
   const Header* kept = small.data();
