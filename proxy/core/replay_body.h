@@ -36,6 +36,23 @@ class ReplayBody {
   // A new attempt: a replayable body is owed to it from the start.
   void rewind() { sent_ = 0; }
 
+  // Reuse of the buffer's room across bodies (its bytes are not touched):
+  // give_room() hands an empty body the room of `room`, a buffer an
+  // earlier body let go of (nothing happens once the body holds bytes);
+  // take_room() lets this body's go, emptied, once it is done with.
+  void give_room(std::string&& room) {
+    if (buf_.capacity() >= room.capacity() || !buf_.empty()) return;
+    buf_ = std::move(room);
+    buf_.clear();
+  }
+  std::string take_room() {
+    std::string room = std::move(buf_);
+    room.clear();
+    buf_.clear();
+    sent_ = 0;
+    return room;
+  }
+
   bool replayable() const { return replayable_; }
   uint64_t received() const { return received_; }
   // Bytes held in memory only because no attempt could take them yet (the

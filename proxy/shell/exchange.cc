@@ -15,7 +15,9 @@
 #include "shell/endpoint_log.h"
 #include "shell/endpoint_state.h"
 #include "shell/exchange.h"
+#include "shell/h2_session.h"
 #include "shell/logging.h"
+#include "shell/spare_list.h"
 #include "shell/worker.h"
 
 namespace onelayer {
@@ -55,6 +57,18 @@ static void storm_on_attempt_result(UpstreamShared& ups, const Upstream& ucfg, R
   if (failed) rm.on_attempt_failure(attempt <= 1, r);
 }
 
+namespace {
+
+// The rooms of request bodies' replay buffers, kept per thread: a body
+// takes the room one that ended left instead of allocating its own.
+// Bounded in count and in the room kept.
+constexpr size_t kSpareBodyRoom = 1024;
+using SpareBodyRooms = SpareList<std::string, 512>;
+
+}  // namespace
+
+size_t Exchange::spare_body_rooms() { return SpareBodyRooms::kept(); }
+
 Exchange::Exchange(DownstreamStream* down, Worker* w, Admission& a, MessageHead& head)
     : down_(down),
       w_(w),
@@ -86,6 +100,14 @@ Exchange::Exchange(DownstreamStream* down, Worker* w, Admission& a, MessageHead&
 Exchange::~Exchange() {
   cancel_member();
   if (attempt_.stream) attempt_.stream->cancel();
+  // An HTTP/2 request's field list (its fields' strings too) serves the
+  // next request head the worker's HTTP/2 sessions receive.
+  if (req_.http_major == 2) H2Session::keep_field_list(req_.headers);
+  if (body_.received() > 0) {
+    std::string room = body_.take_room();
+    if (room.capacity() > std::string().capacity() && room.capacity() <= kSpareBodyRoom)
+      SpareBodyRooms::give_back(std::move(room));
+  }
 }
 
 void Exchange::start() {
@@ -396,6 +418,10 @@ bool Exchange::upstream_ready() const {
 
 void Exchange::on_request_body(const char* data, size_t len) {
   if (finished_) return;
+  if (body_.received() == 0) {
+    std::string room;
+    if (SpareBodyRooms::take(room)) body_.give_room(std::move(room));
+  }
   const bool outgrew_buffer = body_.count(len);
   uint64_t max = lcfg_->limits.max_body_bytes;
   if (max > 0 && body_.received() > max) {

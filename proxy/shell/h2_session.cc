@@ -17,6 +17,14 @@ namespace {
 
 constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
+// `n` is the name `literal`: its length, then one memcmp of a length known
+// at compile time (inlined as a load or two), whatever the compiler decides
+// about std::string_view's own comparison.
+template <size_t N>
+bool is_name(std::string_view n, const char (&literal)[N]) {
+  return n.size() == N - 1 && std::memcmp(n.data(), literal, N - 1) == 0;
+}
+
 // What becomes of a field (its name in lower case) on the way out. By length
 // first: this runs for every field sent.
 //
@@ -65,30 +73,30 @@ constexpr OutgoingRule never_indexed(PerMessageName name) { return {OutgoingFiel
 OutgoingRule outgoing_field(std::string_view n, std::string_view value) {
   switch (n.size()) {
     case 2:
-      if (n == "te") return iequals(trim_ows(value), "trailers") ? kIndexed : kDropped;
-      return n == "b3" ? never_indexed(kB3) : kIndexed;
+      if (is_name(n, "te")) return iequals(trim_ows(value), "trailers") ? kIndexed : kDropped;
+      return is_name(n, "b3") ? never_indexed(kB3) : kIndexed;
     case 7:
-      if (n == "upgrade") return kDropped;
-      return n == "baggage" ? never_indexed(kBaggage) : kIndexed;
+      if (is_name(n, "upgrade")) return kDropped;
+      return is_name(n, "baggage") ? never_indexed(kBaggage) : kIndexed;
     case 10:
-      if (n == "connection" || n == "keep-alive") return kDropped;
-      return n == "tracestate" ? never_indexed(kTracestate) : kIndexed;
+      if (is_name(n, "connection") || is_name(n, "keep-alive")) return kDropped;
+      return is_name(n, "tracestate") ? never_indexed(kTracestate) : kIndexed;
     case 11:
-      if (n == "traceparent") return never_indexed(kTraceparent);
-      return n == "x-b3-spanid" ? never_indexed(kXB3Spanid) : kIndexed;
+      if (is_name(n, "traceparent")) return never_indexed(kTraceparent);
+      return is_name(n, "x-b3-spanid") ? never_indexed(kXB3Spanid) : kIndexed;
     case 12:
-      if (n == "x-request-id") return never_indexed(kXRequestId);
-      if (n == "grpc-timeout") return never_indexed(kGrpcTimeout);
-      if (n == "x-b3-traceid") return never_indexed(kXB3Traceid);
-      return n == "sentry-trace" ? never_indexed(kSentryTrace) : kIndexed;
-    case 13: return n == "uber-trace-id" ? never_indexed(kUberTraceId) : kIndexed;
-    case 15: return n == "x-amzn-trace-id" ? never_indexed(kXAmznTraceId) : kIndexed;
-    case 16: return n == "proxy-connection" ? kDropped : kIndexed;
+      if (is_name(n, "x-request-id")) return never_indexed(kXRequestId);
+      if (is_name(n, "grpc-timeout")) return never_indexed(kGrpcTimeout);
+      if (is_name(n, "x-b3-traceid")) return never_indexed(kXB3Traceid);
+      return is_name(n, "sentry-trace") ? never_indexed(kSentryTrace) : kIndexed;
+    case 13: return is_name(n, "uber-trace-id") ? never_indexed(kUberTraceId) : kIndexed;
+    case 15: return is_name(n, "x-amzn-trace-id") ? never_indexed(kXAmznTraceId) : kIndexed;
+    case 16: return is_name(n, "proxy-connection") ? kDropped : kIndexed;
     case 17:
-      if (n == "transfer-encoding") return kDropped;
-      return n == "x-b3-parentspanid" ? never_indexed(kXB3Parentspanid) : kIndexed;
-    case 20: return n == "x-request-timeout-ms" ? never_indexed(kXRequestTimeoutMs) : kIndexed;
-    case 21: return n == "x-cloud-trace-context" ? never_indexed(kXCloudTraceContext) : kIndexed;
+      if (is_name(n, "transfer-encoding")) return kDropped;
+      return is_name(n, "x-b3-parentspanid") ? never_indexed(kXB3Parentspanid) : kIndexed;
+    case 20: return is_name(n, "x-request-timeout-ms") ? never_indexed(kXRequestTimeoutMs) : kIndexed;
+    case 21: return is_name(n, "x-cloud-trace-context") ? never_indexed(kXCloudTraceContext) : kIndexed;
     default: return kIndexed;
   }
 }
@@ -226,23 +234,96 @@ class FieldList {
   char status_[4] = {};
 };
 
-// The field lists of received heads, kept per thread with their room: a
-// list the Handler hands back after on_head() (the upstream side does)
-// serves the next head without an allocation. Bounded in count and in the
-// room a kept list may have.
-constexpr size_t kSpareFieldRoom = 64;
-using SpareFieldLists = SpareList<Headers, 64>;
+// The field lists of received heads, kept per thread with their room and
+// with their fields: a list the Handler hands back after on_head() (the
+// upstream side does, and the exchange of a downstream request when it
+// ends) serves the next head without an allocation, and a field that comes
+// again at the same place is written over the old one's strings (a value
+// over std::string's inline 15 bytes, a date or a user-agent, needs none
+// either). One set for each role: the requests a server receives are alike,
+// and so are the responses a client receives, but not one like the other.
+// Bounded in count, in the room a kept list may have and in the bytes its
+// strings hold.
+constexpr size_t kSpareFieldRoom = 32;
+constexpr size_t kSpareFieldBytes = 1024;
+constexpr size_t kSpareFieldLists = 512;
+template <H2Session::Role>
+struct FieldListOf {
+  Headers fields;
+};
+template <H2Session::Role role>
+using SpareFieldLists = SpareList<FieldListOf<role>, kSpareFieldLists>;
 
-Headers take_field_list() {
-  Headers h;
-  if (!SpareFieldLists::take(h)) h.reserve(12);  // a usual head at once: no regrowth per field
-  return h;
+template <H2Session::Role role>
+Headers take_field_list_of() {
+  FieldListOf<role> kept;
+  if (!SpareFieldLists<role>::take(kept)) kept.fields.reserve(12);  // a usual head at once: no regrowth per field
+  return std::move(kept.fields);
 }
 
-void give_back_field_list(Headers& h) {
-  if (h.capacity() == 0 || h.capacity() > kSpareFieldRoom) return;
-  h.clear();
-  SpareFieldLists::give_back(std::move(h));
+Headers take_field_list(H2Session::Role role) {
+  using Role = H2Session::Role;
+  return role == Role::server ? take_field_list_of<Role::server>() : take_field_list_of<Role::client>();
+}
+
+// The bytes the strings of `h` hold on the heap.
+size_t string_bytes(const Headers& h) {
+  constexpr size_t kInlineRoom = std::string().capacity();
+  size_t bytes = 0;
+  for (const Header& f : h) {
+    if (f.name.capacity() > kInlineRoom) bytes += f.name.capacity();
+    if (f.value.capacity() > kInlineRoom) bytes += f.value.capacity();
+  }
+  return bytes;
+}
+
+// Keeps `h` (fields and all) for a later head of a session in `role`,
+// unless it is over the bounds.
+template <H2Session::Role role>
+void give_back_field_list_of(Headers& h) {
+  if (h.capacity() == 0 || h.capacity() > kSpareFieldRoom || string_bytes(h) > kSpareFieldBytes) return;
+  if (SpareFieldLists<role>::kept() < kSpareFieldLists) SpareFieldLists<role>::give_back(FieldListOf<role>{std::move(h)});
+}
+
+void give_back_field_list(H2Session::Role role, Headers& h) {
+  using Role = H2Session::Role;
+  if (role == Role::server) give_back_field_list_of<Role::server>(h);
+  else give_back_field_list_of<Role::client>(h);
+}
+
+// A field of the head being received: the next one of `fields`, whose
+// first `used` are this head's; past them, what is left from an earlier
+// head is overwritten. A value that does not fit the room of the leftover
+// in its place takes a later leftover's that has it (the lists come back
+// with their fields moved about: the downstream puts Host first). Out of
+// line: on_header() runs for every field, and this inlined there made the
+// callback dearer (profile.sh --h2).
+[[gnu::noinline]] void put_field(Headers& fields, size_t& used, std::string_view name, std::string_view value) {
+  if (used == fields.size()) {
+    fields.emplace_back();
+  } else if (fields[used].value.capacity() < value.size()) {
+    for (size_t i = used + 1; i < fields.size(); ++i) {
+      if (fields[i].value.capacity() < value.size()) continue;
+      fields[used].value.swap(fields[i].value);
+      break;
+    }
+  }
+  Header& f = fields[used++];
+  f.name.assign(name);
+  f.value.assign(value);
+}
+
+// The send buffers of streams (what send_data() queues), kept per thread
+// with their room: a body queued on a new stream takes the buffer a
+// finished stream left instead of allocating one. Bounded in count and in
+// the room a kept buffer may have.
+constexpr size_t kSpareSendRoom = 1024;
+using SpareSendBuffers = SpareList<std::string, 512>;
+
+void give_back_send_buffer(std::string& out) {
+  if (out.capacity() <= std::string().capacity() || out.capacity() > kSpareSendRoom) return;
+  out.clear();
+  SpareSendBuffers::give_back(std::move(out));
 }
 
 uint32_t fatal_code(int rv) {
@@ -258,6 +339,10 @@ uint32_t fatal_code(int rv) {
 }
 
 }  // namespace
+
+void H2Session::keep_field_list(Headers& fields) { give_back_field_list(Role::server, fields); }
+size_t H2Session::spare_field_lists() { return SpareFieldLists<Role::server>::kept(); }
+size_t H2Session::spare_send_buffers() { return SpareSendBuffers::kept(); }
 
 H2Preface detect_h2_preface(std::string_view first_bytes) {
   size_t n = std::min(first_bytes.size(), kPreface.size());
@@ -302,6 +387,7 @@ struct H2Session::Stream {
   // Receiving.
   enum class Block { none, head, trailers } block = Block::none;
   Head head;
+  size_t head_fields = 0;     // the fields of head.fields this head has so far (the rest are left over)
   Headers trailers;
   size_t block_bytes = 0;     // RFC 9113 size of the header block being decoded
   bool oversized = false;     // that block went over max_header_list_bytes
@@ -324,6 +410,10 @@ struct H2Session::Stream {
   // Events go to the Handler: streams we opened, and peer streams whose head
   // it got.
   bool known() const { return !refused && (!peer_opened || head_delivered); }
+
+  ~Stream() { give_back_send_buffer(out); }
+  // head.fields cut to this head's fields, before anyone sees it.
+  void end_head_fields() { head.fields.erase(head.fields.begin() + static_cast<ptrdiff_t>(head_fields), head.fields.end()); }
 };
 
 void H2Session::release_held(int32_t stream) {
@@ -382,7 +472,8 @@ struct H2Session::Callbacks {
     st->oversized = false;
     if (head) {
       st->head = Head();
-      st->head.fields = take_field_list();
+      st->head.fields = take_field_list(s.role_);
+      st->head_fields = 0;
     } else {
       st->trailers.clear();
     }
@@ -412,11 +503,11 @@ struct H2Session::Callbacks {
     Head& h = st->head;
     if (!n.empty() && n[0] == ':') {
       // nghttp2 has checked the pseudo-header set for the message type.
-      if (n == ":method") h.method = v;
-      else if (n == ":scheme") h.scheme = v;
-      else if (n == ":authority") h.authority = v;
-      else if (n == ":path") h.path = v;
-      else if (n == ":status") {
+      if (is_name(n, ":method")) h.method = v;
+      else if (is_name(n, ":scheme")) h.scheme = v;
+      else if (is_name(n, ":authority")) h.authority = v;
+      else if (is_name(n, ":path")) h.path = v;
+      else if (is_name(n, ":status")) {
         int code = 0;
         for (char c : v) code = code * 10 + (c - '0');  // three digits, checked by nghttp2
         h.status = code;
@@ -424,9 +515,7 @@ struct H2Session::Callbacks {
       return 0;
     }
     // Built in place: no temporary strings moved in.
-    Header& f = h.fields.emplace_back();
-    f.name.assign(n);
-    f.value.assign(v);
+    put_field(h.fields, st->head_fields, n, v);
     return 0;
   }
 
@@ -609,11 +698,34 @@ struct H2Session::Callbacks {
   }
 };
 
+namespace {
+
+// The sessions alive on this thread: when the last one goes, so do the
+// spares kept for them (a worker without HTTP/2 connections keeps none).
+thread_local size_t sessions_of_this_thread = 0;
+
+// Frees every object `List` keeps.
+template <class List, class T>
+void free_spares() {
+  T spare;
+  while (List::take(spare)) spare = T();
+}
+
+}  // namespace
+
+[[gnu::cold]] void H2Session::free_thread_spares() {
+  free_spares<SpareFieldLists<Role::server>, FieldListOf<Role::server>>();
+  free_spares<SpareFieldLists<Role::client>, FieldListOf<Role::client>>();
+  free_spares<SpareSendBuffers, std::string>();
+  free_spares<SpareList<std::unique_ptr<HeldHead>, kSpareHeldHeads>, std::unique_ptr<HeldHead>>();
+}
+
 H2Session::H2Session(Role role, Handler* handler) : H2Session(role, handler, Limits()) {}
 
 H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
     : role_(role), handler_(handler), limits_(limits), reset_tokens_(limits.rapid_reset_burst) {
   static_assert(kPerMessageNames == kPerMessageNameCount);
+  ++sessions_of_this_thread;
   nghttp2_session_callbacks* cb = nullptr;
   nghttp2_session_callbacks_new(&cb);
   nghttp2_session_callbacks_set_on_begin_frame_callback(cb, Callbacks::on_begin_frame);
@@ -666,6 +778,7 @@ H2Session::~H2Session() {
   nghttp2_session_del(session_);  // calls nothing back
   streams_.clear();  // their held heads too: after the session, nothing points into them now
   orphaned_held_.clear();
+  if (--sessions_of_this_thread == 0) free_thread_spares();
 }
 
 // A stream is found through nghttp2's own stream map (its user data points
@@ -728,6 +841,7 @@ int H2Session::headers_received(int32_t id, bool end) {
   if (!st) return 0;
   Stream::Block block = st->block;
   st->block = Stream::Block::none;
+  if (block == Stream::Block::head) st->end_head_fields();
   if (st->oversized) {
     ++stats_.oversized_heads;
     if (stats_.oversized_heads >= limits_.max_oversized_heads) {
@@ -770,7 +884,7 @@ int H2Session::headers_received(int32_t id, bool end) {
     if (handler_) handler_->on_head(id, st->head, end);
     st = find(id);
     if (st) {
-      give_back_field_list(st->head.fields);  // what the Handler left in it
+      give_back_field_list(role_, st->head.fields);  // what the Handler left in it
       st->head = Head();
     }
   } else if (block == Stream::Block::trailers) {
@@ -939,6 +1053,7 @@ void H2Session::resume(Stream& s) {
 bool H2Session::send_data(int32_t stream, std::string_view bytes) {
   Stream* st = find(stream);
   if (failed_ || !st || !st->has_provider || st->local_ended || st->local_reset) return false;
+  if (st->out.empty() && bytes.size() > st->out.capacity()) SpareSendBuffers::take(st->out);
   st->out.append(bytes);
   if (!bytes.empty()) resume(*st);
   return true;

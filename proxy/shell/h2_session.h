@@ -216,6 +216,16 @@ class H2Session {
   // on_reset(error_code).
   void close_streams(uint32_t error_code = kCancel);
 
+  // A received request head's field list its owner is done with (the
+  // fields of a request whose exchange ended): kept for a later request
+  // head of a server session on this thread, unless it holds too much (then
+  // left as it is).
+  static void keep_field_list(Headers& fields);
+  // How many request field lists and send buffers this thread keeps for
+  // reuse (none once its last session is gone).
+  static size_t spare_field_lists();
+  static size_t spare_send_buffers();
+
   size_t open_streams() const { return streams_.size(); }
   const Stats& stats() const { return stats_; }
   Role role() const { return role_; }
@@ -233,6 +243,9 @@ class H2Session {
   // pointer to ours).
   std::unique_ptr<Stream> remove_stream(int32_t id, bool unhook);
   bool submit_head(int32_t stream, const Head& head, bool request, bool end_stream);
+  // Frees the field lists, send buffers and held heads this thread keeps
+  // (its last session is gone).
+  static void free_thread_spares();
   static std::unique_ptr<HeldHead> take_held_head();
   static void give_back_held_head(std::unique_ptr<HeldHead> h);
   void release_held(int32_t stream);  // its head is encoded (or never will be)

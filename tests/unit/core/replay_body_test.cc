@@ -62,3 +62,28 @@ TEST_CASE("DeclaredLengthOverTheLimitIsNeverReplayable") {
   b.rewind();
   CHECK(b.pending().empty());
 }
+
+TEST_CASE("BodyRoomGoesFromOneBodyToTheNextWithoutItsBytes") {
+  ReplayBody first(100, true);
+  CHECK_FALSE(first.count(40));
+  first.sent_through(std::string(40, 'a'));
+  std::string room = first.take_room();
+  CHECK(room.empty());
+  CHECK(room.capacity() >= 40);
+  CHECK(first.pending().empty());
+  const char* where = room.data();
+
+  ReplayBody second(100, true);
+  second.give_room(std::move(room));
+  CHECK_FALSE(second.count(3));
+  second.sent_through("xyz");
+  second.rewind();
+  CHECK(second.pending() == "xyz");
+  CHECK(second.pending().data() == where);  // the first body's room
+
+  std::string more(64, 'm');
+  second.give_room(std::move(more));  // holds bytes already: left alone
+  second.rewind();
+  CHECK(second.pending() == "xyz");
+  CHECK(second.pending().data() == where);
+}

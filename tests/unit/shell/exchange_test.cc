@@ -16,6 +16,7 @@
 
 #include "core/config_loader.h"
 #include "core/grpc_timeout.h"
+#include "shell/h2_session.h"
 #include "shell/worker.h"
 
 using namespace onelayer;
@@ -436,6 +437,24 @@ TEST_CASE("exchange: a GET answered 200 reaches the client, the stream goes back
   CHECK(t.factory.opens() == 1);
 }
 
+TEST_CASE("exchange: an HTTP/2 request's field list is kept for the next HTTP/2 head when the exchange ends") {
+  for (WireProtocol wire : {WireProtocol::h2, WireProtocol::http1}) {
+    CAPTURE(static_cast<int>(wire));
+    Harness t;
+    t.down.wire = wire;
+    const size_t spares = H2Session::spare_field_lists();
+    MessageHead head = request_head("GET", "/", {{"user-agent", "a client of twenty-odd bytes"}});
+    if (wire == WireProtocol::h2) head.http_major = 2;  // as the HTTP/2 downstream translates it
+    t.begin(kRouteMain, std::move(head)).on_request_end();
+    t.connect(0);
+    t.answer(0, 200, "ok");
+    REQUIRE(t.down.done == 1);
+    CHECK(H2Session::spare_field_lists() == spares);  // still the exchange's
+    t.ex.reset();
+    CHECK(H2Session::spare_field_lists() == spares + (wire == WireProtocol::h2 ? 1 : 0));
+  }
+}
+
 TEST_CASE("exchange: a 503 is retried after the backoff and the client sees only the 200") {
   Harness t;
   t.get();
@@ -495,6 +514,28 @@ TEST_CASE("exchange: a POST whose stream was refused is retried with its body re
   CHECK(t.down.body == "made");
   CHECK(t.down.proxy_responses.empty());
   CHECK(t.down.done == 1);
+}
+
+TEST_CASE("exchange: a request body's buffer room is kept when the exchange ends and serves the next body") {
+  Harness t;
+  const std::string body(64, 'b');  // over std::string's inline room
+  auto post = [&] {
+    Exchange& ex = t.begin(kRoutePost, request_head("POST", "/orders", {{"Content-Length", "64"}}));
+    ex.on_request_body(body.data(), body.size());
+    ex.on_request_end();
+    return &ex;
+  };
+  post();
+  FakeUpstream& first = t.connect(0);
+  CHECK(first.body == body);
+  t.answer(0, 201, "made");
+  const size_t spares = Exchange::spare_body_rooms();
+  t.ex.reset();
+  CHECK(Exchange::spare_body_rooms() == spares + 1);
+  post();
+  CHECK(Exchange::spare_body_rooms() == spares);  // taken by the second body
+  FakeUpstream& second = t.connect(1);
+  CHECK(second.body == body);
 }
 
 TEST_CASE("exchange: a failed connect is retried on a new stream") {

@@ -145,6 +145,8 @@ std::string field(const Headers& h, std::string_view name) {
 
 struct StreamLog {
   H2Session::Head head;
+  const Header* fields_data = nullptr;  // where the session's field list of the head was
+  const char* first_value_data = nullptr;  // and its first field's value
   bool head_seen = false, head_end = false, ended = false, closed = false;
   std::string body;
   Headers trailers;
@@ -171,6 +173,8 @@ struct Recorder : H2Session::Handler {
     StreamLog& s = streams[id];
     CHECK_FALSE(s.head_seen);
     s.head = head;
+    s.fields_data = head.fields.data();
+    if (!head.fields.empty()) s.first_value_data = head.fields[0].value.data();
     s.head_seen = true;
     s.head_end = end_stream;
     head_order.push_back(id);
@@ -1009,36 +1013,50 @@ TEST_CASE("h2 client: a :status below 100 is no head at all: the stream is reset
 
 namespace {
 
-// Keeps where each head's field list lives, and leaves the list (moved
-// back, as the upstream side does) for the session to keep.
+// Keeps where each head's field list lives, a copy of its fields and where
+// the first one's value lives, and leaves the list (moved back, as the
+// upstream side does) for the session to keep.
 struct ListKeeper : onelayer::test::H2HandlerStub {
   std::vector<const Header*> lists;
+  std::vector<Headers> heads;
+  std::vector<const char*> first_values;
   void on_head(int32_t, H2Session::Head& head, bool) override {
     Headers taken = std::move(head.fields);
     lists.push_back(taken.data());
+    heads.push_back(taken);
+    first_values.push_back(taken.empty() ? nullptr : taken[0].value.data());
     head.fields = std::move(taken);
+  }
+};
+
+// A client whose heads go to a ListKeeper, and a server answering it.
+struct KeeperPair {
+  ListKeeper keeper;
+  Recorder server_side;
+  H2Session client{Role::client, &keeper};
+  H2Session server{Role::server, &server_side};
+  KeeperPair() { server_side.session = &server; }
+  // A request to `path` answered 200 with `fields`.
+  void exchange(const std::string& path, const Headers& fields) {
+    int32_t id = client.submit_request(get(path), true);
+    REQUIRE(id > 0);
+    pump_sessions(client, server);
+    H2Session::Head r = status(200);
+    r.fields = fields;
+    REQUIRE(server.submit_response(id, r, true));
+    pump_sessions(client, server);
   }
 };
 
 }  // namespace
 
 TEST_CASE("h2 a field list left in the head after on_head serves a later head, without a new allocation") {
-  ListKeeper keeper;
-  Recorder server_side;
-  H2Session client(Role::client, &keeper);
-  H2Session server(Role::server, &server_side);
-  server_side.session = &server;
-  auto pump = [&] { pump_sessions(client, server); };
+  KeeperPair p;
+  ListKeeper& keeper = p.keeper;
   std::vector<Headers> hogs;  // take any freed list of that size, so a reuse cannot be the heap's
   for (int i = 0; i < 2; ++i) {
     for (int k = 0; k < 8; ++k) hogs.emplace_back().reserve(12);
-    int32_t id = client.submit_request(get("/" + std::to_string(i)), true);
-    REQUIRE(id > 0);
-    pump();
-    H2Session::Head r = status(200);
-    r.fields = {{"x-answer", std::to_string(i)}};
-    REQUIRE(server.submit_response(id, r, true));
-    pump();
+    p.exchange("/" + std::to_string(i), {{"x-answer", std::to_string(i)}});
   }
   REQUIRE(keeper.lists.size() == 2);
   CHECK(keeper.lists[0] != nullptr);
@@ -1076,4 +1094,114 @@ TEST_CASE("h2 heads from a field block: what the caller had may change before th
   CHECK(p.crec.streams[id].head.status == 201);
   CHECK(p.crec.streams[id].head.fields == Headers{{"x-answer", "yes"}});
   CHECK(p.crec.streams[id].closed);
+}
+
+TEST_CASE("h2 a kept field list keeps its fields' strings, and a later head shows only its own fields") {
+  KeeperPair p;
+  ListKeeper& keeper = p.keeper;
+  const std::string date = "Tue, 01 Dec 2026 19:40:00 GMT";  // over std::string's inline room
+  const std::vector<Headers> answers = {
+      {{"date", date}, {"x-one", "1"}, {"x-two", "2"}},
+      {{"date", date}},
+      {{"date", date}, {"x-three", "3"}},
+  };
+  std::vector<std::string> hogs;  // take any freed string of that size, so a reuse cannot be the heap's
+  for (size_t i = 0; i < answers.size(); ++i) {
+    for (int k = 0; k < 8; ++k) hogs.emplace_back(date.size(), 'h');
+    p.exchange("/" + std::to_string(i), answers[i]);
+  }
+  REQUIRE(keeper.heads.size() == answers.size());
+  for (size_t i = 0; i < answers.size(); ++i) CHECK(keeper.heads[i] == answers[i]);
+  CHECK(keeper.first_values[1] == keeper.first_values[0]);
+  CHECK(keeper.first_values[2] == keeper.first_values[0]);
+}
+
+TEST_CASE("h2 a field list given back by its owner serves the next request head, one holding too much is left") {
+  Pair p;
+  Headers small = {{"user-agent", "a client of twenty-odd bytes"}};
+  const Header* kept = small.data();
+  const size_t spares = H2Session::spare_field_lists();
+  H2Session::keep_field_list(small);
+  CHECK(small.empty());  // moved into the spares
+  CHECK(H2Session::spare_field_lists() == spares + 1);
+
+  Headers big = {{"x-big", std::string(4096, 'b')}};
+  H2Session::keep_field_list(big);
+  CHECK(big.size() == 1);  // left to its owner
+  CHECK(H2Session::spare_field_lists() == spares + 1);
+
+  H2Session::Head req = get("/");
+  req.fields = {{"x-request", "1"}};
+  int32_t id = p.client.submit_request(req, true);
+  REQUIRE(id > 0);
+  p.pump();
+  REQUIRE(p.srec.streams.count(id));
+  CHECK(p.srec.streams[id].head.fields == Headers{{"x-request", "1"}});
+  CHECK(p.srec.streams[id].fields_data == kept);
+}
+
+TEST_CASE("h2 a received value that does not fit the leftover in its place takes a later leftover with the room") {
+  Pair p;
+  const std::string agent = "a client of twenty-odd bytes";  // over std::string's inline room
+  Headers kept = {{"host", "api.test"}, {"user-agent", agent}};  // Host first, as the downstream hands it back
+  const char* agent_room = kept[1].value.data();
+  H2Session::keep_field_list(kept);
+  REQUIRE(kept.empty());
+
+  H2Session::Head req = get("/");
+  req.fields = {{"user-agent", agent}, {"x-short", "1"}};
+  int32_t id = p.client.submit_request(req, true);
+  REQUIRE(id > 0);
+  p.pump();
+  REQUIRE(p.srec.streams.count(id));
+  CHECK(p.srec.streams[id].head.fields == req.fields);
+  CHECK(p.srec.streams[id].first_value_data == agent_room);
+}
+
+TEST_CASE("h2 a finished stream's send buffer serves the body of a later stream") {
+  Pair p;
+  const std::string body(64, 'b');  // over std::string's inline room
+  int32_t first = p.client.submit_request(post("/1"), false);
+  REQUIRE(first > 0);
+  REQUIRE(p.client.send_data(first, body));
+  const size_t spares = H2Session::spare_send_buffers();
+  REQUIRE(p.client.end_stream(first));
+  p.pump();
+  CHECK(p.srec.streams[first].body == body);
+  REQUIRE(p.server.submit_response(first, status(200), true));
+  p.pump();
+  CHECK(p.crec.streams[first].closed);
+  CHECK(H2Session::spare_send_buffers() == spares + 1);  // the first stream's, kept
+
+  int32_t id = p.client.submit_request(post("/2"), false);
+  REQUIRE(id > 0);
+  REQUIRE(p.client.send_data(id, body));
+  CHECK(H2Session::spare_send_buffers() == spares);  // taken again
+  REQUIRE(p.client.end_stream(id));
+  p.pump();
+  CHECK(p.srec.streams[id].body == body);
+}
+
+TEST_CASE("h2 the spares kept for a thread's sessions are freed when its last session goes") {
+  std::optional<H2Session> last;
+  last.emplace(Role::server, nullptr);
+  {
+    Pair p;
+    int32_t id = p.client.submit_request(post("/"), false);
+    REQUIRE(id > 0);
+    REQUIRE(p.client.send_data(id, std::string(64, 'b')));
+    REQUIRE(p.client.end_stream(id));
+    p.pump();
+    REQUIRE(p.server.submit_response(id, status(200), true));
+    p.pump();
+    Headers fields = {{"user-agent", "a client of twenty-odd bytes"}};
+    H2Session::keep_field_list(fields);
+  }
+  const size_t lists = H2Session::spare_field_lists();
+  const size_t buffers = H2Session::spare_send_buffers();
+  CHECK(lists > 0);
+  CHECK(buffers > 0);
+  last.reset();
+  CHECK(H2Session::spare_field_lists() == 0);
+  CHECK(H2Session::spare_send_buffers() == 0);
 }
