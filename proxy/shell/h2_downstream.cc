@@ -58,6 +58,7 @@ H2Downstream::~H2Downstream() {
   // it; nothing of that reaches the session).
   streams_.clear();
   buried_.clear();
+  reaping_.clear();
 }
 
 H2DownStream* H2Downstream::find(int32_t id) {
@@ -194,8 +195,10 @@ void H2Downstream::bury(int32_t id) {
 
 void H2Downstream::on_reap(TimerList::Entry* e) {
   H2Downstream* self = static_cast<Reaper*>(e)->owner;
-  std::vector<std::unique_ptr<H2DownStream>> dead;
-  dead.swap(self->buried_);
+  // Freed from a list of their own (a stream's end may bury another); both
+  // lists keep their room for the next ones.
+  self->reaping_.swap(self->buried_);
+  self->reaping_.clear();
 }
 
 // ---- H2Session::Handler

@@ -98,6 +98,7 @@ class H2Downstream final : private H2Session::Handler, private TimerList::Entry,
                      RecyclingAllocator<std::pair<const int32_t, std::unique_ptr<H2DownStream>>>>
       streams_;  // nodes recycled per thread
   std::vector<std::unique_ptr<H2DownStream>> buried_;
+  std::vector<std::unique_ptr<H2DownStream>> reaping_;  // buried_ being freed (on_reap)
   std::vector<int32_t> drain_waiters_;  // streams to wake after a write
   Reaper reaper_;
   std::string out_;      // flush() output, reused
