@@ -268,7 +268,7 @@ Headers take_field_list(H2Session::Role role) {
 
 // The bytes the strings of `h` hold on the heap.
 size_t string_bytes(const Headers& h) {
-  constexpr size_t kInlineRoom = std::string().capacity();
+  static const size_t kInlineRoom = std::string().capacity();  // the short-string room (not constexpr for clang)
   size_t bytes = 0;
   for (const Header& f : h) {
     if (f.name.capacity() > kInlineRoom) bytes += f.name.capacity();
