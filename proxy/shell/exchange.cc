@@ -17,7 +17,7 @@
 #include "shell/exchange.h"
 #include "shell/h2_session.h"
 #include "shell/logging.h"
-#include "shell/spare_list.h"
+#include "shell/spare_string_rooms.h"
 #include "shell/worker.h"
 
 namespace onelayer {
@@ -57,18 +57,6 @@ static void storm_on_attempt_result(UpstreamShared& ups, const Upstream& ucfg, R
   if (failed) rm.on_attempt_failure(attempt <= 1, r);
 }
 
-namespace {
-
-// The rooms of request bodies' replay buffers, kept per thread: a body
-// takes the room one that ended left instead of allocating its own.
-// Bounded in count and in the room kept.
-constexpr size_t kSpareBodyRoom = 1024;
-using SpareBodyRooms = SpareList<std::string, 512>;
-
-}  // namespace
-
-size_t Exchange::spare_body_rooms() { return SpareBodyRooms::kept(); }
-
 Exchange::Exchange(DownstreamStream* down, Worker* w, Admission& a, MessageHead& head)
     : down_(down),
       w_(w),
@@ -103,11 +91,8 @@ Exchange::~Exchange() {
   // An HTTP/2 request's field list (its fields' strings too) serves the
   // next request head the worker's HTTP/2 sessions receive.
   if (req_.http_major == 2) H2Session::keep_field_list(req_.headers);
-  if (body_.received() > 0) {
-    std::string room = body_.take_room();
-    if (room.capacity() > std::string().capacity() && room.capacity() <= kSpareBodyRoom)
-      SpareBodyRooms::give_back(std::move(room));
-  }
+  // The replay buffer's room serves a later body (shell/spare_string_rooms.h).
+  if (body_.received() > 0) SpareStringRooms::give_back(body_.take_room());
 }
 
 void Exchange::start() {
@@ -420,7 +405,7 @@ void Exchange::on_request_body(const char* data, size_t len) {
   if (finished_) return;
   if (body_.received() == 0) {
     std::string room;
-    if (SpareBodyRooms::take(room)) body_.give_room(std::move(room));
+    if (SpareStringRooms::take(room)) body_.give_room(std::move(room));
   }
   const bool outgrew_buffer = body_.count(len);
   uint64_t max = lcfg_->limits.max_body_bytes;

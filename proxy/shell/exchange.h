@@ -45,11 +45,10 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   ~Exchange() override;
 
   void start();
-  // The first body bytes take the room of a replay buffer an earlier
-  // request left on this thread (kept when its exchange ended).
+  // The first body bytes take the room of a buffer an earlier body left on
+  // this thread (shell/spare_string_rooms.h: kept when its exchange or its
+  // HTTP/2 stream ended).
   void on_request_body(const char* data, size_t len);
-  // How many such rooms this thread keeps.
-  static size_t spare_body_rooms();
   // The request's trailers (a chunked body's trailer section, an HTTP/2
   // trailing HEADERS), before on_request_end: kept with the body, so a
   // replayed request carries them again.

@@ -10,6 +10,7 @@
 #include "shell/h2_field_block.h"
 #include "shell/h2_memory_pool.h"
 #include "shell/spare_list.h"
+#include "shell/spare_string_rooms.h"
 
 namespace onelayer {
 
@@ -313,19 +314,6 @@ void give_back_field_list(H2Session::Role role, Headers& h) {
   f.value.assign(value);
 }
 
-// The send buffers of streams (what send_data() queues), kept per thread
-// with their room: a body queued on a new stream takes the buffer a
-// finished stream left instead of allocating one. Bounded in count and in
-// the room a kept buffer may have.
-constexpr size_t kSpareSendRoom = 1024;
-using SpareSendBuffers = SpareList<std::string, 512>;
-
-void give_back_send_buffer(std::string& out) {
-  if (out.capacity() <= std::string().capacity() || out.capacity() > kSpareSendRoom) return;
-  out.clear();
-  SpareSendBuffers::give_back(std::move(out));
-}
-
 uint32_t fatal_code(int rv) {
   switch (rv) {
     case NGHTTP2_ERR_FLOODED:
@@ -342,7 +330,6 @@ uint32_t fatal_code(int rv) {
 
 void H2Session::keep_field_list(Headers& fields) { give_back_field_list(Role::server, fields); }
 size_t H2Session::spare_field_lists() { return SpareFieldLists<Role::server>::kept(); }
-size_t H2Session::spare_send_buffers() { return SpareSendBuffers::kept(); }
 
 H2Preface detect_h2_preface(std::string_view first_bytes) {
   size_t n = std::min(first_bytes.size(), kPreface.size());
@@ -411,7 +398,9 @@ struct H2Session::Stream {
   // it got.
   bool known() const { return !refused && (!peer_opened || head_delivered); }
 
-  ~Stream() { give_back_send_buffer(out); }
+  // The send buffer's room serves a later body (a stream's or a request's
+  // replay buffer).
+  ~Stream() { SpareStringRooms::give_back(std::move(out)); }
   // head.fields cut to this head's fields, before anyone sees it.
   void end_head_fields() { head.fields.erase(head.fields.begin() + static_cast<ptrdiff_t>(head_fields), head.fields.end()); }
 };
@@ -704,20 +693,13 @@ namespace {
 // spares kept for them (a worker without HTTP/2 connections keeps none).
 thread_local size_t sessions_of_this_thread = 0;
 
-// Frees every object `List` keeps.
-template <class List, class T>
-void free_spares() {
-  T spare;
-  while (List::take(spare)) spare = T();
-}
-
 }  // namespace
 
 [[gnu::cold]] void H2Session::free_thread_spares() {
-  free_spares<SpareFieldLists<Role::server>, FieldListOf<Role::server>>();
-  free_spares<SpareFieldLists<Role::client>, FieldListOf<Role::client>>();
-  free_spares<SpareSendBuffers, std::string>();
-  free_spares<SpareList<std::unique_ptr<HeldHead>, kSpareHeldHeads>, std::unique_ptr<HeldHead>>();
+  SpareFieldLists<Role::server>::free_all();
+  SpareFieldLists<Role::client>::free_all();
+  SpareStringRooms::free_all();
+  SpareList<std::unique_ptr<HeldHead>, kSpareHeldHeads>::free_all();
 }
 
 H2Session::H2Session(Role role, Handler* handler) : H2Session(role, handler, Limits()) {}
@@ -1053,7 +1035,7 @@ void H2Session::resume(Stream& s) {
 bool H2Session::send_data(int32_t stream, std::string_view bytes) {
   Stream* st = find(stream);
   if (failed_ || !st || !st->has_provider || st->local_ended || st->local_reset) return false;
-  if (st->out.empty() && bytes.size() > st->out.capacity()) SpareSendBuffers::take(st->out);
+  if (st->out.empty() && bytes.size() > st->out.capacity()) SpareStringRooms::take(st->out);
   st->out.append(bytes);
   if (!bytes.empty()) resume(*st);
   return true;

@@ -221,10 +221,10 @@ class H2Session {
   // head of a server session on this thread, unless it holds too much (then
   // left as it is).
   static void keep_field_list(Headers& fields);
-  // How many request field lists and send buffers this thread keeps for
-  // reuse (none once its last session is gone).
+  // How many request field lists this thread keeps for reuse (none once
+  // its last session is gone; so are the string rooms of
+  // shell/spare_string_rooms.h).
   static size_t spare_field_lists();
-  static size_t spare_send_buffers();
 
   size_t open_streams() const { return streams_.size(); }
   const Stats& stats() const { return stats_; }
@@ -243,7 +243,7 @@ class H2Session {
   // pointer to ours).
   std::unique_ptr<Stream> remove_stream(int32_t id, bool unhook);
   bool submit_head(int32_t stream, const Head& head, bool request, bool end_stream);
-  // Frees the field lists, send buffers and held heads this thread keeps
+  // Frees the field lists, string rooms and held heads this thread keeps
   // (its last session is gone).
   static void free_thread_spares();
   static std::unique_ptr<HeldHead> take_held_head();

@@ -27,6 +27,8 @@ class SpareList {
     if (l.size() < kMax) l.push_back(std::move(v));
   }
   static size_t kept() { return list().size(); }
+  // Frees every kept object, and the list's own room.
+  static void free_all() { std::vector<T>().swap(list()); }
 
  private:
   static std::vector<T>& list() {

@@ -17,6 +17,7 @@
 #include "core/config_loader.h"
 #include "core/grpc_timeout.h"
 #include "shell/h2_session.h"
+#include "shell/spare_string_rooms.h"
 #include "shell/worker.h"
 
 using namespace onelayer;
@@ -529,11 +530,11 @@ TEST_CASE("exchange: a request body's buffer room is kept when the exchange ends
   FakeUpstream& first = t.connect(0);
   CHECK(first.body == body);
   t.answer(0, 201, "made");
-  const size_t spares = Exchange::spare_body_rooms();
+  const size_t spares = SpareStringRooms::kept();
   t.ex.reset();
-  CHECK(Exchange::spare_body_rooms() == spares + 1);
+  CHECK(SpareStringRooms::kept() == spares + 1);
   post();
-  CHECK(Exchange::spare_body_rooms() == spares);  // taken by the second body
+  CHECK(SpareStringRooms::kept() == spares);  // taken by the second body
   FakeUpstream& second = t.connect(1);
   CHECK(second.body == body);
 }

@@ -14,6 +14,7 @@
 
 #include "shell/h2_field_block.h"
 #include "shell/h2_session.h"
+#include "shell/spare_string_rooms.h"
 #include "h2_handler_stub.h"
 
 using namespace onelayer;
@@ -1164,19 +1165,19 @@ TEST_CASE("h2 a finished stream's send buffer serves the body of a later stream"
   int32_t first = p.client.submit_request(post("/1"), false);
   REQUIRE(first > 0);
   REQUIRE(p.client.send_data(first, body));
-  const size_t spares = H2Session::spare_send_buffers();
+  const size_t spares = SpareStringRooms::kept();
   REQUIRE(p.client.end_stream(first));
   p.pump();
   CHECK(p.srec.streams[first].body == body);
   REQUIRE(p.server.submit_response(first, status(200), true));
   p.pump();
   CHECK(p.crec.streams[first].closed);
-  CHECK(H2Session::spare_send_buffers() == spares + 1);  // the first stream's, kept
+  CHECK(SpareStringRooms::kept() == spares + 1);  // the first stream's, kept
 
   int32_t id = p.client.submit_request(post("/2"), false);
   REQUIRE(id > 0);
   REQUIRE(p.client.send_data(id, body));
-  CHECK(H2Session::spare_send_buffers() == spares);  // taken again
+  CHECK(SpareStringRooms::kept() == spares);  // taken again
   REQUIRE(p.client.end_stream(id));
   p.pump();
   CHECK(p.srec.streams[id].body == body);
@@ -1198,10 +1199,10 @@ TEST_CASE("h2 the spares kept for a thread's sessions are freed when its last se
     H2Session::keep_field_list(fields);
   }
   const size_t lists = H2Session::spare_field_lists();
-  const size_t buffers = H2Session::spare_send_buffers();
+  const size_t buffers = SpareStringRooms::kept();
   CHECK(lists > 0);
   CHECK(buffers > 0);
   last.reset();
   CHECK(H2Session::spare_field_lists() == 0);
-  CHECK(H2Session::spare_send_buffers() == 0);
+  CHECK(SpareStringRooms::kept() == 0);
 }
