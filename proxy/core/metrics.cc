@@ -112,7 +112,7 @@ std::string join_labels(std::initializer_list<std::string> parts) {
 
 // Sums of every RouteMetrics that shares a route name.
 struct RouteAccum {
-  uint64_t retries_connect_failure = 0, retries_reset = 0, retries_timeout = 0, retries_refused = 0;
+  uint64_t retries_connect_failure = 0, retries_reset = 0, retries_timeout = 0, retries_refused = 0, resends = 0;
   std::map<int, uint64_t> retries_by_status;
   std::map<int, uint64_t> retries_by_grpc;   // gRPC code -> count
   std::map<int, uint64_t> grpc_responses;    // gRPC code -> count
@@ -148,6 +148,7 @@ void accumulate(Aggregate& agg, const RouteMetrics& rm, int64_t now_ms) {
   acc.retries_reset += rm.retries_reset.load(kRelaxed);
   acc.retries_timeout += rm.retries_timeout.load(kRelaxed);
   acc.retries_refused += rm.retries_refused.load(kRelaxed);
+  acc.resends += rm.resends.load(kRelaxed);
   for (int code = kMinStatus; code <= kMaxStatus; ++code) {
     uint64_t n = rm.retries_by_status[code - kMinStatus].load(kRelaxed);
     if (n != 0) acc.retries_by_status[code] += n;
@@ -211,6 +212,11 @@ void render_routes(Writer& w, const Aggregate& agg) {
                join_labels({rl, label("reason", grpc_status_name(static_cast<GrpcStatus>(code)))}), n);
     }
   }
+
+  w.family("onelayer_refused_resends_total", "counter",
+           "Requests sent once more at once because the upstream refused their stream unprocessed (HTTP/2 "
+           "REFUSED_STREAM or above its GOAWAY), by route; not retries: no budget token, no backoff.");
+  for (const auto& [route, acc] : agg.routes) w.sample("onelayer_refused_resends_total", label("route", route), acc.resends);
 
   w.family("onelayer_retries_declined_total", "counter",
            "Retryable failures that were not retried, by route and reason.");

@@ -101,6 +101,8 @@ struct RouteMetrics {
   void on_retry(AttemptOutcome outcome, int status = 0);
   // The same for any trigger: a gRPC one is counted under its status name.
   void on_retry(RetryTrigger trigger);
+  // A refused stream was re-sent at once (not a retry: retry.h Decision::resend).
+  void on_resend() { resends.fetch_add(1, std::memory_order_relaxed); }
   // A gRPC call was answered downstream with this grpc-status (proxied or
   // onelayer's own): onelayer_grpc_responses_total{grpc_status}.
   void on_grpc_response(GrpcStatus status);
@@ -135,6 +137,7 @@ struct RouteMetrics {
   std::atomic<uint64_t> retries_reset{0};
   std::atomic<uint64_t> retries_timeout{0};
   std::atomic<uint64_t> retries_refused{0};
+  std::atomic<uint64_t> resends{0};
   StatusCounters retries_by_status{};
   using GrpcCounters = std::array<std::atomic<uint64_t>, kGrpcStatusCount>;  // by code
   GrpcCounters retries_by_grpc{};

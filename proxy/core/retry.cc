@@ -46,6 +46,7 @@ bool is_retryable_outcome(const AttemptResult& r, const RetryOn& on) {
 }
 
 bool attempt_failed(const AttemptResult& r, const RetryOn& on) {
+  if (r.outcome == AttemptOutcome::refused) return false;
   if (r.outcome != AttemptOutcome::response) return true;
   if (r.grpc) {
     switch (*r.grpc) {
@@ -182,10 +183,19 @@ RetryState::Decision RetryState::on_attempt_result(const AttemptResult& r, TimeP
                                                    bool response_started, Random& rng,
                                                    RetryBudget* budget, const CircuitBreaker* breaker) {
   const RetryTrigger trigger = r;
+  if (r.outcome == AttemptOutcome::refused && resends_ == 0 && !response_started && body_replayable_ &&
+      time_left(now).count() > 0) {
+    ++resends_;
+    Decision d;
+    d.retry = true;
+    d.resend = true;
+    d.trigger = trigger;
+    return d;
+  }
   if (!is_retryable_outcome(r, policy_.retry_on)) return decline(Decline::not_retryable, trigger);
   // An open breaker refuses a retry that would otherwise be weighed, before a
   // budget token is spent on it.
-  if (breaker != nullptr && !response_started && owns_retries() && attempts_ < max_attempts_ &&
+  if (breaker != nullptr && !response_started && owns_retries() && counted_attempts() < max_attempts_ &&
       breaker->state(now) == CircuitBreaker::State::open)
     return decline(Decline::circuit_open, trigger);
   if (r.inner_exhausted) return decline(Decline::inner_exhausted, trigger);
@@ -196,7 +206,7 @@ RetryState::Decision RetryState::on_attempt_result(const AttemptResult& r, TimeP
   const bool reached = r.request_may_have_reached && r.outcome != AttemptOutcome::refused;
   if (!safe_ && reached) return decline(Decline::not_idempotent, trigger);
   if (!body_replayable_) return decline(Decline::body_too_large, trigger);
-  if (attempts_ >= max_attempts_) return decline(Decline::attempts_exhausted, trigger);
+  if (counted_attempts() >= max_attempts_) return decline(Decline::attempts_exhausted, trigger);
 
   // Comparisons stay in milliseconds: a Retry-After can be near-saturated and
   // must never be added to a time point.
@@ -204,7 +214,7 @@ RetryState::Decision RetryState::on_attempt_result(const AttemptResult& r, TimeP
   // A pushback replaces the backoff: no random number is drawn for it.
   const bool pushback = policy_.retry_after.honor && r.pushback;
   const Millis backoff =
-      pushback ? Millis{0} : backoff_delay(policy_.backoff, std::max<uint32_t>(1, attempts_), previous_wait_, rng);
+      pushback ? Millis{0} : backoff_delay(policy_.backoff, std::max<uint32_t>(1, counted_attempts()), previous_wait_, rng);
   const ServerWait sw = server_wait(r, backoff, left);
   if (sw.declined != Decline::none) return decline(sw.declined, trigger);
   const Millis wait = sw.wait;

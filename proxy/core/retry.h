@@ -42,8 +42,10 @@ bool is_idempotent_method(std::string_view method);
 bool is_retryable_outcome(const AttemptResult&, const RetryOn&);
 
 // Whether an attempt failed, for onelayer_attempt_failures_total and the
-// successes retry budget: a connect failure, reset, refused stream or
-// timeout, a 5xx response other than 501, or a status listed in retry_on
+// successes retry budget: a connect failure, reset or timeout (not a
+// refused stream: the upstream turned it away unprocessed, as every HTTP/2
+// server does with the streams above its GOAWAY when it closes a connection
+// after N requests; that is no verdict on the upstream), a 5xx response other than 501, or a status listed in retry_on
 // (429, ...). A gRPC trigger failed when its status is listed in retry_on or
 // is a server-side failure: unknown, deadline-exceeded, internal,
 // unavailable, data-loss. Everything else (2xx, 3xx, other 4xx, 501, gRPC
@@ -97,6 +99,10 @@ class RetryState {  // one per downstream request
     Decline declined = Decline::none;
     RetryTrigger trigger;  // the result's outcome and status (also set when not retrying)
     bool mark_exhausted = false;
+    // A re-send, not a retry: the first refused stream of the request goes
+    // out again at once (wait 0), spending no budget token and not counted
+    // against max_attempts.
+    bool resend = false;
   };
 
   // Before every attempt, the first one included. admitted: the attempt is
@@ -139,6 +145,13 @@ class RetryState {  // one per downstream request
   // (nullptr: none), so a token is spent only on a retry that happens ->
   // budget_exhausted. With honor false, Retry-After and pushback are both
   // ignored.
+  // First of all, a refused stream (the upstream did not process it: RFC
+  // 9113 8.7) is re-sent once per request, at once, when the response has
+  // not started, the body is replayable and time is left: on any route
+  // (max_attempts 1 and an outer owner included, since the application
+  // still sees the request once), whatever retry_on says, with no budget
+  // token and no backoff; the re-sent attempt does not count against
+  // max_attempts. A second refusal goes through the rules below.
   // The breaker (nullptr: none) is asked right after the outcome is found
   // retryable, for a retry this layer would own with attempts left and the
   // response not started: open (not half-open) -> circuit_open, before any
@@ -169,7 +182,10 @@ class RetryState {  // one per downstream request
   bool body_replayable_;
   bool outer_owned_;
   uint32_t attempts_ = 0;
+  uint32_t resends_ = 0;  // attempts that were re-sends (at most 1): not counted against max_attempts
   Millis previous_wait_{0};
+  // Attempts counted against max_attempts.
+  uint32_t counted_attempts() const { return attempts_ - resends_; }
 };
 
 }  // namespace onelayer

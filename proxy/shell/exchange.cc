@@ -511,9 +511,14 @@ RetryState::Decision Exchange::decide_retry(const AttemptResult& r, TimePoint no
   RetryState::Decision d =
       rs_->on_attempt_result(r, now, response_started_, w_->random(), &ups_->budget, &ups_->breaker);
   if (d.retry) {
-    rm_->on_retry(d.trigger);
     if (!triggers_.empty()) triggers_ += ',';
-    append_trigger_name(triggers_, d.trigger);
+    if (d.resend) {
+      rm_->on_resend();
+      triggers_ += "resend";
+    } else {
+      rm_->on_retry(d.trigger);
+      append_trigger_name(triggers_, d.trigger);
+    }
     drop_upstream();
     waiting_backoff_ = true;
     arm_timer(d.wait, on_backoff_done);
@@ -580,15 +585,18 @@ void Exchange::on_up_error(int err) {
 }
 
 // The upstream refused the stream before its application saw it (HTTP/2
-// REFUSED_STREAM, or above a GOAWAY's last-stream-id): safe to retry
-// whatever the method, on another connection.
+// REFUSED_STREAM, or above a GOAWAY's last-stream-id): safe to send again
+// whatever the method, on another connection (the first time at once: see
+// RetryState::on_attempt_result). No verdict on the endpoint or the
+// breaker: a server that closes connections after N requests refuses the
+// streams in flight on each one, and is not failing.
 void Exchange::on_up_refused() {
   if (finished_) return;
   spdlog::debug("upstream {} refused the stream", attempt_.endpoint ? attempt_.endpoint->label : "?");
   AttemptResult r;
   r.outcome = AttemptOutcome::refused;
   r.request_may_have_reached = false;
-  handle_failure(r, 502, "upstream_reset");
+  handle_failure(r, 502, "upstream_reset", UpstreamEndpoints::Result::cancelled);
 }
 
 void Exchange::on_tls_failed(const std::string& why, bool verify) {

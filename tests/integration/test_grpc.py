@@ -325,7 +325,7 @@ class GrpcScriptedPeerTest(IntegrationTest):
     def value(self, text, name, **labels):
         return ops.value(text, name, route=self.ROUTE, **labels) or 0
 
-    def test_refused_stream_is_retried_on_another_connection_whatever_the_method(self):
+    def test_refused_stream_is_sent_again_on_another_connection_whatever_the_method(self):
         # An unsafe route: only "never reached the application" makes this retryable.
         server, proxy = self.scripted(gp.refuse(), retry={"max_attempts": 3, "backoff": dict(FAST_BACKOFF)})
         frames = gp.raw_grpc_call(proxy.port())
@@ -333,16 +333,19 @@ class GrpcScriptedPeerTest(IntegrationTest):
         self.assertEqual(server.count(), 2)
         self.assertNotEqual(server.arrivals[0].conn_id, server.arrivals[1].conn_id)
         text = ops.settled_metrics(self, proxy, self.ROUTE, 1)
-        self.assertEqual(self.value(text, "onelayer_retries_total", reason="refused-stream"), 1)
+        # The first refusal is re-sent, not retried (no budget, no backoff).
+        self.assertEqual(self.value(text, "onelayer_refused_resends_total"), 1)
+        self.assertEqual(self.value(text, "onelayer_retries_total", reason="refused-stream"), 0)
         self.assertEqual(self.value(text, "onelayer_retries_declined_total", reason="not_idempotent"), 0)
 
-    def test_stream_above_goaway_is_retried_whatever_the_method(self):
+    def test_stream_above_goaway_is_sent_again_whatever_the_method(self):
         server, proxy = self.scripted(gp.go_away(), retry={"max_attempts": 3, "backoff": dict(FAST_BACKOFF)})
         frames = gp.raw_grpc_call(proxy.port())
         self.assertEqual(frames[-1], ("trailers", {"grpc-status": "0"}), frames)
         self.assertEqual(server.count(), 2)
         text = ops.settled_metrics(self, proxy, self.ROUTE, 1)
-        self.assertEqual(self.value(text, "onelayer_retries_total", reason="refused-stream"), 1)
+        self.assertEqual(self.value(text, "onelayer_refused_resends_total"), 1)
+        self.assertEqual(self.value(text, "onelayer_retries_total", reason="refused-stream"), 0)
 
     def test_x_retry_exhausted_in_trailers_is_final_and_passed_on(self):
         server, proxy = self.scripted(gp.answer("14", [("x-retry-exhausted", "3")], message=b""))

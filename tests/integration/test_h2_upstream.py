@@ -30,6 +30,14 @@ def answer_when(gate, request):
         request.later(0.02, lambda: answer_when(gate, request))
 
 
+def refuse_on_the_first_connection(request):
+    """REFUSED_STREAM on connection 1, "took <body>" on the others."""
+    if request.conn_id == 1:
+        request.refuse()
+    else:
+        request.respond(200, [], b"took " + request.body)
+
+
 def get(port, target, host="svc.test"):
     with h.Conn(port) as c:
         return c.request("GET", target, host=host)
@@ -215,14 +223,9 @@ class H2UpstreamTest(IntegrationTest):
         self.assertEqual(sorted(per_conn.values()), [2, 2, 2], per_conn)
         self.assertEqual(o.accepted, 3)
 
-    # -- refused and GOAWAY: retried, never duplicated -----------------------
+    # -- refused and GOAWAY: sent again, never duplicated --------------------
     def test_a_refused_stream_is_retried_on_another_connection_even_for_a_post(self):
-        def handler(r):
-            if r.conn_id == 1:
-                r.refuse()
-            else:
-                r.respond(200, [], b"took " + r.body)
-        o = self.h2origin(handler)
+        o = self.h2origin(refuse_on_the_first_connection)
         proxy = self.proxy_to(o.port, retry={"max_attempts": 3})
         with h.Conn(proxy.port()) as c:
             r = c.request("POST", "/orders", headers=[("Host", "svc.test")], body=b"one order")
@@ -231,6 +234,47 @@ class H2UpstreamTest(IntegrationTest):
         self.assertEqual([(q.conn_id, q.processed) for q in reqs], [(1, False), (2, True)])
         self.assertEqual(o.accepted, 2)
         self.assertEqual(reqs[1].field("x-retry-attempt"), "2")
+
+    def test_a_refused_stream_is_sent_again_at_once_without_backoff_or_a_retry(self):
+        # The backoff (2 s) would show if the re-send waited; the route
+        # allows one attempt, and the re-send is still made (the origin
+        # never processed the refused stream).
+        o = self.h2origin(refuse_on_the_first_connection)
+        proxy = self.proxy_to(o.port, retry={"max_attempts": 1, "backoff": {"base": "2s", "cap": "2s"}})
+        t0 = time.monotonic()
+        with h.Conn(proxy.port()) as c:
+            r = c.request("POST", "/orders", headers=[("Host", "svc.test")], body=b"one order")
+        elapsed = time.monotonic() - t0
+        self.assertEqual((r.status, r.body), (200, b"took one order"))
+        self.assertLess(elapsed, 1.5)
+        self.assertEqual([(q.conn_id, q.processed) for q in o.snapshot()], [(1, False), (2, True)])
+        text = ops.settled_metrics(self, proxy, "default", 1)
+        self.assertEqual(ops.value(text, "onelayer_refused_resends_total", route="default"), 1)
+        self.assertEqual(ops.value(text, "onelayer_retries_total", route="default", reason="refused-stream"), None)
+        self.assertEqual(ops.value(text, "onelayer_attempt_failures_total", route="default", attempt="first",
+                                   outcome="refused-stream"), None)
+        self.assertTrue(h.wait_until(lambda: "retry_reasons=resend " in proxy.stdout(), 5), proxy.stdout())
+
+    def test_nginx_closing_connections_after_n_requests_fails_no_request_and_opens_no_breaker(self):
+        # NGINX ends an HTTP/2 connection after keepalive_requests streams
+        # with a GOAWAY that refuses the streams above it. Those are re-sent,
+        # not failures: a breaker that opened on them (5 in a row) would
+        # answer 503 for open_for.
+        n = self.nginx(locations="keepalive_requests 100;")
+        proxy = self.proxy_to(n.port, retry={"max_attempts": 2},
+                              upstream={"circuit_breaker": {"consecutive_failures": 5, "open_for": "30s"}},
+                              listener={"protocols": ["http1", "h2c"]})
+        # 32 streams in flight over one upstream connection at a time: each
+        # GOAWAY refuses up to 31 of them.
+        out = subprocess.run(["h2load", "-n", "2000", "-c", "4", "-m", "8", "http://127.0.0.1:%d/" % proxy.port()],
+                             capture_output=True, text=True, errors="replace", timeout=60)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("2000 succeeded, 0 failed", out.stdout)
+        self.assertIn("status codes: 2000 2xx", out.stdout)
+        text = ops.settled_metrics(self, proxy, "default", 2000)
+        self.assertGreater(ops.value(text, "onelayer_refused_resends_total", route="default"), 0)
+        self.assertEqual(ops.value(text, "onelayer_circuit_breaker_state", upstream="origin"), 0)
+        self.assertGreater(ops.value(text, "onelayer_upstream_connections_total", protocol="h2"), 2000 // 100 - 1)
 
     def test_goaway_below_an_inflight_stream_retries_it_and_never_repeats_the_processed_one(self):
         lock = threading.Lock()

@@ -101,6 +101,9 @@ onelayer_retries_total{route="items",reason="connect-failure"} 1
 onelayer_retries_total{route="items",reason="reset"} 0
 onelayer_retries_total{route="items",reason="timeout"} 0
 onelayer_retries_total{route="items",reason="503"} 2
+# HELP onelayer_refused_resends_total Requests sent once more at once because the upstream refused their stream unprocessed (HTTP/2 REFUSED_STREAM or above its GOAWAY), by route; not retries: no budget token, no backoff.
+# TYPE onelayer_refused_resends_total counter
+onelayer_refused_resends_total{route="items"} 0
 # HELP onelayer_retries_declined_total Retryable failures that were not retried, by route and reason.
 # TYPE onelayer_retries_declined_total counter
 onelayer_retries_declined_total{route="items",reason="not_idempotent"} 0
@@ -438,6 +441,16 @@ TEST_CASE("GrpcTriggersCountUnderTheirStatusNameAndRefusedStreamsApart") {
         std::string::npos);
   CHECK(text.find("onelayer_attempt_failures_total{route=\"calls\",attempt=\"retry\",outcome=\"refused-stream\"} 1\n") !=
         std::string::npos);
+}
+
+TEST_CASE("RefusedStreamResendsAreCountedApartFromRetries") {
+  Metrics m;
+  RouteMetrics* rm = m.route("l", "calls", "u");
+  rm->on_resend();
+  rm->on_resend();
+  const std::string text = m.render_prometheus(0, {});
+  CHECK(text.find("onelayer_refused_resends_total{route=\"calls\"} 2\n") != std::string::npos);
+  CHECK(text.find("reason=\"refused-stream\"") == std::string::npos);  // no retry was counted
 }
 
 TEST_CASE("GrpcResponsesAreCountedByStatusNumberAndSummedAcrossListeners") {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/retry.h"
+#include "core/retry_budget.h"
 #include "scripted_random.h"
 
 using namespace onelayer;
@@ -79,7 +80,8 @@ TEST_CASE("GrpcServerFailuresCountAsFailedAttemptsCallerErrorsDoNot") {
   RetryOn cancelled;
   cancelled.grpc_statuses = {GrpcStatus::cancelled};
   CHECK(attempt_failed(grpc_answer(GrpcStatus::cancelled), cancelled));
-  CHECK(attempt_failed(AttemptResult{{AttemptOutcome::refused, 0, {}}}, on));
+  // A refused stream is no verdict on the upstream (it was not processed).
+  CHECK_FALSE(attempt_failed(AttemptResult{{AttemptOutcome::refused, 0, {}}}, on));
 }
 
 TEST_CASE("GrpcPostIsNotRetriedWithoutKeyOrIdempotentRoute") {
@@ -212,16 +214,31 @@ TEST_CASE("PushbackOnANonRetryableAnswerChangesNothing") {
   CHECK_FALSE(d.mark_exhausted);
 }
 
-TEST_CASE("RefusedStreamIsRetriedWhateverTheMethod") {
+AttemptResult refused_stream() {
+  AttemptResult r;
+  r.outcome = AttemptOutcome::refused;
+  r.request_may_have_reached = true;  // ignored: a refused stream never reached the application
+  return r;
+}
+
+TEST_CASE("FirstRefusedStreamIsResentAtOnceWithoutBudgetOrBackoff") {
   const RetryPolicy p = grpc_policy();
   RetryState s(p, 10s, kStart, grpc_call());  // POST, no key, route not idempotent
-  ScriptedRandom rng{0};
-  AttemptResult refused;
-  refused.outcome = AttemptOutcome::refused;
-  refused.request_may_have_reached = true;  // ignored: a refused stream never reached the application
-  auto d = attempt(s, refused, kStart, rng);
+  ScriptedRandom rng{};                         // no draw: a re-send has no backoff
+  RetryBudget empty(RetryBudgetConfig{0.0, 0.0, BudgetMode::requests}, kStart);
+  REQUIRE_FALSE(empty.try_spend(kStart));
+  s.on_attempt_started();
+  auto d = s.on_attempt_result(refused_stream(), kStart, false, rng, &empty);
   CHECK(d.retry);
+  CHECK(d.resend);
+  CHECK(d.wait == 0ms);
   CHECK(d.trigger.outcome == AttemptOutcome::refused);
+  // The second refusal is a retry like any other: the budget decides.
+  s.on_attempt_started();
+  ScriptedRandom rng2{0};
+  auto second = s.on_attempt_result(refused_stream(), kStart, false, rng2, &empty);
+  CHECK_FALSE(second.retry);
+  CHECK(second.declined == Decline::budget_exhausted);
   // Whereas a reset of the same POST is not retried.
   RetryState s2(p, 10s, kStart, grpc_call());
   AttemptResult reset;
@@ -229,30 +246,72 @@ TEST_CASE("RefusedStreamIsRetriedWhateverTheMethod") {
   CHECK(attempt(s2, reset, kStart, rng).declined == Decline::not_idempotent);
 }
 
-TEST_CASE("RefusedStreamFollowsRetryOnReset") {
+TEST_CASE("SecondRefusedStreamIsRetriedWhateverTheMethodWithTheFirstRetrysBackoff") {
+  const RetryPolicy p = grpc_policy();  // base 100ms, cap 1s, full jitter
+  RetryState s(p, 10s, kStart, grpc_call());
+  ScriptedRandom rng{150};
+  CHECK(attempt(s, refused_stream(), kStart, rng).resend);
+  auto d = attempt(s, refused_stream(), kStart, rng);
+  CHECK(d.retry);
+  CHECK_FALSE(d.resend);
+  // Retry 1 (the re-send is not counted): uniform[0, 100] -> 150 % 101.
+  CHECK(d.wait == 49ms);
+}
+
+TEST_CASE("RefusedStreamIsResentWhateverRetryOnThenFollowsRetryOnReset") {
   RetryPolicy p = grpc_policy();
   p.retry_on.reset = false;
   RetryState s(p, 10s, kStart, grpc_call());
   ScriptedRandom rng{};
-  AttemptResult refused;
-  refused.outcome = AttemptOutcome::refused;
-  CHECK_FALSE(is_retryable_outcome(refused, p.retry_on));
-  CHECK(attempt(s, refused, kStart, rng).declined == Decline::not_retryable);
+  CHECK_FALSE(is_retryable_outcome(refused_stream(), p.retry_on));
+  CHECK(attempt(s, refused_stream(), kStart, rng).resend);
+  CHECK(attempt(s, refused_stream(), kStart, rng).declined == Decline::not_retryable);
 }
 
-TEST_CASE("RefusedStreamStillRespectsAttemptsAndOuterOwner") {
-  const RetryPolicy p = grpc_policy();
+TEST_CASE("RefusedStreamResendIsNotCountedAgainstMaxAttempts") {
+  const RetryPolicy p = grpc_policy();  // max_attempts 3
   ScriptedRandom rng{0, 0};
-  AttemptResult refused;
-  refused.outcome = AttemptOutcome::refused;
   RetryState s(p, 10s, kStart, grpc_call());
-  CHECK(attempt(s, refused, kStart, rng).retry);
-  CHECK(attempt(s, refused, kStart, rng).retry);
-  auto third = attempt(s, refused, kStart, rng);
-  CHECK(third.declined == Decline::attempts_exhausted);
-  CHECK(third.mark_exhausted);
+  CHECK(attempt(s, refused_stream(), kStart, rng).resend);  // attempt 1, re-sent as attempt 2
+  CHECK(attempt(s, refused_stream(), kStart, rng).retry);   // counted 1 -> retry
+  CHECK(attempt(s, refused_stream(), kStart, rng).retry);   // counted 2 -> retry
+  auto fourth = attempt(s, refused_stream(), kStart, rng);  // counted 3: the policy's all
+  CHECK(fourth.declined == Decline::attempts_exhausted);
+  CHECK(fourth.mark_exhausted);
+  CHECK(s.attempts_started() == 4);
+}
+
+TEST_CASE("RefusedStreamIsResentOnceEvenWhenAnOuterLayerOwnsRetriesOrTheRouteDoesNotRetry") {
+  const RetryPolicy p = grpc_policy();
+  ScriptedRandom rng{};
   RetryState inner(p, 10s, kStart, RetryState::Request{"POST", false, true, true, false});
-  CHECK(attempt(inner, refused, kStart, rng).declined == Decline::outer_owner);
+  CHECK(attempt(inner, refused_stream(), kStart, rng).resend);
+  CHECK(attempt(inner, refused_stream(), kStart, rng).declined == Decline::outer_owner);
+  RetryPolicy once = grpc_policy();
+  once.max_attempts = 1;
+  RetryState single(once, 10s, kStart, grpc_call());
+  CHECK(attempt(single, refused_stream(), kStart, rng).resend);
+  auto d = attempt(single, refused_stream(), kStart, rng);
+  CHECK(d.declined == Decline::attempts_exhausted);
+  CHECK_FALSE(d.mark_exhausted);  // a route that does not retry never marks
+}
+
+TEST_CASE("RefusedStreamIsNotResentAfterTheResponseStartedWithoutABodyOrTime") {
+  const RetryPolicy p = grpc_policy();
+  ScriptedRandom rng{0};
+  RetryState started(p, 10s, kStart, grpc_call());
+  started.on_attempt_started();
+  auto d = started.on_attempt_result(refused_stream(), kStart, true, rng, nullptr);
+  CHECK_FALSE(d.retry);
+  CHECK(d.declined == Decline::not_retryable);
+  RetryState big(p, 10s, kStart, RetryState::Request{"POST", false, false, false, false});
+  CHECK(attempt(big, refused_stream(), kStart, rng).declined == Decline::body_too_large);
+  RetryState late(p, 10s, kStart, grpc_call());
+  auto at_deadline = attempt(late, refused_stream(), kStart + 10s, rng);
+  CHECK_FALSE(at_deadline.retry);
+  // One millisecond left is enough for the re-send.
+  RetryState just(p, 10s, kStart, grpc_call());
+  CHECK(attempt(just, refused_stream(), kStart + 9999ms, rng).resend);
 }
 
 TEST_CASE("GrpcCallCommittedOnceAMessageWentDownstream") {

@@ -1146,7 +1146,7 @@ TEST_CASE("exchange grpc: an unsafe route does not retry a gRPC POST") {
   t.check_no_more_attempts(1);
 }
 
-TEST_CASE("exchange grpc: a refused stream is retried on an unsafe route, counted as refused-stream") {
+TEST_CASE("exchange grpc: a refused stream is sent again on an unsafe route, counted as a re-send") {
   GrpcHarness t;
   t.call(kRouteGrpcUnsafe);
   t.connect(0).r->on_up_refused();
@@ -1154,7 +1154,8 @@ TEST_CASE("exchange grpc: a refused stream is retried on an unsafe route, counte
   t.connect(1);
   t.trailers_only(1, "0");
   CHECK(t.down.heads.size() == 1);
-  CHECK(t.metrics(kRouteGrpcUnsafe).retries(RetryTrigger{AttemptOutcome::refused, 0, {}}) == 1);
+  CHECK(t.metrics(kRouteGrpcUnsafe).retries(RetryTrigger{AttemptOutcome::refused, 0, {}}) == 0);
+  CHECK(t.metrics(kRouteGrpcUnsafe).resends.load() == 1);
 }
 
 TEST_CASE("exchange grpc: the caller's grpc-timeout shortens the deadline and each attempt carries what is left") {
