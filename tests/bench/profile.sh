@@ -21,7 +21,14 @@
 # nghttp2-proxy, one worker, in one process) on the same path instead of
 # onelayer, for a side-by-side count.
 #
-# Usage: tests/bench/profile.sh [--syscalls | --h2 [--nghttpx]] [ONELAYER_BIN]   (default build-rel/onelayer)
+# With --h2 --origin the NGINX origin runs under callgrind instead and the
+# proxy in front of it (onelayer, or nghttpx with --nghttpx) runs normally:
+# what the requests a proxy forwards cost the origin per request.
+# PROFILE_SINGLE_LAYER_HEADERS=off runs onelayer without the single-layer
+# headers (the benchmark's onelayer-plain row), to show what they cost the
+# origin.
+#
+# Usage: tests/bench/profile.sh [--syscalls | --h2 [--origin] [--nghttpx]] [ONELAYER_BIN]   (default build-rel/onelayer)
 # Environment: PROFILE_SECONDS (default 5), PROFILE_TOP (default 30),
 #              PROFILE_KEEP=1 keeps the temporary directory,
 #              PROFILE_ACCESS_LOG=on turns onelayer's access log on (default
@@ -34,6 +41,8 @@ MODE=callgrind
 H2=0
 if [[ ${1:-} == --syscalls ]]; then MODE=syscalls; shift; fi
 if [[ ${1:-} == --h2 ]]; then H2=1; shift; fi
+ORIGIN_PROFILE=0
+if [[ $H2 == 1 && $MODE == callgrind && ${1:-} == --origin ]]; then ORIGIN_PROFILE=1; shift; fi
 NGHTTPX=0
 if [[ $H2 == 1 && $MODE == callgrind && ${1:-} == --nghttpx ]]; then NGHTTPX=1; shift; fi
 H2_REQUESTS=${PROFILE_H2_REQUESTS:-20000}
@@ -41,6 +50,7 @@ BIN=${1:-$REPO/build-rel/onelayer}
 SECONDS_LOAD=${PROFILE_SECONDS:-5}
 TOP=${PROFILE_TOP:-30}
 ACCESS_LOG=${PROFILE_ACCESS_LOG:-off}
+SINGLE_LAYER_HEADERS=${PROFILE_SINGLE_LAYER_HEADERS:-on}
 if [[ $MODE == syscalls ]]; then tools="strace wrk nginx python3"; else tools="valgrind callgrind_control callgrind_annotate wrk nginx python3"; fi
 [[ $H2 == 1 ]] && tools="$tools h2load"
 H2_ECHO_MODULE=/usr/lib/nginx/modules/ngx_http_echo_module.so
@@ -75,9 +85,13 @@ else
   ORIGIN_MODULE=""
   ORIGIN_SERVER="server { listen 127.0.0.1:$ORIGIN_PORT; root $TMP/www; }"
 fi
+# Under callgrind, the origin runs as one process (no master).
+ORIGIN_MASTER=""
+[[ $ORIGIN_PROFILE == 1 ]] && ORIGIN_MASTER="master_process off;"
 cat >"$TMP/origin/nginx.conf" <<EOF
 $ORIGIN_MODULE
 $NGINX_USER
+$ORIGIN_MASTER
 daemon off;
 worker_processes 1;
 pid $TMP/origin/nginx.pid;
@@ -94,13 +108,23 @@ http {
   $ORIGIN_SERVER
 }
 EOF
-nginx -p "$TMP/origin/" -c "$TMP/origin/nginx.conf" -e "$TMP/origin/error.log" &
-PIDS+=($!)
-python3 "$HERE/bench_util.py" waitport "$ORIGIN_PORT" --timeout 10
+OUTFILE="$TMP/callgrind.out"
+if [[ $ORIGIN_PROFILE == 1 ]]; then
+  valgrind --tool=callgrind --callgrind-out-file="$OUTFILE" \
+    nginx -p "$TMP/origin/" -c "$TMP/origin/nginx.conf" -e "$TMP/origin/error.log" >/dev/null 2>&1 &
+  VG=$!
+  PIDS+=($VG)
+  python3 "$HERE/bench_util.py" waitport "$ORIGIN_PORT" --timeout 60
+else
+  nginx -p "$TMP/origin/" -c "$TMP/origin/nginx.conf" -e "$TMP/origin/error.log" &
+  PIDS+=($!)
+  python3 "$HERE/bench_util.py" waitport "$ORIGIN_PORT" --timeout 10
+fi
 
 if [[ $H2 == 1 ]]; then
   python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile \
-    --listener-protocols http1,h2c --upstream-protocol h2c --access-log "$ACCESS_LOG" >"$TMP/onelayer.yaml"
+    --listener-protocols http1,h2c --upstream-protocol h2c --access-log "$ACCESS_LOG" \
+    --single-layer-headers "$SINGLE_LAYER_HEADERS" >"$TMP/onelayer.yaml"
   head -c 64 /dev/zero | tr '\0' 'p' >"$TMP/body.bin"
 else
   python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile \
@@ -147,23 +171,23 @@ if [[ $MODE == syscalls ]]; then
   exit 0
 fi
 
-OUTFILE="$TMP/callgrind.out"
+# The proxy: under callgrind, unless the origin is the one profiled.
+PROXY_WRAP=(valgrind --tool=callgrind --callgrind-out-file="$OUTFILE")
+[[ $ORIGIN_PROFILE == 1 ]] && PROXY_WRAP=()
 if [[ $NGHTTPX == 1 ]]; then
   # The h2 benchmark's nghttpx: cleartext frontend, h2 backend, one worker
   # (in the main process, so one process to count), no access log.
   PORT=$(free_port)
-  valgrind --tool=callgrind --callgrind-out-file="$OUTFILE" \
-    nghttpx --conf=/dev/null "--frontend=127.0.0.1,$PORT;no-tls" "--backend=127.0.0.1,$ORIGIN_PORT;;proto=h2" \
+  "${PROXY_WRAP[@]}" nghttpx --conf=/dev/null "--frontend=127.0.0.1,$PORT;no-tls" "--backend=127.0.0.1,$ORIGIN_PORT;;proto=h2" \
     -n1 --single-process --errorlog-file="$TMP/nghttpx.log" >/dev/null 2>&1 &
-  VG=$!
-  PIDS+=($VG)
+  [[ $ORIGIN_PROFILE == 1 ]] || VG=$!
+  PIDS+=($!)
   python3 "$HERE/bench_util.py" waitport "$PORT" --timeout 60
 else
-  valgrind --tool=callgrind --callgrind-out-file="$OUTFILE" \
-    "$BIN" --config "$TMP/onelayer.yaml" --ports-file "$TMP/ports" --log-level warn \
+  "${PROXY_WRAP[@]}" "$BIN" --config "$TMP/onelayer.yaml" --ports-file "$TMP/ports" --log-level warn \
     >/dev/null 2>"$TMP/onelayer.log" &
-  VG=$!
-  PIDS+=($VG)
+  [[ $ORIGIN_PROFILE == 1 ]] || VG=$!
+  PIDS+=($!)
   PORT=$(python3 "$HERE/bench_util.py" portsfile "$TMP/ports" bench --timeout 60)
 fi
 URL="http://127.0.0.1:$PORT/small.txt"
@@ -178,6 +202,12 @@ DUMP=$(ls -t "$OUTFILE"* | grep -v "^$OUTFILE\$" | head -n1)
 # awk reads to the end (no early exit): with pipefail, callgrind_annotate
 # dying of SIGPIPE would end the script here.
 TOTAL=$(callgrind_annotate "$DUMP" 2>/dev/null | awk '/PROGRAM TOTALS/ && !seen {gsub(",", "", $1); print $1; seen = 1}')
+if [[ $ORIGIN_PROFILE == 1 ]]; then
+  front=onelayer
+  [[ $NGHTTPX == 1 ]] && front=nghttpx
+  [[ $NGHTTPX == 0 && $SINGLE_LAYER_HEADERS == off ]] && front="onelayer without single-layer headers"
+  echo "profiled: the NGINX h2c origin, behind $front"
+fi
 echo "requests: $REQS"
 echo "instructions: $TOTAL"
 echo "instructions per request: $((TOTAL / REQS))"
@@ -196,9 +226,11 @@ self_costs() {
       }'
 }
 echo "instructions per request by library (self cost):"
-self_costs | awk -v reqs="$REQS" '
+# Behind --origin, what is neither NGINX nor a library named is "other"
+# (the loader, modules): onelayer is not in that process.
+self_costs | awk -v reqs="$REQS" -v origin="$ORIGIN_PROFILE" '
   {
-    lib = "onelayer"
+    lib = origin == 1 ? "other" : "onelayer"
     if ($0 ~ /libnghttp2/) lib = "nghttp2"
     else if ($0 ~ /mimalloc/) lib = "mimalloc"
     else if ($0 ~ /jemalloc/) lib = "jemalloc"
@@ -208,6 +240,7 @@ self_costs | awk -v reqs="$REQS" '
     else if ($0 ~ /libssl|libcrypto/) lib = "openssl"
     else if ($0 ~ /libev\.so/) lib = "libev"
     else if ($0 ~ /nghttpx/) lib = "nghttpx"
+    else if ($0 ~ /\/nginx\]|ngx_/) lib = "nginx"
     by[lib] += $1
   }
   END { for (l in by) printf "%8.0f  %s\n", by[l] / reqs, l }' | sort -rn
