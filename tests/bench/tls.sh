@@ -39,9 +39,18 @@ done
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/onelayer-tlsbench.XXXXXX")
 PIDS=()
+# The proxies start inside $(...) (their port is the output), a subshell
+# whose PIDS the script never sees: every start also writes its pid here.
+PID_FILE="$TMP/pids"
 cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  local p all=("${PIDS[@]}")
+  [[ -f $PID_FILE ]] && mapfile -t -O "${#all[@]}" all <"$PID_FILE"
+  for p in "${all[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${all[@]}"; do
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -51,7 +60,7 @@ wait_port() {
   for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
   echo "tls.sh: nothing listens on $1" >&2; return 1
 }
-start_bg() { local name=$1; shift; "$@" >"$TMP/$name.log" 2>&1 & PIDS+=($!); }
+start_bg() { local name=$1; shift; "$@" >"$TMP/$name.log" 2>&1 & PIDS+=($!); echo $! >>"$PID_FILE"; }
 
 # ---------------------------------------------------------------- certificates
 cd "$TMP"
@@ -112,6 +121,7 @@ upstreams:
 EOF
   "$ONELAYER_BIN" --config "$dir/onelayer.yaml" --ports-file "$dir/ports" --log-level warn >/dev/null 2>"$dir/log" &
   PIDS+=($!)
+  echo $! >>"$PID_FILE"
   "$PY" "$UTIL" portsfile "$dir/ports" bench --timeout 10
 }
 
