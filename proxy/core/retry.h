@@ -45,8 +45,8 @@ bool is_retryable_outcome(const AttemptResult&, const RetryOn&);
 // successes retry budget: a connect failure, reset or timeout (not a
 // refused stream: the upstream turned it away unprocessed, as every HTTP/2
 // server does with the streams above its GOAWAY when it closes a connection
-// after N requests; that is no verdict on the upstream), a 5xx response other than 501, or a status listed in retry_on
-// (429, ...). A gRPC trigger failed when its status is listed in retry_on or
+// after N requests; that is no verdict on the upstream), a 5xx response
+// other than 501, or a status listed in retry_on (429, ...). A gRPC trigger failed when its status is listed in retry_on or
 // is a server-side failure: unknown, deadline-exceeded, internal,
 // unavailable, data-loss. Everything else (2xx, 3xx, other 4xx, 501, gRPC
 // ok and the caller's errors such as not-found) is an answer, not a failure.

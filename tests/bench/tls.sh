@@ -38,13 +38,13 @@ done
 [[ -x $ONELAYER_BIN ]] || { echo "tls.sh: $ONELAYER_BIN is not executable" >&2; exit 1; }
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/onelayer-tlsbench.XXXXXX")
-PIDS=()
-# The proxies start inside $(...) (their port is the output), a subshell
-# whose PIDS the script never sees: every start also writes its pid here.
+# Every process started is listed here, one pid a line: the proxies start
+# inside $(...) (their port is the output), a subshell whose variables the
+# exit trap would never see.
 PID_FILE="$TMP/pids"
 cleanup() {
-  local p all=("${PIDS[@]}")
-  [[ -f $PID_FILE ]] && mapfile -t -O "${#all[@]}" all <"$PID_FILE"
+  local p all=()
+  [[ -f $PID_FILE ]] && mapfile -t all <"$PID_FILE"
   for p in "${all[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${all[@]}"; do
     for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
@@ -60,7 +60,7 @@ wait_port() {
   for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done
   echo "tls.sh: nothing listens on $1" >&2; return 1
 }
-start_bg() { local name=$1; shift; "$@" >"$TMP/$name.log" 2>&1 & PIDS+=($!); echo $! >>"$PID_FILE"; }
+start_bg() { local name=$1; shift; "$@" >"$TMP/$name.log" 2>&1 & echo $! >>"$PID_FILE"; }
 
 # ---------------------------------------------------------------- certificates
 cd "$TMP"
@@ -120,7 +120,6 @@ upstreams:
     tls: { sni: origin.test, ca_file: $TMP/ca.pem }
 EOF
   "$ONELAYER_BIN" --config "$dir/onelayer.yaml" --ports-file "$dir/ports" --log-level warn >/dev/null 2>"$dir/log" &
-  PIDS+=($!)
   echo $! >>"$PID_FILE"
   "$PY" "$UTIL" portsfile "$dir/ports" bench --timeout 10
 }

@@ -41,6 +41,13 @@ AttemptResult with_pushback(AttemptResult r, bool stop, Millis wait) {
   return r;
 }
 
+AttemptResult refused_stream() {
+  AttemptResult r;
+  r.outcome = AttemptOutcome::refused;
+  r.request_may_have_reached = true;  // ignored: a refused stream never reached the application
+  return r;
+}
+
 RetryState::Decision attempt(RetryState& s, const AttemptResult& r, TimePoint now, Random& rng) {
   s.on_attempt_started();
   return s.on_attempt_result(r, now, false, rng, nullptr);
@@ -212,13 +219,6 @@ TEST_CASE("PushbackOnANonRetryableAnswerChangesNothing") {
   auto d = attempt(s, with_pushback(grpc_answer(GrpcStatus::ok), true, 0ms), kStart, rng);
   CHECK(d.declined == Decline::not_retryable);
   CHECK_FALSE(d.mark_exhausted);
-}
-
-AttemptResult refused_stream() {
-  AttemptResult r;
-  r.outcome = AttemptOutcome::refused;
-  r.request_may_have_reached = true;  // ignored: a refused stream never reached the application
-  return r;
 }
 
 TEST_CASE("FirstRefusedStreamIsResentAtOnceWithoutBudgetOrBackoff") {
