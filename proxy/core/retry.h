@@ -84,6 +84,13 @@ class RetryState {  // one per downstream request
   Millis attempt_timeout(TimePoint now) const;  // min(per_try_timeout or route timeout, time left)
   uint32_t attempts_started() const;
   void on_attempt_started();  // counts an attempt
+  // The number of the attempt in flight as the single-layer headers carry
+  // it (x-retry-attempt, the baggage retry-attempt member,
+  // grpc-previous-rpc-attempts): the attempts counted against max_attempts,
+  // so a re-send keeps the number of the attempt it sends again (that one
+  // never reached the application) and the number never passes max_attempts.
+  // attempts_started() counts the re-send too.
+  uint32_t attempt_number() const { return counted_attempts(); }
 
   // True when this layer owns retries for the request: max_attempts > 1 and
   // no outer owner. The shell writes x-retry-owner & co only then.

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/grpc_status.h"
 
@@ -37,6 +38,11 @@ std::string trigger_name(RetryTrigger);
 // The same, appended to `out` (the access log's retry_reasons; no allocation
 // beyond the string's own growth).
 void append_trigger_name(std::string& out, RetryTrigger);
+
+// The access log's retry_reasons word for a re-send (RetryState::Decision's
+// resend): a refused stream sent again at once, not a retry, so not a
+// trigger name.
+inline constexpr std::string_view kResendReason = "resend";
 
 // Why a retryable failure was not retried. The first kDeclineReasonCount
 // values are the `reason` label values of onelayer_retries_declined_total, in

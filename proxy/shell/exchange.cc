@@ -354,7 +354,7 @@ void Exchange::send_head_and_body(TimePoint now) {
   rw.config = cfg_;
   rw.inner_hops = route_->inner_hops;
   rw.claim_ownership = rs_->owns_retries() && route_->inner_hops == InnerHops::forbid;
-  rw.attempt = rs_->attempts_started();
+  rw.attempt = rs_->attempt_number();
   rw.time_left_ms = route_->inner_hops == InnerHops::pass ? -1 : rs_->attempt_timeout(now).count();
   rw.client_ip = down_->peer_ip();
   rw.outer_owned = ownership_.outer_owned;
@@ -514,7 +514,7 @@ RetryState::Decision Exchange::decide_retry(const AttemptResult& r, TimePoint no
     if (!triggers_.empty()) triggers_ += ',';
     if (d.resend) {
       rm_->on_resend();
-      triggers_ += "resend";
+      triggers_ += kResendReason;
     } else {
       rm_->on_retry(d.trigger);
       append_trigger_name(triggers_, d.trigger);

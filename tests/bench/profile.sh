@@ -167,7 +167,7 @@ if [[ $MODE == syscalls ]]; then
   echo "requests: $REQS (wrk under strace runs far slower than without it; the counts per request still hold)"
   echo "system calls per request, by name:"
   # strace -c rows: % time, seconds, usecs/call, calls, [errors,] syscall.
-  awk -v reqs="$REQS" '$1 ~ /^[0-9.]+$/ && $NF != "total" { printf "%8.3f  %s\n", $4 / reqs, $NF }' "$TMP/strace.txt" | sort -rn | head -n "$TOP"
+  awk -v reqs="$REQS" '$1 ~ /^[0-9.]+$/ && $NF != "total" { printf "%8.3f  %s\n", $4 / reqs, $NF }' "$TMP/strace.txt" | sort -rn | awk -v n="$TOP" 'NR <= n'
   exit 0
 fi
 
@@ -248,5 +248,5 @@ echo
 echo "top $TOP functions by self cost (instructions per request, share):"
 self_costs | awk -v reqs="$REQS" -v total="$TOTAL" '
   { ir = $1; name = $0; sub(/^[0-9]+ /, "", name); printf "%8.0f  %5.1f%%  %s\n", ir / reqs, 100 * ir / total, name }' |
-  sort -rn | head -n "$TOP"
+  sort -rn | awk -v n="$TOP" 'NR <= n'  # reads to the end: head would end sort with SIGPIPE, and pipefail the script
 if [[ ${PROFILE_KEEP:-0} == 1 ]]; then cp "$DUMP" "$TMP/callgrind.last"; echo "dump: $TMP/callgrind.last"; fi

@@ -32,6 +32,8 @@ DURATION=${BENCH_DURATION:-$([[ $QUICK == 1 ]] && echo 2 || echo 10)}
 ROUNDS=${BENCH_ROUNDS:-$([[ $QUICK == 1 ]] && echo 1 || echo 3)}
 CONNS=${BENCH_CONNS:-64}
 ONELAYER_BIN=${ONELAYER_BIN:-${BUILD_DIR:-$REPO/build}/onelayer}
+# The script works in $TMP: a path relative to where it was started would not be found there.
+[[ $ONELAYER_BIN == /* ]] || ONELAYER_BIN=$PWD/$ONELAYER_BIN
 for tool in wrk nginx haproxy openssl curl "$PY"; do
   command -v "$tool" >/dev/null || { echo "tls.sh: $tool not found" >&2; exit 1; }
 done

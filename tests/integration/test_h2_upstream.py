@@ -233,7 +233,8 @@ class H2UpstreamTest(IntegrationTest):
         reqs = o.snapshot()
         self.assertEqual([(q.conn_id, q.processed) for q in reqs], [(1, False), (2, True)])
         self.assertEqual(o.accepted, 2)
-        self.assertEqual(reqs[1].field("x-retry-attempt"), "2")
+        # A re-send: the same attempt again, the refused one never reached the app.
+        self.assertEqual([q.field("x-retry-attempt") for q in reqs], ["1", "1"])
 
     def test_a_refused_stream_is_sent_again_at_once_without_backoff_or_a_retry(self):
         # The backoff (2 s) would show if the re-send waited; the route
@@ -254,6 +255,31 @@ class H2UpstreamTest(IntegrationTest):
         self.assertEqual(ops.value(text, "onelayer_attempt_failures_total", route="default", attempt="first",
                                    outcome="refused-stream"), None)
         self.assertTrue(h.wait_until(lambda: "retry_reasons=resend " in proxy.stdout(), 5), proxy.stdout())
+
+    def test_a_re_send_carries_the_attempt_number_of_the_stream_it_sends_again(self):
+        # The refused stream never reached the application, so the re-send
+        # is that attempt, not another: x-retry-attempt and the baggage
+        # member stay at 1, and a later retry is attempt 2, not 3.
+        answered = []
+
+        def handler(request):
+            if request.conn_id == 1:
+                request.refuse()
+            else:
+                answered.append(request)
+                request.respond(503 if len(answered) == 1 else 200, [], b"busy" if len(answered) == 1 else b"ok")
+        o = self.h2origin(handler)
+        proxy = self.proxy_to(o.port, retry={"max_attempts": 3, "retry_on": [503],
+                                             "backoff": {"base": "10ms", "cap": "10ms"}})
+        with h.Conn(proxy.port()) as c:
+            r = c.request("GET", "/orders", headers=[("Host", "svc.test")])
+        self.assertEqual((r.status, r.body), (200, b"ok"))
+        seen = o.snapshot()
+        self.assertEqual([(q.conn_id > 1, q.field("x-retry-attempt")) for q in seen], [(False, "1"), (True, "1"), (True, "2")])
+        members = [dict(m.split("=", 1) for m in q.field("baggage").split(","))["retry-attempt"] for q in seen]
+        request_id = members[0].rsplit(".", 1)[0]
+        self.assertEqual(members, [request_id + ".1", request_id + ".1", request_id + ".2"])
+        self.assertTrue(h.wait_until(lambda: "retry_reasons=resend,503 " in proxy.stdout(), 5), proxy.stdout())
 
     def test_nginx_closing_connections_after_n_requests_fails_no_request_and_opens_no_breaker(self):
         # NGINX ends an HTTP/2 connection after keepalive_requests streams

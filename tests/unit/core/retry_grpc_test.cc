@@ -281,6 +281,25 @@ TEST_CASE("RefusedStreamResendIsNotCountedAgainstMaxAttempts") {
   CHECK(s.attempts_started() == 4);
 }
 
+TEST_CASE("AReSentAttemptKeepsItsNumberSoTheNumberNeverPassesMaxAttempts") {
+  const RetryPolicy p = grpc_policy();  // max_attempts 3
+  ScriptedRandom rng{0, 0};
+  RetryState s(p, 10s, kStart, grpc_call());
+  s.on_attempt_started();
+  CHECK(s.attempt_number() == 1);
+  CHECK(s.on_attempt_result(refused_stream(), kStart, false, rng, nullptr).resend);
+  s.on_attempt_started();  // the re-send: attempt 1 again on the wire
+  CHECK(s.attempt_number() == 1);
+  CHECK(s.attempts_started() == 2);
+  CHECK(s.on_attempt_result(refused_stream(), kStart, false, rng, nullptr).retry);
+  s.on_attempt_started();
+  CHECK(s.attempt_number() == 2);
+  CHECK(s.on_attempt_result(refused_stream(), kStart, false, rng, nullptr).retry);
+  s.on_attempt_started();
+  CHECK(s.attempt_number() == 3);  // max_attempts, not 4
+  CHECK(s.attempts_started() == 4);
+}
+
 TEST_CASE("RefusedStreamIsResentOnceEvenWhenAnOuterLayerOwnsRetriesOrTheRouteDoesNotRetry") {
   const RetryPolicy p = grpc_policy();
   ScriptedRandom rng{};
