@@ -232,11 +232,12 @@ struct RequestFieldRule {
   const ConnectionOptions& listed;
   bool strip_foreign, claiming, rewrite_timeout;
   bool rewrite_grpc_timeout = false, rewrite_grpc_attempts = false;
+  bool checked_by_codec = false;
 
   bool operator()(const Header& f) const { return keeps(f, classify(f.name)); }
   bool keeps(const Header& f, Kind kind) const {
-    if (kind == Kind::framing || kind == Kind::hop_by_hop || kind == Kind::expectation || !is_valid_field(f))
-      return false;
+    if (kind == Kind::framing || kind == Kind::hop_by_hop || kind == Kind::expectation) return false;
+    if (!checked_by_codec && !is_valid_field(f)) return false;
     if (strip_foreign && kind == Kind::foreign_retry) return false;
     const bool owner = iequals(f.name, names.retry_owner), attempt = iequals(f.name, names.retry_attempt);
     const bool timeout = iequals(f.name, names.request_timeout_ms);
@@ -344,7 +345,7 @@ bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sin
   const ConnectionOptions listed(in);
   const bool claiming = rw.inner_hops == InnerHops::forbid && rw.claim_ownership;
   const RequestFieldRule rule{names,    listed, rw.inner_hops != InnerHops::pass, claiming, rw.time_left_ms >= 0,
-                              rw.grpc && rw.time_left_ms >= 0, rw.grpc && claiming};
+                              rw.grpc && rw.time_left_ms >= 0, rw.grpc && claiming, rw.checked_by_codec};
   const std::string_view owner = owner_id(config);
 
   // Claiming with baggage on: the ownership member is merged into the
@@ -390,18 +391,19 @@ bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sin
 }
 
 template <class Sink>
-size_t rewrite_response_into(const Headers& in, std::string_view via, Sink& sink) {
+size_t rewrite_response_into(const Headers& in, std::string_view via, Sink& sink, bool checked_by_codec) {
   const ConnectionOptions listed(in);
   size_t invalid = 0;
   auto kept = [&](const Header& f) {
     Kind kind = classify(f.name);
-    return kind != Kind::framing && kind != Kind::hop_by_hop && is_valid_field(f) && !listed.lists(f.name);
+    return kind != Kind::framing && kind != Kind::hop_by_hop && (checked_by_codec || is_valid_field(f)) &&
+           !listed.lists(f.name);
   };
   ListAppend lists[] = {{Kind::via, "Via", via}};
   for (const Header& f : in) {
     const Kind kind = classify(f.name);
     if (kind == Kind::framing || kind == Kind::hop_by_hop || listed.lists(f.name)) continue;
-    if (!is_valid_field(f)) {
+    if (!checked_by_codec && !is_valid_field(f)) {
       ++invalid;
       continue;
     }
@@ -584,13 +586,17 @@ RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, siz
 }
 
 RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, size_t max_headers,
-                                              const Header** found_host) {
+                                              const Header** found_host, bool checked_by_codec) {
   *found_host = nullptr;
   if (max_headers != 0 && h.size() > max_headers) return RequestHeaderProblem::too_many_headers;
   // One pass: the per-field problems in field order, and the Host fields.
   const Header* host = nullptr;
   size_t hosts = 0;
   for (const Header& f : h) {
+    if (checked_by_codec) {
+      if (f.name.size() == 4 && iequals(f.name, "host") && hosts++ == 0) host = &f;
+      continue;
+    }
     if (!is_token(f.name)) return RequestHeaderProblem::invalid_name;
     if (!is_valid_field_value(f.value)) {
       // Only a value with a control byte can hold a fold.
@@ -675,17 +681,18 @@ void rewrite_response_headers(const Headers& in, std::string_view via, Headers& 
   out.clear();
   out.reserve(in.size() + 1);
   ListSink sink{out};
-  rewrite_response_into(in, via, sink);
+  rewrite_response_into(in, via, sink, false);
 }
 
-void rewrite_response_headers(const Headers& in, std::string_view via, HeaderSink& sink) {
+void rewrite_response_headers(const Headers& in, std::string_view via, HeaderSink& sink, bool checked_by_codec) {
   ForwardingSink forward{sink};
-  rewrite_response_into(in, via, forward);
+  rewrite_response_into(in, via, forward, checked_by_codec);
 }
 
-size_t append_rewritten_response_headers(const Headers& in, std::string_view via, std::string& out) {
+size_t append_rewritten_response_headers(const Headers& in, std::string_view via, std::string& out,
+                                          bool checked_by_codec) {
   TextSink sink{out};
-  return rewrite_response_into(in, via, sink);
+  return rewrite_response_into(in, via, sink, checked_by_codec);
 }
 
 void rewrite_trailers(const Headers& in, Headers& out) {

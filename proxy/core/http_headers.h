@@ -93,9 +93,12 @@ bool is_hop_by_hop(std::string_view name, const Headers& all);
 enum class RequestHeaderProblem { none, invalid_name, invalid_value, missing_host, duplicate_host, obs_fold, too_many_headers };
 RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, size_t max_headers);
 // The same, and with no problem `*host` is the Host field (nullptr without
-// one): the caller need not look for it again.
+// one): the caller need not look for it again. checked_by_codec: the codec
+// already refused any name that is not a token and any value with a control
+// byte (an HTTP/2 head: nghttp2 resets such a stream before it opens), so
+// only the count and the Host fields are checked.
 RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, size_t max_headers,
-                                              const Header** host);
+                                              const Header** host, bool checked_by_codec = false);
 const char* to_string(RequestHeaderProblem p);  // "invalid_name", ... for logs
 
 // Ingress analysis of the single-layer protocol, done once per request.
@@ -117,6 +120,9 @@ struct RequestRewrite {
   InnerHops inner_hops = InnerHops::forbid;
   bool claim_ownership = false;  // route retries (max_attempts>1) and not outer-owned: write x-retry-owner etc.
   uint32_t attempt = 1;          // x-retry-attempt
+  // The request's names and values were checked by its codec (an HTTP/2
+  // head, see validate_request_headers): they are not checked again.
+  bool checked_by_codec = false;
   int64_t time_left_ms = -1;     // x-request-timeout-ms value for this attempt; <0: don't write
   std::string_view client_ip = {};  // appended to X-Forwarded-For ("" : not appended)
   std::string_view proto = "http";        // X-Forwarded-Proto appended ("" : not appended)
@@ -181,7 +187,10 @@ bool append_rewritten_request_headers(const Headers& in, const RequestRewrite& r
 void rewrite_response_headers(const Headers& in, std::string_view via, Headers& out);
 // The same fields, each given to `sink` in order (the HTTP/2 downstream
 // builds its head from them without a list of strings first).
-void rewrite_response_headers(const Headers& in, std::string_view via, HeaderSink& sink);
+// checked_by_codec: as for validate_request_headers (an HTTP/2 upstream's
+// head), the names and values are not checked again.
+void rewrite_response_headers(const Headers& in, std::string_view via, HeaderSink& sink,
+                              bool checked_by_codec = false);
 // Trailer fields to forward (a chunked body's trailer section, an HTTP/2
 // trailing HEADERS), either direction: drops what only means something in
 // a header section or to one hop (RFC 9110 6.5.1): hop-by-hop fields
@@ -198,7 +207,8 @@ bool response_marks_exhausted(const Headers& h, const HeaderNames& names);
 // The same result as rewrite_response_headers + append_serialized, written
 // straight into `out` without copying fields (the proxy's hot path). Returns
 // how many fields it dropped for an invalid name or value (for a log line).
-size_t append_rewritten_response_headers(const Headers& in, std::string_view via, std::string& out);
+size_t append_rewritten_response_headers(const Headers& in, std::string_view via, std::string& out,
+                                          bool checked_by_codec = false);
 
 // The transfer codings of a response other than a final `chunked`, as a
 // comma-separated list ("gzip" for "gzip, chunked" or for "gzip" alone, ""

@@ -33,6 +33,8 @@ struct RequestHeadFacts {
   bool chunked = false;
   bool has_content_length = false;
   uint64_t content_length = 0;
+  // The codec checked every name and value (see validate_request_headers).
+  bool checked_by_codec = false;
 };
 
 struct RequestVerdict {

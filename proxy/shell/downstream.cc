@@ -483,7 +483,7 @@ bool DownConn::send_response_head(const MessageHead& head, const ResponseMeta& m
   // standard one.
   out += is_clean_reason_phrase(head.reason) ? std::string_view(head.reason) : std::string_view(status_text(head.status));
   out += "\r\n";
-  if (size_t invalid = append_rewritten_response_headers(head.headers, meta.via, out)) {
+  if (size_t invalid = append_rewritten_response_headers(head.headers, meta.via, out, head.checked_by_codec)) {
     spdlog::info("listener {}: {} response header(s) with invalid name or value dropped", listener_->name(), invalid);
   }
   // Without a length the body is re-framed as chunked (the upstream's

@@ -355,6 +355,7 @@ void Exchange::send_head_and_body(TimePoint now) {
   rw.inner_hops = route_->inner_hops;
   rw.claim_ownership = rs_->owns_retries() && route_->inner_hops == InnerHops::forbid;
   rw.attempt = rs_->attempt_number();
+  rw.checked_by_codec = req_.checked_by_codec;
   rw.time_left_ms = route_->inner_hops == InnerHops::pass ? -1 : rs_->attempt_timeout(now).count();
   rw.client_ip = down_->peer_ip();
   rw.outer_owned = ownership_.outer_owned;

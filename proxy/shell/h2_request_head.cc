@@ -22,6 +22,7 @@ const char* translate_h2_request(H2Session::Head& in, bool end_stream, MessageHe
   out.http_major = 2;
   out.http_minor = 0;
   out.keep_alive = true;
+  out.checked_by_codec = true;
   if (out.method.empty()) return "HTTP/2 request without :method";
   // The fields are kept in place, in the stream's own list (no second list
   // per request): `kept` of them so far, compacted to the front; the Host
@@ -92,7 +93,7 @@ bool translate_response_for_h2(const MessageHead& in, const DownstreamStream::Re
     for (const Header& f : *meta.extra) bytes += f.name.size() + f.value.size();
   }
   out.fields.reserve(fields, bytes);
-  rewrite_response_headers(in.headers, meta.via, out.fields);
+  rewrite_response_headers(in.headers, meta.via, out.fields, in.checked_by_codec);
   // A length says how long the body is; a 204 has none, and a response
   // without a body keeps it only for HEAD and 304 (what the body would be).
   if (in.has_content_length && in.status != 204 && (!meta.no_body || meta.head_request || in.status == 304)) {

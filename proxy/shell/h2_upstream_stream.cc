@@ -295,6 +295,7 @@ void H2UpStream::on_head(H2Session::Head& h, bool end_stream) {
   head.http_minor = 0;
   head.headers = std::move(h.fields);
   head.keep_alive = true;
+  head.checked_by_codec = true;
   // Digits only (the session has refused a message whose DATA does not add
   // up to it). Above 2^53-1 is a broken response, as from an HTTP/1.1
   // upstream: no client may be handed a length it cannot hold.

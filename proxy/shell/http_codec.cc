@@ -17,6 +17,7 @@ void MessageHead::clear() {
   has_content_length = false;
   content_length = 0;
   keep_alive = true;
+  checked_by_codec = false;
 }
 
 static HttpParser* self(llhttp_t* p) { return static_cast<HttpParser*>(p->data); }

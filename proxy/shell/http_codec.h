@@ -31,6 +31,10 @@ struct MessageHead {
   bool has_content_length = false;
   uint64_t content_length = 0;
   bool keep_alive = true;
+  // The codec refused every name that is not a token and every value with a
+  // control byte (an HTTP/2 head: nghttp2 resets such a stream before
+  // onelayer sees it), so the header rewrites need not check them again.
+  bool checked_by_codec = false;
 
   void clear();
 };

@@ -27,7 +27,7 @@ Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head) 
   if (li < 0) return refusal(503, "draining", "listener removed by reload");
   const Listener& l = gen->config->listeners[static_cast<size_t>(li)];
   RequestHeadFacts facts{head.method, head.target, head.http_major, head.http_minor, head.obs_fold,
-                         head.chunked, head.has_content_length, head.content_length};
+                         head.chunked, head.has_content_length, head.content_length, head.checked_by_codec};
   RequestVerdict v = check_request_head(facts, head.headers, l.headers_with_underscores);
   if (v.refused()) return refusal(v.status, v.reason, v.detail, v.hint ? v.hint : "");
   if (v.underscore_fields_dropped > 0) {

@@ -57,6 +57,11 @@ void check_translations(const H2Session::Head& decoded, bool end_stream) {
   }
   FUZZ_REQUIRE(m.http_major == 2 && m.http_minor == 0);
   FUZZ_REQUIRE(m.method == decoded.method && m.target == decoded.path);
+  // What the rewrites take on trust (checked_by_codec): the session let
+  // through no name that is not a token and no value with a control byte.
+  FUZZ_REQUIRE(m.checked_by_codec);
+  for (const Header& h : decoded.fields)
+    FUZZ_REQUIRE(onelayer::is_token(h.name) && onelayer::is_valid_field_value(h.value));
   size_t hosts = 0, cookies = 0;
   for (const Header& h : m.headers) {
     hosts += onelayer::iequals(h.name, "host");
@@ -69,7 +74,7 @@ void check_translations(const H2Session::Head& decoded, bool end_stream) {
   FUZZ_REQUIRE(m.chunked == (!end_stream && !m.has_content_length));
   if (end_stream) FUZZ_REQUIRE(!m.chunked && (m.has_content_length || m.content_length == 0));
   onelayer::RequestHeadFacts facts{m.method, m.target, m.http_major, m.http_minor, m.obs_fold,
-                                   m.chunked, m.has_content_length, m.content_length};
+                                   m.chunked, m.has_content_length, m.content_length, m.checked_by_codec};
   Headers fields = m.headers;
   onelayer::check_request_head(facts, fields, onelayer::UnderscoreHeaders::drop);
 
@@ -79,6 +84,7 @@ void check_translations(const H2Session::Head& decoded, bool end_stream) {
   resp.headers = decoded.fields;
   resp.has_content_length = m.has_content_length;
   resp.content_length = m.content_length;
+  resp.checked_by_codec = true;  // as an HTTP/2 upstream's head
   onelayer::DownstreamStream::ResponseMeta meta;
   meta.via = "1.1 onelayer";
   onelayer::H2Response out;

@@ -233,7 +233,7 @@ struct ProxyModel : HttpParser::Handler {
     // The shell's own verdict (core/request_validation), with the default
     // underscore policy.
     RequestHeadFacts facts{head.method, head.target, head.http_major, head.http_minor, head.obs_fold,
-                           head.chunked, head.has_content_length, head.content_length};
+                           head.chunked, head.has_content_length, head.content_length, head.checked_by_codec};
     RequestVerdict v = check_request_head(facts, head.headers, UnderscoreHeaders::drop);
     transcript += std::string("=") + (v.refused() ? v.detail : "ok") + "\n";
     if (v.refused()) {

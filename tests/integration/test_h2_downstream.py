@@ -566,6 +566,46 @@ class H2DownstreamTest(IntegrationTest):
         self.assertIn(ENHANCE_YOUR_CALM, goaway_codes(read_frames(sock)))
         self.assertNoArrivals(origin)
 
+    def test_every_malformed_field_is_refused_by_the_codec_before_it_reaches_the_proxy(self):
+        # onelayer does not check an HTTP/2 head's names and values again
+        # (they are lower-case tokens and free of control bytes here, or the
+        # stream never opens): every byte that HTTP/1.1 would answer 400 is
+        # met with RST_STREAM PROTOCOL_ERROR, and nothing goes upstream.
+        origin = self.start_origin()
+        proxy = self.proxy(origin)
+        token = set(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz")
+        cases = [(b"x-t" + bytes([c]), b"v") for c in range(256) if c not in token]
+        cases += [(b"x-t", b"a" + bytes([c]) + b"a") for c in list(range(0x00, 0x09)) + list(range(0x0A, 0x20)) + [0x7F]]
+        cases += [(b"x-t", b" a"), (b"x-t", b"a\t"), (b"", b"v")]
+
+        def answer(field):
+            with socket.create_connection(("127.0.0.1", proxy.port()), timeout=5) as sock:
+                block = hpack.Encoder().encode([(b":method", b"GET"), (b":scheme", b"http"), (b":authority", b"t"),
+                                                (b":path", b"/m"), field], huffman=False)
+                sock.sendall(PREFACE + frame(FRAME_SETTINGS, 0, 0) + frame(FRAME_HEADERS, 0x5, 1, block))
+                buf, deadline = b"", time.monotonic() + 5
+                while time.monotonic() < deadline:
+                    while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[0:3], "big"):
+                        n = int.from_bytes(buf[0:3], "big")
+                        ftype, stream, payload = buf[3], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + n]
+                        buf = buf[9 + n:]
+                        if stream == 1 and ftype == FRAME_RST_STREAM:
+                            return "reset %d" % int.from_bytes(payload, "big")
+                        if stream == 1 and ftype == FRAME_HEADERS:
+                            return "answered"
+                        if ftype == FRAME_GOAWAY:
+                            return "goaway %d" % int.from_bytes(payload[4:8], "big")
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        return "closed"
+                    buf += chunk
+                return "nothing"
+
+        got = {field: answer(field) for field in cases}
+        self.assertEqual({f: a for f, a in got.items() if a != "reset 1"}, {})  # 1: PROTOCOL_ERROR
+        self.assertEqual(answer((b"x-t", b"a\x80a")), "answered")  # obs-text is allowed
+        self.assertEqual([a.target for a in origin.snapshot()], ["/m"])
+
     def test_an_oversized_header_list_is_answered_431(self):
         origin = self.start_origin()
         proxy = self.proxy(origin, limits={"max_header_bytes": "4KiB"})

@@ -218,6 +218,21 @@ TEST_SUITE("validate_request_headers") {
     CHECK(validate_request_headers(h, false, 100) == RequestHeaderProblem::duplicate_host);
   }
 
+  TEST_CASE("fields the codec checked are not checked again, their Host fields and count are") {
+    const Header* host = nullptr;
+    // Bytes the codec would have refused pass: only the caller's word says they are fine.
+    Headers h{{"Host", "a"}, {"Bad Name", "a\nb"}};
+    CHECK(validate_request_headers(h, true, 10, &host, true) == RequestHeaderProblem::none);
+    CHECK(host == &h[0]);
+    CHECK(validate_request_headers(h, true, 10, &host, false) == RequestHeaderProblem::invalid_name);
+    CHECK(validate_request_headers({{"Host", "a"}, {"host", "b"}}, true, 10, &host, true) ==
+          RequestHeaderProblem::duplicate_host);
+    CHECK(validate_request_headers({{"Host", "a b"}}, true, 10, &host, true) == RequestHeaderProblem::invalid_value);
+    CHECK(validate_request_headers({{"x", "1"}}, true, 10, &host, true) == RequestHeaderProblem::missing_host);
+    CHECK(validate_request_headers({{"Host", "a"}, {"x", "1"}}, true, 1, &host, true) ==
+          RequestHeaderProblem::too_many_headers);
+  }
+
   TEST_CASE("more fields than max_headers is too_many_headers, 0 means no limit") {
     CHECK(validate_request_headers(good, true, 2) == RequestHeaderProblem::none);
     CHECK(validate_request_headers(good, true, 1) == RequestHeaderProblem::too_many_headers);
