@@ -593,14 +593,12 @@ RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, siz
   const Header* host = nullptr;
   size_t hosts = 0;
   for (const Header& f : h) {
-    if (checked_by_codec) {
-      if (f.name.size() == 4 && iequals(f.name, "host") && hosts++ == 0) host = &f;
-      continue;
-    }
-    if (!is_token(f.name)) return RequestHeaderProblem::invalid_name;
-    if (!is_valid_field_value(f.value)) {
-      // Only a value with a control byte can hold a fold.
-      return contains_obs_fold(f.value) ? RequestHeaderProblem::obs_fold : RequestHeaderProblem::invalid_value;
+    if (!checked_by_codec) {
+      if (!is_token(f.name)) return RequestHeaderProblem::invalid_name;
+      if (!is_valid_field_value(f.value)) {
+        // Only a value with a control byte can hold a fold.
+        return contains_obs_fold(f.value) ? RequestHeaderProblem::obs_fold : RequestHeaderProblem::invalid_value;
+      }
     }
     if (iequals(f.name, "host") && hosts++ == 0) host = &f;
   }

@@ -92,7 +92,8 @@ RequestVerdict check_request_head(const RequestHeadFacts& head, Headers& headers
   bool http11 = head.http_major == 2 || (head.http_major == 1 && head.http_minor >= 1);
   const Header* host = nullptr;
   RequestHeaderProblem problem =
-      head.obs_fold ? RequestHeaderProblem::obs_fold : validate_request_headers(headers, http11, 0, &host, head.checked_by_codec);
+      head.obs_fold ? RequestHeaderProblem::obs_fold
+                    : validate_request_headers(headers, http11, 0, &host, head.checked_by_codec);
   if (problem != RequestHeaderProblem::none) return bad_request(to_string(problem));
 
   if (underscored > 0 && underscores == UnderscoreHeaders::reject)
