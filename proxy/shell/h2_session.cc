@@ -40,24 +40,32 @@ bool is_name(std::string_view n, const char (&literal)[N]) {
 // literals again: more bytes and more work for both ends. None of their
 // names is in the static table; how the name still goes by index is
 // FieldList::add_regular's.
+//
+// The time left (x-request-timeout-ms, grpc-timeout) is the exception that
+// often repeats: a first attempt sent as soon as the request arrived has
+// the whole route timeout less a fraction of a millisecond, the same
+// number on request after request. Such a value goes indexed when it is
+// the one the previous field of that name on the connection carried: the
+// first repeat enters the table, the next ones are one byte each.
 enum class OutgoingField { indexed, never_indexed, dropped };
 
 // The names of the never-indexed fields, each a slot of
-// H2Session::per_message_sent_.
+// H2Session::PerMessageFields::sent; the time-left ones come first, each
+// also a slot of its last_value.
 enum PerMessageName : uint8_t {
+  kXRequestTimeoutMs,
+  kGrpcTimeout,
   kB3,
   kBaggage,
   kTracestate,
   kTraceparent,
   kXB3Spanid,
   kXRequestId,
-  kGrpcTimeout,
   kXB3Traceid,
   kSentryTrace,
   kUberTraceId,
   kXAmznTraceId,
   kXB3Parentspanid,
-  kXRequestTimeoutMs,
   kXCloudTraceContext,
   kPerMessageNameCount,
 };
@@ -124,13 +132,13 @@ class FieldList {
   // For heads without regular fields (a status, the 431): a never-indexed
   // field would go with its name as a literal.
   FieldList() = default;
-  // `per_message_sent`: the session's count of fields sent with each
-  // PerMessageName (kPerMessageNameCount of them), read and advanced by
-  // add_regular(). With `no_copy`, the names and values outlive the frame
-  // (an H2Session::HeldHead holds them): nghttp2 takes pointers instead of
+  // `per_message`: what the session sent with each PerMessageName
+  // (kPerMessageNameCount of them), read and advanced by add_regular().
+  // With `no_copy`, the names and values outlive the frame (an
+  // H2Session::HeldHead holds them): nghttp2 takes pointers instead of
   // copying every one.
-  explicit FieldList(uint32_t* per_message_sent, bool no_copy = false)
-      : per_message_sent_(per_message_sent), no_copy_(no_copy) {}
+  explicit FieldList(H2Session::PerMessageFields* per_message, bool no_copy = false)
+      : per_message_(per_message), no_copy_(no_copy) {}
   FieldList(const FieldList&) = delete;
   FieldList& operator=(const FieldList&) = delete;
   void add(std::string_view name, std::string_view value, uint8_t flags = NGHTTP2_NV_FLAG_NONE) {
@@ -195,7 +203,7 @@ class FieldList {
     if (name.empty() || name[0] == ':') return;
     OutgoingRule rule = outgoing_field(name, value);
     if (rule.kind == OutgoingField::dropped) return;
-    if (rule.kind == OutgoingField::indexed || seeds_name(rule.name)) {
+    if (rule.kind == OutgoingField::indexed || repeats_time_left(rule.name, value) || seeds_name(rule.name)) {
       add(name, value);
       return;
     }
@@ -205,7 +213,23 @@ class FieldList {
   // Whether a field of `name`, never indexed, goes with indexing this time
   // (counted); never without the session's counts.
   bool seeds_name(PerMessageName name) {
-    return per_message_sent_ && per_message_sent_[name]++ % kReseedEvery == 0;
+    return per_message_ && per_message_->sent[name]++ % kReseedEvery == 0;
+  }
+
+  // Whether `value` of a time-left field is the one the previous field of
+  // that name carried; the value is kept for the next one either way.
+  bool repeats_time_left(PerMessageName name, std::string_view value) {
+    if (!per_message_ || name >= H2Session::kTimeLeftNames || value.empty()) return false;
+    auto& last = per_message_->last_value[name];
+    uint8_t& size = per_message_->last_size[name];
+    if (value.size() > last.size()) {
+      size = 0;
+      return false;
+    }
+    if (value.size() == size && std::memcmp(last.data(), value.data(), size) == 0) return true;
+    std::memcpy(last.data(), value.data(), value.size());
+    size = static_cast<uint8_t>(value.size());
+    return false;
   }
 
   // `name` in lower case, kept in lowered_ for the life of the list. The
@@ -225,7 +249,7 @@ class FieldList {
   }
 
   static constexpr size_t kInline = 32;
-  uint32_t* per_message_sent_ = nullptr;
+  H2Session::PerMessageFields* per_message_ = nullptr;
   nghttp2_nv inline_[kInline];  // the first kInline fields (left uninitialised until added)
   size_t size_ = 0;
   std::vector<nghttp2_nv> spill_;  // every field, once there are more
@@ -672,7 +696,7 @@ struct H2Session::Callbacks {
       if (st->trailers_pending) {
         *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
         st->trailers_pending = false;
-        FieldList f(s.per_message_sent_.data());
+        FieldList f(&s.per_message_);
         f.add_fields(st->out_trailers);
         if (nghttp2_submit_trailer(session, id, f.data(), f.size()) != 0)
           return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -707,6 +731,7 @@ H2Session::H2Session(Role role, Handler* handler) : H2Session(role, handler, Lim
 H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
     : role_(role), handler_(handler), limits_(limits), reset_tokens_(limits.rapid_reset_burst) {
   static_assert(kPerMessageNames == kPerMessageNameCount);
+  static_assert(kXRequestTimeoutMs < kTimeLeftNames && kGrpcTimeout < kTimeLeftNames);
   ++sessions_of_this_thread;
   nghttp2_session_callbacks* cb = nullptr;
   nghttp2_session_callbacks_new(&cb);
@@ -961,7 +986,7 @@ bool H2Session::can_submit_request() const {
 }
 
 bool H2Session::submit_head(int32_t stream, const Head& head, bool request, bool end_stream) {
-  FieldList f(per_message_sent_.data());
+  FieldList f(&per_message_);
   if (request) f.add_request_line(head.method, head.scheme, head.authority, head.path);
   else f.add_status(head.status);
   f.add_fields(head.fields);
@@ -981,7 +1006,7 @@ int32_t H2Session::submit_request(const RequestLine& line, const H2FieldBlock& f
   held->scheme.assign(line.scheme);
   held->authority.assign(line.authority);
   held->path.assign(line.path);
-  FieldList f(per_message_sent_.data(), true);
+  FieldList f(&per_message_, true);
   f.add_request_line(held->method, held->scheme, held->authority, held->path);
   f.add_block(held->fields);
   if (!Callbacks::submit_fields(*this, 0, f, true, end_stream)) {
@@ -1008,7 +1033,7 @@ bool H2Session::submit_response(int32_t stream, int status, const H2FieldBlock& 
   if (!can_answer(stream) || status < 200 || status > 999) return false;
   std::unique_ptr<HeldHead> held = take_held_head();
   held->fields = fields;
-  FieldList f(per_message_sent_.data(), true);
+  FieldList f(&per_message_, true);
   f.add_status(status);
   f.add_block(held->fields);
   if (!Callbacks::submit_fields(*this, stream, f, false, end_stream)) {

@@ -230,6 +230,19 @@ class H2Session {
   const Stats& stats() const { return stats_; }
   Role role() const { return role_; }
 
+  // What a connection sent with the names sent as literals never
+  // indexed (listed in h2_session.cc): how many fields of each, which
+  // decides when one seeds the name into the HPACK encoder's table, and
+  // the last value of each time-left field, which decides when a value
+  // that repeats goes indexed after all.
+  static constexpr size_t kPerMessageNames = 14;
+  static constexpr size_t kTimeLeftNames = 2;  // x-request-timeout-ms, grpc-timeout
+  struct PerMessageFields {
+    std::array<uint32_t, kPerMessageNames> sent{};
+    std::array<std::array<char, 20>, kTimeLeftNames> last_value{};
+    std::array<uint8_t, kTimeLeftNames> last_size{};
+  };
+
  private:
   struct Stream;
   struct HeldHead;
@@ -304,11 +317,7 @@ class H2Session {
   bool error_goaway_written_ = false;  // nghttp2_session_mem_send failed: nothing more to write
   int32_t last_submitted_ = 0;
   int32_t drain_last_stream_id_ = 0;
-  // Fields submitted on this connection with each of the names sent as
-  // literals never indexed (listed in h2_session.cc): which of them seed
-  // the name into the HPACK encoder's table.
-  static constexpr size_t kPerMessageNames = 14;
-  std::array<uint32_t, kPerMessageNames> per_message_sent_{};
+  PerMessageFields per_message_{};  // this connection's
 };
 
 }  // namespace onelayer

@@ -4,7 +4,9 @@ ids), read off the wire by an h2c origin that parses the frames itself: the
 first request of a connection sends them with incremental indexing, which
 puts their names in onelayer's encoder table; every later one sends them as
 literals never indexed whose name is an index into that table, and they
-still decode, with Debian's python3-hpack, to that request's values."""
+still decode, with Debian's python3-hpack, to that request's values. The
+time left is the exception when it repeats the value before it: then it
+goes indexed."""
 
 import socketserver
 import sys
@@ -191,32 +193,54 @@ class H2HpackNamesTest(IntegrationTest):
         proxy = self.start_proxy(h.simple_config(o.port, upstream={"protocol": "h2c"}, retry={"max_attempts": 2},
                                                  timeout="15s", workers=1))
         with h.Conn(proxy.port()) as c:
-            for i in range(4):
+            for i in range(8):
                 r = c.request("GET", "/ids/%d" % i, headers=[("Host", "svc.test"), ("User-Agent", "probe/1")])
                 self.assertEqual(r.status, 200)
         self.assertEqual(o.connections, 1)
         requests = o.snapshot()
-        self.assertEqual(len(requests), 4)
+        self.assertEqual(len(requests), 8)
         attempts = set()
+        previous_left, lefts_in_table, lefts_indexed = None, set(), 0
         for i, req in enumerate(requests):
             baggage, left = field_named(req, "baggage"), field_named(req, "x-request-timeout-ms")
             members = dict(m.split("=", 1) for m in baggage.value.split(","))
             self.assertEqual(members["retry-owner"], "itest")
             attempts.add(members["retry-attempt"])
             self.assertTrue(0 < int(left.value) <= 15000, left.value)
-            for f in (baggage, left):
-                if i == 0:
-                    # The seed: the name goes in onelayer's table (and the
-                    # origin's), with this request's value.
+            if i == 0:
+                # The seed: each name goes in onelayer's table (and the
+                # origin's), with this request's value.
+                for f in (baggage, left):
                     self.assertEqual((f.form, f.name_index), (INCREMENTAL, 0), "%s of the first request" % f.name)
                     self.assertFalse(f.decoder_saw_never_indexed)
+                lefts_in_table.add(left.value)
+            else:
+                self.assert_never_indexed_by_dynamic_name(baggage, i)
+                # The time left is the route timeout less the time the
+                # request took to reach the upstream: mostly the same
+                # milliseconds from one request to the next. A value that
+                # repeats the one before goes indexed (found whole once it
+                # entered the table); another is never indexed.
+                if left.value != previous_left:
+                    self.assert_never_indexed_by_dynamic_name(left, i)
+                elif left.value in lefts_in_table:
+                    self.assertEqual(left.form, INDEXED, "time left %s of request %d" % (left.value, i))
+                    lefts_indexed += 1
                 else:
-                    self.assertEqual(f.form, NEVER_INDEXED, "%s of request %d" % (f.name, i))
-                    self.assertGreater(f.name_index, STATIC_TABLE_ENTRIES, "%s of request %d" % (f.name, i))
-                    self.assertTrue(f.decoder_saw_never_indexed)
+                    self.assertEqual(left.form, INCREMENTAL, "time left %s of request %d" % (left.value, i))
+                    self.assertGreater(left.name_index, STATIC_TABLE_ENTRIES)
+                    lefts_in_table.add(left.value)
+            previous_left = left.value
             # A field that repeats is still found whole in the table.
             self.assertEqual(field_named(req, "x-retry-owner").form, INCREMENTAL if i == 0 else INDEXED)
-        self.assertEqual(len(attempts), 4, "each request has its own attempt id")
+        self.assertEqual(len(attempts), 8, "each request has its own attempt id")
+        self.assertGreater(lefts_indexed, 0, "the time left of 8 requests in a row never repeated: %s"
+                           % [field_named(r, "x-request-timeout-ms").value for r in requests])
+
+    def assert_never_indexed_by_dynamic_name(self, f, i):
+        self.assertEqual(f.form, NEVER_INDEXED, "%s of request %d" % (f.name, i))
+        self.assertGreater(f.name_index, STATIC_TABLE_ENTRIES, "%s of request %d" % (f.name, i))
+        self.assertTrue(f.decoder_saw_never_indexed)
 
 
 if __name__ == "__main__":

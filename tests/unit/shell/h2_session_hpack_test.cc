@@ -274,6 +274,35 @@ TEST_CASE("h2 hpack: a seeded name pushed out of the dynamic table is seeded aga
                                       "retry-attempt=65");
 }
 
+TEST_CASE("h2 hpack: a time left that repeats the previous one goes indexed, a new one never indexed") {
+  // A first attempt sent as soon as its request arrived carries the whole
+  // route timeout less a fraction of a millisecond: the same value on
+  // request after request, worth a slot of the table.
+  bool from_block = false;
+  SUBCASE("from a Head") {}
+  SUBCASE("from a field block") { from_block = true; }
+  for (const char* name : {"x-request-timeout-ms", "grpc-timeout"}) {
+    CAPTURE(name);
+    EncodingClient c;
+    auto send = [&](const std::string& value) {
+      Headers fields{{name, value}};
+      return field_named(from_block ? c.request_from_block(fields) : c.request(fields), name);
+    };
+    check_seed(send("14999"), "14999");  // the first: the name enters the table
+    EncodedField same = send("14999");   // found whole: one byte
+    CHECK(same.form == Form::indexed);
+    CHECK(same.value == "14999");
+    check_never_indexed_by_dynamic_name(send("12000"), "12000");  // new: not worth a slot
+    EncodedField again = send("12000");                            // repeated: enters the table
+    CHECK(again.form == Form::incremental);
+    CHECK(again.name_index > kStaticTableEntries);
+    CHECK(again.value == "12000");
+    CHECK(send("12000").form == Form::indexed);
+    CHECK(send("14999").form == Form::never_indexed);  // still in the table, but not the last one sent
+    CHECK(send("14999").form == Form::indexed);
+  }
+}
+
 TEST_CASE("h2 hpack: a field off the never-indexed list enters the table once and is then found whole") {
   EncodingClient c;
   for (int n = 0; n < 3; ++n) {
