@@ -61,18 +61,18 @@ start_h2_nghttpx() {  # NAME PORT UPSTREAM_PORT
 # onelayer: the benchmark's config with an h2c listener and an h2c upstream.
 # Returns 2 when onelayer refuses that config (a build without HTTP/2): the
 # reason is in $TMP/NAME/unavailable.
-start_h2_onelayer() {  # NAME UPSTREAM_PORT [SINGLE_LAYER_HEADERS: on (default) | off]
-  local name=$1 up=$2 headers=${3:-on} dir="$TMP/$1"
+start_h2_onelayer() {  # NAME UPSTREAM_PORT [SINGLE_LAYER_HEADERS: on (default) | off] [BINARY]
+  local name=$1 up=$2 headers=${3:-on} bin=${4:-$ONELAYER_BIN} dir="$TMP/$1"
   mkdir -p "$dir"
   "$PY" "$UTIL" onelayer-config --upstream-port "$up" --layer bench --workers "$ONELAYER_WORKERS" \
     --max-connections $((NOFILE - 200)) --listener-protocols http1,h2c --upstream-protocol h2c \
     --access-log "${BENCH_ACCESS_LOG:-off}" --single-layer-headers "$headers" \
     >"$dir/onelayer.yaml"
-  if ! "$ONELAYER_BIN" --check --config "$dir/onelayer.yaml" >"$dir/check.log" 2>&1; then
+  if ! "$bin" --check --config "$dir/onelayer.yaml" >"$dir/check.log" 2>&1; then
     grep -v '^$' "$dir/check.log" | head -n 3 | sed 's/^[^ ]*yaml:[0-9:]* //' | awk 'NR > 1 { printf "; " } { printf "%s", $0 }' >"$dir/unavailable"
     return 2
   fi
-  launch_onelayer "$name"
+  launch_onelayer "$name" "$bin"
 }
 
 h2_unavailable() {  # PHASE TARGET REASON
@@ -93,6 +93,8 @@ start_h2_proxies() {
       # The same route without the headers that tell inner hops about its
       # retries: what they cost (a row of its own, not in the targets).
       onelayer-plain) start_h2_onelayer h2-onelayer-plain "${PORT_OF[h2-origin]}" off || rc=$? ;;
+      # Another build (BENCH_H2_OTHER_BIN) on onelayer's config: a row of its own.
+      onelayer-other) start_h2_onelayer h2-onelayer-other "${PORT_OF[h2-origin]}" on "$BENCH_H2_OTHER_BIN" || rc=$? ;;
       haproxy) start_haproxy h2-haproxy "$(free_port)" "${PORT_OF[h2-origin]}" h2 || rc=$? ;;
       nginx) start_h2_nginx h2-nginx "$(free_port)" "${PORT_OF[h2-origin]}" || rc=$? ;;
       nghttpx) start_h2_nghttpx h2-nghttpx "$(free_port)" "${PORT_OF[h2-origin]}" || rc=$? ;;

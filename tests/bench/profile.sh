@@ -31,6 +31,8 @@
 # Usage: tests/bench/profile.sh [--syscalls | --h2 [--origin] [--nghttpx]] [ONELAYER_BIN]   (default build-rel/onelayer)
 # Environment: PROFILE_SECONDS (default 5), PROFILE_TOP (default 30),
 #              PROFILE_KEEP=1 keeps the temporary directory,
+#              PROFILE_VALGRIND_ARGS adds callgrind options for the proxy
+#              (e.g. --cache-sim=yes: simulated cache misses, in the kept dump),
 #              PROFILE_ACCESS_LOG=on turns onelayer's access log on (default
 #              off, as in tests/bench/run.sh).
 set -euo pipefail
@@ -172,7 +174,7 @@ if [[ $MODE == syscalls ]]; then
 fi
 
 # The proxy: under callgrind, unless the origin is the one profiled.
-PROXY_WRAP=(valgrind --tool=callgrind --callgrind-out-file="$OUTFILE")
+PROXY_WRAP=(valgrind --tool=callgrind --callgrind-out-file="$OUTFILE" ${PROFILE_VALGRIND_ARGS:-})
 [[ $ORIGIN_PROFILE == 1 ]] && PROXY_WRAP=()
 if [[ $NGHTTPX == 1 ]]; then
   # The h2 benchmark's nghttpx: cleartext frontend, h2 backend, one worker

@@ -13,12 +13,17 @@ import sys
 
 # onelayer-successes: onelayer with retry_budget.mode successes (storm phase only).
 # onelayer-plain: onelayer without the single-layer headers (h2 phase only).
-ORDER = ["direct", "onelayer", "onelayer-plain", "onelayer-successes", "haproxy", "nginx", "nghttpx"]
+# onelayer-other: another onelayer build on onelayer's config (h2 phase only,
+# BENCH_H2_OTHER_BIN); its label comes from the run's settings.
+ORDER = ["direct", "onelayer", "onelayer-plain", "onelayer-other", "onelayer-successes", "haproxy", "nginx",
+         "nghttpx"]
 LABEL = {"direct": "direct (no proxy)", "onelayer": "onelayer",
          "onelayer-plain": "onelayer without single-layer headers",
+         "onelayer-other": "onelayer, other build",
          "onelayer-successes": "onelayer (budget: successes)",
          "haproxy": "HAProxy", "nginx": "NGINX", "nghttpx": "nghttpx"}
 NAME = {"direct": "direct", "onelayer": "onelayer", "onelayer-plain": "onelayer without single-layer headers",
+        "onelayer-other": "onelayer, other build",
         "onelayer-successes": "onelayer, successes budget",
         "haproxy": "HAProxy", "nginx": "NGINX", "nghttpx": "nghttpx"}
 
@@ -306,6 +311,8 @@ H2_PEERS = ("haproxy", "nghttpx", "nginx")
 
 
 def h2(rows, settings):
+    if settings.get("h2_other_label"):
+        LABEL["onelayer-other"] = NAME["onelayer-other"] = f"onelayer, {settings['h2_other_label']}"
     summary = h2_summary(rows)
     out = ["## HTTP/2 (h2c) throughput\n",
            f"`h2load -c{settings.get('h2_connections')} -m{settings.get('h2_streams')} "
@@ -346,6 +353,18 @@ def h2(rows, settings):
                 # inner hops about its retries, to show what they cost.
                 out.append("| req/s without single-layer headers (not a target) | " + " | ".join(
                     fmt(ratio(plain["rps"], summary[t]["rps"]), 2, "x") for t in peers) + " |")
+            other = summary.get("onelayer-other", {})
+            if other.get("rps") is not None:
+                out.append(f"| req/s of {NAME['onelayer-other']} (not a target) | " + " | ".join(
+                    fmt(ratio(other["rps"], summary[t]["rps"]), 2, "x") for t in peers) + " |")
+    other = summary.get("onelayer-other", {})
+    if other.get("rps") is not None and o.get("rps") is not None:
+        # The two builds side by side, round by round: each pair ran minutes
+        # apart at most, so a round's ratio is less exposed to drift.
+        out += ["", f"{NAME['onelayer-other']} / onelayer: req/s {fmt(ratio(other['rps'], o['rps']), 2, 'x')} "
+                f"(rounds {', '.join(fmt(ratio(a, b), 2) for a, b in zip(other['rps_all'], o['rps_all']))}), "
+                f"proxy CPU per request "
+                f"{fmt(ratio(other['proxy_cpu_us_per_req'], o['proxy_cpu_us_per_req']), 2, 'x')}."]
     out.append("")
     return out, summary
 
@@ -550,6 +569,9 @@ def main():
           f"| load average (start / end) | {settings.get('loadavg_start', '?')} / {info['loadavg_end']} |",
           f"| onelayer | {settings.get('onelayer_version') or 'not run'}"
           f"{' (' + settings['onelayer_build'] + ' build)' if settings.get('onelayer_build') else ''} |"]
+    if settings.get("h2_other_bin"):
+        md += [f"| onelayer, {settings.get('h2_other_label') or 'other build'} (h2 phase) | "
+               f"`{settings['h2_other_bin']}` |"]
     md += [f"| {k} | {v} |" for k, v in info["tools"].items()]
     if settings.get("onelayer_workers", "1") != "1":
         md += ["", f"**onelayer ran with `workers: {settings['onelayer_workers']}`** (the other proxies with 1)."]

@@ -46,6 +46,11 @@ Environment:
                        reported as not available; required: that fails the run
   BENCH_ACCESS_LOG     off (default, as the other proxies run) or on: onelayer's
                        access log, formatted into /dev/null
+  BENCH_H2_OTHER_BIN   a second onelayer binary (another build of the same or
+                       other code, e.g. a profile-guided one): the h2 phase runs
+                       it as a row of its own right after onelayer, on the same
+                       config, interleaved with the others (not a target)
+  BENCH_H2_OTHER_LABEL what that row is called (default: other build)
 EOF
 }
 
@@ -114,6 +119,11 @@ fi
 H2_TARGETS=$TARGETS
 if [[ $QUICK == 0 ]] && has "$H2_TARGETS" onelayer && ! has "$H2_TARGETS" onelayer-plain; then
   H2_TARGETS=$(tr ',' '\n' <<<"$H2_TARGETS" | sed 's/^onelayer$/onelayer\nonelayer-plain/' | paste -sd,)
+fi
+# A second onelayer build (BENCH_H2_OTHER_BIN) right after onelayer.
+if [[ -n ${BENCH_H2_OTHER_BIN:-} ]] && has "$H2_TARGETS" onelayer && ! has "$H2_TARGETS" onelayer-other; then
+  [[ -x $BENCH_H2_OTHER_BIN ]] || { echo "run.sh: BENCH_H2_OTHER_BIN=$BENCH_H2_OTHER_BIN is not executable" >&2; exit 1; }
+  H2_TARGETS=$(tr ',' '\n' <<<"$H2_TARGETS" | sed 's/^onelayer$/onelayer\nonelayer-other/' | paste -sd,)
 fi
 H2_PROXIES=$(tr ',' '\n' <<<"$H2_TARGETS" | grep -vx direct | paste -sd, || true)
 TARGETS=$(tr ',' '\n' <<<"$TARGETS" | grep -vx nghttpx | paste -sd, || true)
@@ -348,12 +358,12 @@ start_onelayer() {  # NAME UPSTREAM_PORT LAYER_ID
 
 # launch_onelayer NAME: onelayer with $TMP/NAME/onelayer.yaml, its port read
 # from its ports file.
-launch_onelayer() {
-  local name=$1 dir="$TMP/$1" port
+launch_onelayer() {  # NAME [BINARY (default ONELAYER_BIN)]
+  local name=$1 bin=${2:-$ONELAYER_BIN} dir="$TMP/$1" port
   rm -f "$dir/ports"
   # The access log is off (--access-log off, as HAProxy's, NGINX's and
   # nghttpx's); with BENCH_ACCESS_LOG=on it goes to /dev/null: formatted, not stored.
-  "$ONELAYER_BIN" --config "$dir/onelayer.yaml" --ports-file "$dir/ports" --log-level warn \
+  "$bin" --config "$dir/onelayer.yaml" --ports-file "$dir/ports" --log-level warn \
     >/dev/null 2>"$TMP/logs/$name.log" &
   PIDS+=($!)
   PID_OF[$name]=$!
@@ -544,6 +554,7 @@ report_rc=0
         onelayer_bin="$ONELAYER_BIN" onelayer_version="$ONELAYER_VERSION" onelayer_build="$ONELAYER_BUILD" \
         loadavg_start="$LOADAVG_START" h2_requests="$H2_REQUESTS" h2_rounds="$H2_ROUNDS" \
         h2_idle_conns="$H2_IDLE_N" h2_connections="$H2_CONNS" h2_streams="$H2_STREAMS" \
+        h2_other_bin="${BENCH_H2_OTHER_BIN:-}" h2_other_label="${BENCH_H2_OTHER_LABEL:-other build}" \
   --notes "$notes_json" || report_rc=$?
 log "wrote $OUT/latest.md"
 [[ $PRINT_MD == 1 ]] && cat "$OUT/latest.md"

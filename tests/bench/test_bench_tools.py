@@ -185,6 +185,20 @@ class H2Report(unittest.TestCase):
         verdict = {name: ok for name, _, ok in report.h2_targets(summary, {})}
         self.assertEqual(verdict["HTTP/2 throughput >= 1.0x nghttpx (1 worker)"], False)
 
+    def test_another_build_gets_its_row_a_ratio_to_onelayer_and_is_not_a_target(self):
+        rows = [h2_row("onelayer", 1, 90.0, 6.0), h2_row("onelayer-other", 1, 99.0, 5.4),
+                h2_row("onelayer", 2, 100.0, 6.0), h2_row("onelayer-other", 2, 101.0, 5.4),
+                h2_row("nghttpx", 1, 100.0, 5.0), h2_row("nghttpx", 2, 100.0, 5.0)]
+        settings = dict(self.SETTINGS, h2_other_label="profile-guided build")
+        lines, summary = report.h2(rows, settings)
+        self.assertTrue(any(line.startswith("| onelayer, profile-guided build | 100 |") for line in lines), lines)
+        self.assertIn("| req/s of onelayer, profile-guided build (not a target) | 1.00x |", lines)
+        self.assertIn("onelayer, profile-guided build / onelayer: req/s 1.05x (rounds 1.10, 1.01), "
+                      "proxy CPU per request 0.90x.", lines)
+        # The targets still judge onelayer's own row (95 req/s against 100).
+        verdict = {name: ok for name, _, ok in report.h2_targets(summary, {})}
+        self.assertEqual(verdict["HTTP/2 throughput >= 1.0x nghttpx (1 worker)"], False)
+
     def test_unavailable_onelayer_gets_a_reason_and_no_figure(self):
         rows = [{"phase": "h2", "target": "onelayer", "unavailable": "refused the h2c config"},
                 h2_row("haproxy", 1, 50.0, 10.0)]
