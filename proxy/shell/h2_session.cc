@@ -496,6 +496,11 @@ struct H2Session::Callbacks {
       st->empty_head_strings();
       if (st->head.fields.capacity() == 0) st->head.fields = take_field_list(s.role_);
       st->head_fields = 0;
+      st->head.front_field = s.front_field_ && s.role_ == Role::server;
+      if (st->head.front_field) {
+        if (st->head.fields.empty()) st->head.fields.emplace_back();
+        st->head_fields = 1;
+      }
     } else {
       st->trailers.clear();
     }
