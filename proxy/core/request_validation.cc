@@ -62,8 +62,10 @@ bool read_target(const RequestHeadFacts& head, const Header* host, RequestVerdic
 
 RequestVerdict check_request_head(const RequestHeadFacts& head, Headers& headers,
                                   UnderscoreHeaders underscores) {
+  // Every return is of `v` (built in the caller's object, not moved there).
+  RequestVerdict v;
   if (head.method == "CONNECT") {
-    RequestVerdict v = bad_request("CONNECT is not supported: onelayer originates TLS itself");
+    v = bad_request("CONNECT is not supported: onelayer originates TLS itself");
     v.hint =
         "onelayer does not open CONNECT tunnels: it originates TLS to upstreams itself. "
         "Send the request to onelayer in plain HTTP (GET http://host/path, or GET /path with Host) "
@@ -73,35 +75,52 @@ RequestVerdict check_request_head(const RequestHeadFacts& head, Headers& headers
   }
   // HTTP/2 heads come translated by the HTTP/2 codec (the HTTP/1 parser
   // refuses a request line that says HTTP/2.0).
-  if (head.http_major != 1 && head.http_major != 2) return bad_request("only HTTP/1.x and HTTP/2 are served");
+  if (head.http_major != 1 && head.http_major != 2) {
+    v = bad_request("only HTTP/1.x and HTTP/2 are served");
+    return v;
+  }
   for (unsigned char c : head.target) {
-    if (c <= 0x20 || c >= 0x7f) return bad_request("invalid byte in the request target");  // RFC 9112 3.2
+    if (c <= 0x20 || c >= 0x7f) {  // RFC 9112 3.2
+      v = bad_request("invalid byte in the request target");
+      return v;
+    }
   }
   // The only transfer coding forwarded is chunked alone ("gzip, chunked"
   // would reach the upstream without its gzip). The same pass counts the
   // underscored names, which matter only further down.
   size_t underscored = 0;
   for (const Header& h : headers) {
-    if (iequals(h.name, "transfer-encoding") && !iequals(h.value, "chunked"))
-      return bad_request("unsupported Transfer-Encoding");
+    if (iequals(h.name, "transfer-encoding") && !iequals(h.value, "chunked")) {
+      v = bad_request("unsupported Transfer-Encoding");
+      return v;
+    }
     underscored += has_underscore(h.name) ? 1 : 0;
   }
-  if (head.has_content_length && head.content_length > kMaxContentLength)
-    return bad_request("Content-Length above 2^53-1");
+  if (head.has_content_length && head.content_length > kMaxContentLength) {
+    v = bad_request("Content-Length above 2^53-1");
+    return v;
+  }
   // HTTP/2 needs an authority as HTTP/1.1 needs Host (RFC 9113 8.3.1).
   bool http11 = head.http_major == 2 || (head.http_major == 1 && head.http_minor >= 1);
   const Header* host = nullptr;
   RequestHeaderProblem problem =
       head.obs_fold ? RequestHeaderProblem::obs_fold
                     : validate_request_headers(headers, http11, 0, &host, head.checked_by_codec);
-  if (problem != RequestHeaderProblem::none) return bad_request(to_string(problem));
+  if (problem != RequestHeaderProblem::none) {
+    v = bad_request(to_string(problem));
+    return v;
+  }
 
-  if (underscored > 0 && underscores == UnderscoreHeaders::reject)
-    return bad_request("header name with an underscore");
+  if (underscored > 0 && underscores == UnderscoreHeaders::reject) {
+    v = bad_request("header name with an underscore");
+    return v;
+  }
 
-  RequestVerdict v;
   bool absolute = false;
-  if (!read_target(head, host, v, absolute)) return bad_request("request target form not supported");
+  if (!read_target(head, host, v, absolute)) {
+    v = bad_request("request target form not supported");
+    return v;
+  }
 
   if (underscored > 0 && underscores == UnderscoreHeaders::drop) {
     std::erase_if(headers, [](const Header& h) { return has_underscore(h.name); });

@@ -43,6 +43,7 @@ H2Session::Limits limits_for(Worker* w, const WorkerListener* l) {
 H2Downstream::H2Downstream(DownConn* conn, Worker* w, WorkerListener* listener)
     : conn_(conn), worker_(w), listener_(listener), session_(H2Session::Role::server, this, limits_for(w, listener)) {
   reaper_.owner = this;
+  session_.leave_front_field();  // for Host (translate_h2_request)
   Limits lim;
   if (const Listener* cfg = listener_config(w, listener)) lim = cfg->limits;
   header_timeout_ms_ = static_cast<uint64_t>(lim.header_timeout.count());

@@ -30,16 +30,27 @@ const char* translate_h2_request(H2Session::Head& in, bool end_stream, MessageHe
   // kept before the fault (the refusal reads it: a gRPC caller gets gRPC).
   Headers& fields = in.fields;
   const bool authority_given = !in.authority.empty();
-  size_t kept = 0;
+  const size_t first = in.front_field ? 1 : 0;  // the first received field
+  size_t kept = first;
   auto hand_over = [&] {
     fields.resize(kept);
-    if (authority_given) fields.insert(fields.begin(), Header{"Host", std::move(in.authority)});
+    if (in.front_field) {
+      // Host in the room left for it, or the room given up.
+      if (!authority_given) {
+        fields.erase(fields.begin());
+      } else {
+        if (fields.front().name != "Host") fields.front().name = "Host";
+        fields.front().value = std::move(in.authority);
+      }
+    } else if (authority_given) {
+      fields.insert(fields.begin(), Header{"Host", std::move(in.authority)});
+    }
     out.headers = std::move(fields);
     fields.clear();
   };
   size_t cookie_at = SIZE_MAX;  // where the joined cookie field sits among the kept
   bool length_seen = false;
-  for (size_t i = 0; i < fields.size(); ++i) {
+  for (size_t i = first; i < fields.size(); ++i) {
     Header& f = fields[i];
     if (iequals(f.name, "host") && authority_given) continue;
     if (iequals(f.name, "cookie")) {

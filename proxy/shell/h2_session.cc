@@ -323,7 +323,7 @@ void give_back_field_list(H2Session::Role role, Headers& h) {
 // with their fields moved about: the downstream puts Host first). Out of
 // line: on_header() runs for every field, and this inlined there made the
 // callback dearer (profile.sh --h2).
-[[gnu::noinline]] void put_field(Headers& fields, size_t& used, std::string_view name, std::string_view value) {
+[[gnu::noinline, gnu::flatten]] void put_field(Headers& fields, size_t& used, std::string_view name, std::string_view value) {
   if (used == fields.size()) {
     fields.emplace_back();
   } else if (fields[used].value.capacity() < value.size()) {
@@ -427,6 +427,13 @@ struct H2Session::Stream {
   ~Stream() { SpareStringRooms::give_back(std::move(out)); }
   // head.fields cut to this head's fields, before anyone sees it.
   void end_head_fields() { head.fields.erase(head.fields.begin() + static_cast<ptrdiff_t>(head_fields), head.fields.end()); }
+  void empty_head_strings() {
+    head.method.clear();
+    head.scheme.clear();
+    head.authority.clear();
+    head.path.clear();
+    head.status = 0;
+  }
 };
 
 void H2Session::release_held(int32_t stream) {
@@ -484,9 +491,16 @@ struct H2Session::Callbacks {
     st->block_bytes = 0;
     st->oversized = false;
     if (head) {
-      st->head = Head();
-      st->head.fields = take_field_list(s.role_);
+      // Emptied in place (no Head built and moved in per head); a list left
+      // by a 1xx head serves this one.
+      st->empty_head_strings();
+      if (st->head.fields.capacity() == 0) st->head.fields = take_field_list(s.role_);
       st->head_fields = 0;
+      st->head.front_field = s.front_field_ && s.role_ == Role::server;
+      if (st->head.front_field) {
+        if (st->head.fields.empty()) st->head.fields.emplace_back();
+        st->head_fields = 1;
+      }
     } else {
       st->trailers.clear();
     }
@@ -891,8 +905,10 @@ int H2Session::headers_received(int32_t id, bool end) {
     if (handler_) handler_->on_head(id, st->head, end);
     st = find(id);
     if (st) {
-      give_back_field_list(role_, st->head.fields);  // what the Handler left in it
-      st->head = Head();
+      // What the Handler left in the list; its strings are moved out or
+      // short (a Head() moved in per head cost more than it freed).
+      give_back_field_list(role_, st->head.fields);
+      if (st->head.fields.capacity() != 0) st->head.fields = Headers();  // over the spares' bounds
     }
   } else if (block == Stream::Block::trailers) {
     if (handler_) handler_->on_trailers(id, st->trailers);

@@ -100,6 +100,9 @@ class H2Session {
     std::string method, scheme, authority, path;  // requests
     int status = 0;                               // responses
     Headers fields;  // regular fields in order (names in lower case)
+    // fields[0] is not a received field but room for the Handler's own first
+    // one (what an earlier head left there): see leave_front_field().
+    bool front_field = false;
   };
 
   // Calls into the session from these callbacks are allowed (submit,
@@ -200,6 +203,10 @@ class H2Session {
   // cheaply as the session finds the stream; nullptr when none was set or
   // the stream is gone.
   void set_stream_owner(int32_t stream, void* owner);
+  // Request heads (a server session) come with a field ahead of the received
+  // ones (Head::front_field): the downstream puts Host there instead of
+  // moving every field up by one.
+  void leave_front_field() { front_field_ = true; }
   void* stream_owner(int32_t stream) const;
   // RST_STREAM; the Handler gets on_closed() for it (not on_reset()).
   bool reset_stream(int32_t stream, uint32_t error_code = kCancel);
@@ -271,6 +278,7 @@ class H2Session {
   void fail(uint32_t error_code, std::string_view reason);
 
   Role role_;
+  bool front_field_ = false;  // leave_front_field()
   Handler* handler_;
   Limits limits_;
   nghttp2_session* session_ = nullptr;

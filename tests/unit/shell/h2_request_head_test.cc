@@ -105,6 +105,37 @@ TEST_CASE("h2 request: a malformed head still hands over the fields before the f
   CHECK(m.method == "POST");
 }
 
+TEST_CASE("h2 request: a front field (leave_front_field) takes Host in place, or goes without :authority") {
+  // What an earlier head left in the front field is overwritten.
+  H2Session::Head in = request({{"Host", "old.test"}, {"accept", "*/*"}, {"cookie", "a=1"}, {"host", "dropped"},
+                                {"cookie", "b=2"}});
+  in.front_field = true;
+  const Header* list = in.fields.data();
+  MessageHead m;
+  REQUIRE(translate_h2_request(in, true, m) == nullptr);
+  CHECK(m.headers.data() == list);
+  CHECK(m.headers == Headers{{"Host", "api.test"}, {"accept", "*/*"}, {"cookie", "a=1; b=2"}});
+
+  in = request({{"x-left", "over"}, {"host", "legacy.test"}, {"content-length", "3"}}, "");
+  in.front_field = true;
+  REQUIRE(translate_h2_request(in, false, m) == nullptr);
+  CHECK(m.headers == Headers{{"host", "legacy.test"}, {"content-length", "3"}});
+  CHECK((m.has_content_length && m.content_length == 3));
+
+  // The front field is never read as a received one.
+  in = request({{"content-length", "x"}, {"accept", "*/*"}});
+  in.front_field = true;
+  REQUIRE(translate_h2_request(in, true, m) == nullptr);
+  CHECK(m.headers == Headers{{"Host", "api.test"}, {"accept", "*/*"}});
+  CHECK_FALSE(m.has_content_length);
+
+  // A malformed head hands over the fields before the fault, Host first.
+  in = request({{}, {"content-type", "application/grpc"}, {"content-length", "x"}, {"te", "trailers"}});
+  in.front_field = true;
+  CHECK(std::string(translate_h2_request(in, false, m)) == "invalid content-length");
+  CHECK(m.headers == Headers{{"Host", "api.test"}, {"content-type", "application/grpc"}});
+}
+
 TEST_CASE("h2 response: hop-by-hop and framing fields go, names are lower case, Via and extras are added") {
   MessageHead up;
   up.status = 201;

@@ -378,6 +378,36 @@ TEST_CASE("h2 request and response with body and trailers, both ways") {
   CHECK_FALSE(p.server.want_close());
 }
 
+TEST_CASE("h2 server: leave_front_field puts a field ahead of each request head's received ones, and nowhere else") {
+  Pair p;
+  p.server.leave_front_field();
+  H2Session::Head req = post("/a");
+  req.fields = {{"x-a", "1"}, {"x-b", "2"}};
+  int32_t first = p.client.submit_request(req, false);
+  CHECK(p.client.send_trailers(first, {{"x-sum", "9"}}));
+  p.pump();
+  StreamLog& s = p.srec.streams[first];
+  CHECK(s.head.front_field);
+  REQUIRE(s.head.fields.size() == 3);
+  CHECK(Headers(s.head.fields.begin() + 1, s.head.fields.end()) == Headers{{"x-a", "1"}, {"x-b", "2"}});
+  CHECK(s.trailers == Headers{{"x-sum", "9"}});
+  CHECK(p.server.submit_response(first, [] { auto h = status(200); h.fields = {{"x-r", "1"}}; return h; }(), true));
+  p.pump();
+  CHECK_FALSE(p.crec.streams[first].head.front_field);  // the client side's heads have none
+  CHECK(p.crec.streams[first].head.fields == Headers{{"x-r", "1"}});
+
+  // The next head may get the first one's list back: its front field is
+  // still not a received field.
+  req.fields = {{"x-c", "3"}};
+  int32_t second = p.client.submit_request(req, true);
+  p.pump();
+  StreamLog& t = p.srec.streams[second];
+  CHECK(t.head.front_field);
+  REQUIRE(t.head.fields.size() == 2);
+  CHECK(t.head.fields[1] == Header{"x-c", "3"});
+  CHECK(t.head.path == "/a");
+}
+
 TEST_CASE("h2 field names are lower-cased wherever their capitals are, and dropped fields by every spelling") {
   Pair p;
   H2Session::Head req = get("/names");
