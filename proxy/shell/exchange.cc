@@ -279,7 +279,7 @@ void Exchange::start_attempt(TimePoint now) {
 EndpointState* Exchange::pick_endpoint(TimePoint now) {
   UpstreamEndpoints::Pick p = eps_->pick(now, w_->random(), tried_, last_member_);
   uint32_t e = p.member == UpstreamEndpoints::kNone ? 0 : p.endpoint;
-  EndpointState* ep = w_->endpoint(ucfg_->endpoints[e], *ucfg_);
+  EndpointState* ep = w_->endpoint(ucfg_->endpoints[e], *ucfg_, gen_->id);
   last_member_ = p.member;
   if (p.member < 64) tried_ |= uint64_t{1} << p.member;
   int addr = -1;
