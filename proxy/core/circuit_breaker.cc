@@ -4,7 +4,7 @@
 
 namespace onelayer {
 
-CircuitBreaker::CircuitBreaker(CircuitBreakerConfig cfg) : cfg_(cfg) {}
+CircuitBreaker::CircuitBreaker(CircuitBreakerConfig cfg) : enabled_(cfg.enabled), cfg_(cfg) {}
 
 bool CircuitBreaker::open_elapsed(TimePoint now) const {
   return now >= opened_at_ + cfg_.open_for;
@@ -25,6 +25,7 @@ void CircuitBreaker::promote(TimePoint now) {
 }
 
 bool CircuitBreaker::allow(TimePoint now) {
+  if (!enabled_.load(std::memory_order_acquire)) return true;
   std::lock_guard lock(mu_);
   if (!cfg_.enabled) return true;
   promote(now);
@@ -40,6 +41,7 @@ bool CircuitBreaker::allow(TimePoint now) {
 }
 
 void CircuitBreaker::on_success(TimePoint now) {
+  if (!enabled_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mu_);
   if (!cfg_.enabled) return;
   promote(now);
@@ -50,6 +52,7 @@ void CircuitBreaker::on_success(TimePoint now) {
 }
 
 void CircuitBreaker::on_failure(TimePoint now) {
+  if (!enabled_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mu_);
   if (!cfg_.enabled) return;
   promote(now);
@@ -63,6 +66,7 @@ void CircuitBreaker::on_failure(TimePoint now) {
 }
 
 void CircuitBreaker::on_cancel(TimePoint now) {
+  if (!enabled_.load(std::memory_order_acquire)) return;
   std::lock_guard lock(mu_);
   if (!cfg_.enabled) return;
   promote(now);
@@ -70,6 +74,7 @@ void CircuitBreaker::on_cancel(TimePoint now) {
 }
 
 CircuitBreaker::State CircuitBreaker::state(TimePoint now) const {
+  if (!enabled_.load(std::memory_order_acquire)) return State::closed;
   std::lock_guard lock(mu_);
   if (!cfg_.enabled) return State::closed;
   if (state_ == State::open && open_elapsed(now)) return State::half_open;
@@ -79,6 +84,7 @@ CircuitBreaker::State CircuitBreaker::state(TimePoint now) const {
 void CircuitBreaker::reconfigure(CircuitBreakerConfig cfg) {
   std::lock_guard lock(mu_);
   cfg_ = cfg;
+  enabled_.store(cfg.enabled, std::memory_order_release);
   if (!cfg_.enabled) {
     state_ = State::closed;
     failures_ = 0;

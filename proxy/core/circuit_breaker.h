@@ -12,9 +12,11 @@
 // Results arriving while open (attempts admitted before it opened) change
 // nothing, so they cannot extend the open period.
 // With cfg.enabled false: allow() is always true and nothing is tracked.
-// Thread-safe: one short mutex-protected update per call.
+// Thread-safe: one short mutex-protected update per call; a disabled
+// breaker answers without the lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 
@@ -44,6 +46,10 @@ class CircuitBreaker {
   void open_at(TimePoint now);
   void promote(TimePoint now);  // open -> half_open once open_for elapsed
 
+  // cfg_.enabled, readable without mu_: a disabled breaker (the default)
+  // answers every call without taking the lock. Calls that find it enabled
+  // check again under the lock.
+  std::atomic<bool> enabled_;
   mutable std::mutex mu_;
   CircuitBreakerConfig cfg_;
   State state_ = State::closed;

@@ -146,7 +146,8 @@ void Exchange::start() {
 
 void Exchange::start_when_body_buffered() {
   awaiting_body_ = false;
-  stop_timer();
+  // The body deadline's timer is not stopped first: start_attempt re-arms
+  // it (in place, no heap removal) or answers, which stops it.
   start_attempt(Clock::now());
 }
 
@@ -248,8 +249,10 @@ void Exchange::start_attempt(TimePoint now) {
   rm_->on_attempt();
 
   EndpointState* ep = pick_endpoint(now);  // begins attempt_
-  if (!endpoints_.empty()) endpoints_ += ',';
-  endpoints_ += ep->label;
+  if (lcfg_->access_log) {  // the endpoints tried are for the access log only
+    if (!endpoints_.empty()) endpoints_ += ',';
+    endpoints_ += ep->label;
+  }
   if (grpc_call_ && ep->alpn == EndpointState::Alpn::http1 && ucfg_->protocol == UpstreamProtocol::auto_) {
     refuse_grpc_over_http1();
     return;
@@ -279,7 +282,7 @@ void Exchange::start_attempt(TimePoint now) {
 EndpointState* Exchange::pick_endpoint(TimePoint now) {
   UpstreamEndpoints::Pick p = eps_->pick(now, w_->random(), tried_, last_member_);
   uint32_t e = p.member == UpstreamEndpoints::kNone ? 0 : p.endpoint;
-  EndpointState* ep = w_->endpoint(ucfg_->endpoints[e], *ucfg_);
+  EndpointState* ep = w_->endpoint(ucfg_->endpoints[e], *ucfg_, gen_->id);
   last_member_ = p.member;
   if (p.member < 64) tried_ |= uint64_t{1} << p.member;
   int addr = -1;

@@ -394,7 +394,9 @@ int Worker::write_raw(Conn* c, const uv_buf_t* parts, unsigned n) {
   return 0;
 }
 
-EndpointState* Worker::endpoint(const HostPort& hp, const Upstream& u) {
+EndpointState* Worker::endpoint(const HostPort& hp, const Upstream& u, uint64_t generation) {
+  // The same endpoint as last time: its pool settings are u's already.
+  if (endpoint_memo_.hp == &hp && endpoint_memo_.generation == generation) return endpoint_memo_.ep;
   // Looked up once per attempt: the key is built in a reused buffer.
   std::string& key = endpoint_key_;
   key.assign(u.name);
@@ -424,6 +426,7 @@ EndpointState* Worker::endpoint(const HostPort& hp, const Upstream& u) {
   }
   ep->max_idle = u.pool.max_idle;
   ep->idle_timeout = u.pool.idle_timeout;
+  endpoint_memo_ = EndpointMemo{generation, &hp, ep};
   return ep;
 }
 

@@ -75,7 +75,10 @@ class Worker {
     rt_.refresh(gen_);
     return gen_;
   }
-  EndpointState* endpoint(const HostPort& hp, const Upstream& u);
+  // `hp` (one of `u`'s endpoints) as this worker's EndpointState. `generation`:
+  // the id of the generation whose config holds `u`; a repeated lookup of
+  // the same endpoint within it skips building the key.
+  EndpointState* endpoint(const HostPort& hp, const Upstream& u, uint64_t generation);
   char* read_buffer() { return read_buf_.get(); }
   static constexpr size_t kReadBufferSize = 64 * 1024;
 
@@ -169,6 +172,14 @@ class Worker {
   std::vector<DownConn*> connections() const;
   std::unordered_map<std::string, std::unique_ptr<EndpointState>> endpoints_;
   std::string endpoint_key_;  // Worker::endpoint's lookup key, reused
+  // The last endpoint() answer. Within one generation a HostPort's address
+  // names one endpoint of one upstream (another config may reuse the address).
+  struct EndpointMemo {
+    uint64_t generation = 0;
+    const HostPort* hp = nullptr;
+    EndpointState* ep = nullptr;
+  };
+  EndpointMemo endpoint_memo_;
   bool draining_ = false;
   bool stopped_ = false;
 };
