@@ -32,7 +32,8 @@
 # Environment: PROFILE_SECONDS (default 5), PROFILE_TOP (default 30),
 #              PROFILE_KEEP=1 keeps the temporary directory,
 #              PROFILE_VALGRIND_ARGS adds callgrind options for the proxy
-#              (e.g. --cache-sim=yes: simulated cache misses, in the kept dump),
+#              (--cache-sim=yes: the report adds simulated first-level cache
+#              misses per request, and the instruction cache's by library),
 #              PROFILE_ACCESS_LOG=on turns onelayer's access log on (default
 #              off, as in tests/bench/run.sh).
 set -euo pipefail
@@ -216,9 +217,9 @@ echo "instructions per request: $((TOTAL / REQS))"
 echo
 # Every function's self cost as "instructions name", thread entry points
 # (which hold everything) left out.
-self_costs() {
-  callgrind_annotate --auto=no --threshold=100 "$DUMP" 2>/dev/null |
-    awk -v total="$TOTAL" '
+self_costs() {  # [EVENT (default Ir)] [ITS PROGRAM TOTAL (default TOTAL)]
+  callgrind_annotate --auto=no --threshold=100 --show="${1:-Ir}" --sort="${1:-Ir}" "$DUMP" 2>/dev/null |
+    awk -v total="${2:-$TOTAL}" '
       /PROGRAM TOTALS/ { next }
       /^ *[0-9,]+ +\( *[0-9.]+%\) / {
         ir = $1; gsub(",", "", ir); ir += 0
@@ -227,28 +228,45 @@ self_costs() {
         print ir, name
       }'
 }
+# self_costs' lines summed by library, per request.
+by_library() {
+  awk -v reqs="$REQS" -v origin="$ORIGIN_PROFILE" '
+    {
+      lib = origin == 1 ? "other" : "onelayer"
+      if ($0 ~ /libnghttp2/) lib = "nghttp2"
+      else if ($0 ~ /mimalloc/) lib = "mimalloc"
+      else if ($0 ~ /jemalloc/) lib = "jemalloc"
+      else if ($0 ~ /libc\.so/) lib = "libc"
+      else if ($0 ~ /libstdc\+\+/) lib = "libstdc++"
+      else if ($0 ~ /libuv/) lib = "libuv"
+      else if ($0 ~ /libssl|libcrypto/) lib = "openssl"
+      else if ($0 ~ /libev\.so/) lib = "libev"
+      else if ($0 ~ /nghttpx/) lib = "nghttpx"
+      else if ($0 ~ /\/nginx\]|ngx_/) lib = "nginx"
+      by[lib] += $1
+    }
+    END { for (l in by) printf "%8.0f  %s\n", by[l] / reqs, l }' | sort -rn
+}
 echo "instructions per request by library (self cost):"
 # Behind --origin, what is neither NGINX nor a library named is "other"
 # (the loader, modules): onelayer is not in that process.
-self_costs | awk -v reqs="$REQS" -v origin="$ORIGIN_PROFILE" '
-  {
-    lib = origin == 1 ? "other" : "onelayer"
-    if ($0 ~ /libnghttp2/) lib = "nghttp2"
-    else if ($0 ~ /mimalloc/) lib = "mimalloc"
-    else if ($0 ~ /jemalloc/) lib = "jemalloc"
-    else if ($0 ~ /libc\.so/) lib = "libc"
-    else if ($0 ~ /libstdc\+\+/) lib = "libstdc++"
-    else if ($0 ~ /libuv/) lib = "libuv"
-    else if ($0 ~ /libssl|libcrypto/) lib = "openssl"
-    else if ($0 ~ /libev\.so/) lib = "libev"
-    else if ($0 ~ /nghttpx/) lib = "nghttpx"
-    else if ($0 ~ /\/nginx\]|ngx_/) lib = "nginx"
-    by[lib] += $1
-  }
-  END { for (l in by) printf "%8.0f  %s\n", by[l] / reqs, l }' | sort -rn
+self_costs | by_library
 echo
 echo "top $TOP functions by self cost (instructions per request, share):"
 self_costs | awk -v reqs="$REQS" -v total="$TOTAL" '
   { ir = $1; name = $0; sub(/^[0-9]+ /, "", name); printf "%8.0f  %5.1f%%  %s\n", ir / reqs, 100 * ir / total, name }' |
   sort -rn | awk -v n="$TOP" 'NR <= n'  # reads to the end: head would end sort with SIGPIPE, and pipefail the script
+# With PROFILE_VALGRIND_ARGS=--cache-sim=yes: callgrind's simulated misses
+# of this machine's first-level caches, and the instruction cache's by
+# library (how much code a request runs through, and how often again).
+if head -n 30 "$DUMP" | grep -q '^events:.* I1mr'; then
+  event_total() {
+    callgrind_annotate --show="$1" "$DUMP" 2>/dev/null | awk '/PROGRAM TOTALS/ && !seen {gsub(",", "", $1); print $1; seen = 1}'
+  }
+  I1=$(event_total I1mr) D1R=$(event_total D1mr) D1W=$(event_total D1mw)
+  echo
+  echo "simulated first-level cache misses per request: instructions $((I1 / REQS)), data reads $((D1R / REQS)), data writes $((D1W / REQS))"
+  echo "instruction cache misses per request by library (self cost):"
+  self_costs I1mr "$I1" | by_library
+fi
 if [[ ${PROFILE_KEEP:-0} == 1 ]]; then cp "$DUMP" "$TMP/callgrind.last"; echo "dump: $TMP/callgrind.last"; fi
