@@ -157,6 +157,12 @@ void Exchange::arm_timer(Millis ms, TimerList::Entry::Callback cb) {
 
 void Exchange::stop_timer() { w_->timers().disarm(*this); }
 
+void Exchange::note_endpoint_tried(std::string_view label) {
+  if (!lcfg_->access_log) return;  // the list's only reader
+  if (!endpoints_.empty()) endpoints_ += ',';
+  endpoints_ += label;
+}
+
 void Exchange::on_attempt_timeout(TimerList::Entry* e) {
   Exchange* ex = of(e);
   if (ex->finished_) return;
@@ -217,8 +223,7 @@ void Exchange::start_attempt(TimePoint now) {
       rs_->on_attempt_started();
       rm_->on_attempt();
       rm_->on_fault("abort");
-      if (!endpoints_.empty()) endpoints_ += ',';
-      endpoints_ += "fault";
+      note_endpoint_tried("fault");
       AttemptResult r;
       r.status = f.abort_status;
       // A route's grpc_status: a gRPC call's abort is that gRPC answer.
@@ -249,10 +254,7 @@ void Exchange::start_attempt(TimePoint now) {
   rm_->on_attempt();
 
   EndpointState* ep = pick_endpoint(now);  // begins attempt_
-  if (lcfg_->access_log) {  // the endpoints tried are for the access log only
-    if (!endpoints_.empty()) endpoints_ += ',';
-    endpoints_ += ep->label;
-  }
+  note_endpoint_tried(ep->label);
   if (grpc_call_ && ep->alpn == EndpointState::Alpn::http1 && ucfg_->protocol == UpstreamProtocol::auto_) {
     refuse_grpc_over_http1();
     return;

@@ -102,6 +102,9 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   void send_request_end();
   void arm_timer(Millis ms, TimerList::Entry::Callback cb);
   void stop_timer();
+  // `label` (an endpoint, or "fault" for an injected answer) onto the
+  // endpoints tried, when the listener writes an access log.
+  void note_endpoint_tried(std::string_view label);
   static Exchange* of(TimerList::Entry* e) { return static_cast<Exchange*>(e); }
   static void on_attempt_timeout(TimerList::Entry* e);
   static void on_backoff_done(TimerList::Entry* e);
