@@ -333,6 +333,7 @@ def h2(rows, settings):
                    f"{fmt(s['origin_cpu_us_per_req'])} | {s['errors']} | "
                    f"{', '.join(fmt(v, 0) for v in s['rps_all'])} |")
     o = summary.get("onelayer", {})
+    other = summary.get("onelayer-other", {})  # BENCH_H2_OTHER_BIN's build
     peers = [t for t in H2_PEERS if t in summary and "unavailable" not in summary[t]]
     if peers and "onelayer" in summary:
         out += ["", "Ratios, onelayer / other (req/s: higher is better; CPU: lower is better):", "",
@@ -353,11 +354,9 @@ def h2(rows, settings):
                 # inner hops about its retries, to show what they cost.
                 out.append("| req/s without single-layer headers (not a target) | " + " | ".join(
                     fmt(ratio(plain["rps"], summary[t]["rps"]), 2, "x") for t in peers) + " |")
-            other = summary.get("onelayer-other", {})
             if other.get("rps") is not None:
                 out.append(f"| req/s of {NAME['onelayer-other']} (not a target) | " + " | ".join(
                     fmt(ratio(other["rps"], summary[t]["rps"]), 2, "x") for t in peers) + " |")
-    other = summary.get("onelayer-other", {})
     if other.get("rps") is not None and o.get("rps") is not None:
         # The two builds side by side, round by round: each pair ran minutes
         # apart at most, so a round's ratio is less exposed to drift.
