@@ -204,7 +204,11 @@ DUMP=$(ls -t "$OUTFILE"* | grep -v "^$OUTFILE\$" | head -n1)
 [[ -n $DUMP && -n $REQS && $REQS -gt 0 ]] || { echo "profile.sh: no dump or no requests" >&2; exit 1; }
 # awk reads to the end (no early exit): with pipefail, callgrind_annotate
 # dying of SIGPIPE would end the script here.
-TOTAL=$(callgrind_annotate "$DUMP" 2>/dev/null | awk '/PROGRAM TOTALS/ && !seen {gsub(",", "", $1); print $1; seen = 1}')
+# The program's total of one event (Ir: instructions) in the dump.
+event_total() {
+  callgrind_annotate --show="$1" "$DUMP" 2>/dev/null | awk '/PROGRAM TOTALS/ && !seen {gsub(",", "", $1); print $1; seen = 1}'
+}
+TOTAL=$(event_total Ir)
 if [[ $ORIGIN_PROFILE == 1 ]]; then
   front=onelayer
   [[ $NGHTTPX == 1 ]] && front=nghttpx
@@ -259,10 +263,7 @@ self_costs | awk -v reqs="$REQS" -v total="$TOTAL" '
 # With PROFILE_VALGRIND_ARGS=--cache-sim=yes: callgrind's simulated misses
 # of this machine's first-level caches, and the instruction cache's by
 # library (how much code a request runs through, and how often again).
-if head -n 30 "$DUMP" | grep -q '^events:.* I1mr'; then
-  event_total() {
-    callgrind_annotate --show="$1" "$DUMP" 2>/dev/null | awk '/PROGRAM TOTALS/ && !seen {gsub(",", "", $1); print $1; seen = 1}'
-  }
+if grep -q '^events:.* I1mr' "$DUMP"; then
   I1=$(event_total I1mr) D1R=$(event_total D1mr) D1W=$(event_total D1mw)
   echo
   echo "simulated first-level cache misses per request: instructions $((I1 / REQS)), data reads $((D1R / REQS)), data writes $((D1W / REQS))"
