@@ -767,7 +767,9 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
   nghttp2_option_set_max_settings(opt, limits_.max_settings_entries);
   nghttp2_option_set_max_outbound_ack(opt, limits_.max_outbound_acks);
   nghttp2_option_set_max_continuations(opt, limits_.max_continuations);
-  nghttp2_option_set_peer_max_concurrent_streams(opt, limits_.max_concurrent_streams);
+  // Until the peer's SETTINGS arrive (a client's streams wait for them).
+  nghttp2_option_set_peer_max_concurrent_streams(
+      opt, std::min(limits_.max_concurrent_streams, limits_.max_opened_streams));
   // nghttp2's own RST_STREAM limiter (its clock) stays behind ours as a
   // backstop: ten times the burst, the same rate.
   nghttp2_option_set_stream_reset_rate_limit(opt, uint64_t(limits_.rapid_reset_burst) * 10,
@@ -993,7 +995,7 @@ bool H2Session::want_close() const {
 
 uint32_t H2Session::stream_limit() const {
   uint32_t peer = nghttp2_session_get_remote_settings(session_, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
-  return std::min(peer, limits_.max_concurrent_streams);
+  return std::min(peer, limits_.max_opened_streams);
 }
 
 bool H2Session::can_submit_request() const {

@@ -64,6 +64,10 @@ class H2Session {
     // SETTINGS_MAX_CONCURRENT_STREAMS advertised and enforced (streams the
     // peer opens above it are refused).
     uint32_t max_concurrent_streams = 100;
+    // Client: streams we open at once on the connection, within the peer's
+    // SETTINGS_MAX_CONCURRENT_STREAMS (and, until that arrives, within
+    // max_concurrent_streams: RFC 9113 6.5.2 recommends no less than 100).
+    uint32_t max_opened_streams = 100;
     // SETTINGS_MAX_HEADER_LIST_SIZE (name + value + 32 per field, RFC 9113
     // 6.5.2). A received head over it is refused: 431 (server), RST_STREAM
     // (client). The owner sets it from max_header_bytes.
@@ -180,8 +184,8 @@ class H2Session {
   int32_t submit_request(const RequestLine& line, const H2FieldBlock& fields, bool end_stream);
   bool can_submit_request() const;
   // Client: how many of our streams may be open at once: the peer's
-  // SETTINGS_MAX_CONCURRENT_STREAMS (unlimited until its SETTINGS arrive),
-  // never above Limits::max_concurrent_streams.
+  // SETTINGS_MAX_CONCURRENT_STREAMS (Limits::max_concurrent_streams until
+  // its SETTINGS arrive), never above Limits::max_opened_streams.
   uint32_t stream_limit() const;
   // The peer's first SETTINGS frame has arrived (its limits are known).
   bool peer_settings_received() const { return peer_settings_received_; }

@@ -284,6 +284,11 @@ void H2UpConn::become_ready() {
     if (streams_.empty()) arm_idle();
     return;
   }
+  // A stream that moves to a connection already connected (one whose own
+  // streams ended while this one was connecting) may send at once, as
+  // those here may; one that moves to a connecting one waits for its
+  // SETTINGS there.
+  std::vector<std::pair<H2UpStream*, H2UpConn*>> go_now;
   if (streams_.size() > limit) {
     std::vector<H2UpStream*> excess(streams_.begin() + static_cast<std::ptrdiff_t>(limit), streams_.end());
     streams_.resize(limit);
@@ -292,10 +297,13 @@ void H2UpConn::become_ready() {
       H2UpConn* other = for_new_stream(worker_, ep_, addr_index_, tls_ctx_, connect_timeout_);
       s->move_to(other);
       other->attach(s);
+      if (other->connected()) go_now.emplace_back(s, other);
     }
   }
   for (H2UpStream* s : std::vector<H2UpStream*>(streams_))
     if (attached(s)) s->on_connected();
+  for (auto [s, other] : go_now)
+    if (other->attached(s)) s->on_connected();
   if (streams_.empty()) arm_idle();
 }
 

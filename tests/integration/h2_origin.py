@@ -156,6 +156,9 @@ class _Connection:
             self.sock.sendall(out)
 
     def run(self):
+        delay = self.origin.settings_delay.get(self.conn_id, 0)
+        if delay:  # the client's preface waits in the socket meanwhile
+            time.sleep(delay)
         self.h2.initiate_connection()
         self.flush()
         while not self.origin.stopping:
@@ -225,11 +228,14 @@ class _Connection:
 
 class H2Origin:
     """``handler(request)`` runs on the connection's thread once a request is
-    complete; the default answers 200 with the request body echoed."""
+    complete; the default answers 200 with the request body echoed.
+    ``settings_delay`` maps a connection number (from 1) to seconds its
+    first SETTINGS frame waits."""
 
-    def __init__(self, handler=None, max_concurrent_streams=100):
+    def __init__(self, handler=None, max_concurrent_streams=100, settings_delay=None):
         self.handler = handler or (lambda r: r.respond(200, [("content-type", "text/plain")], r.body))
         self.max_concurrent_streams = max_concurrent_streams
+        self.settings_delay = dict(settings_delay or {})
         self.lock = threading.Lock()
         self.requests = []
         self.resets = []   # (connection, stream id, error code) the client sent

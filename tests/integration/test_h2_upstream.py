@@ -229,6 +229,43 @@ class H2UpstreamTest(IntegrationTest):
         self.assertEqual(sorted(per_conn.values()), [2, 2, 2], per_conn)
         self.assertEqual(o.accepted, 3)
 
+    def test_a_stream_moved_to_a_connection_that_freed_a_slot_meanwhile_is_sent(self):
+        # Connection 1 is full (limit 2) with two held requests; three more
+        # wait on connection 2, whose SETTINGS come late. Meanwhile the two
+        # are answered. When connection 2's SETTINGS say 2, the third of its
+        # streams moves to connection 1, connected with free slots: it must
+        # go out there at once, not wait for a SETTINGS frame that came long
+        # ago (it hung until the route's deadline).
+        gate = threading.Event()
+        o = self.h2origin(lambda r: answer_when(gate, r), max_concurrent_streams=2,
+                          settings_delay={2: 1.5})
+        proxy = self.proxy_to(o.port, timeout="20s", upstream={"connect_timeout": "5s"})
+        done = []
+
+        def start(n):
+            threads = [threading.Thread(target=lambda: done.append(get(proxy.port(), "/x"))) for _ in range(n)]
+            for t in threads:
+                t.start()
+            return threads
+
+        threads = start(2)
+        self.assertTrue(h.wait_until(lambda: len(o.snapshot()) == 2, 5))
+        threads += start(3)
+        self.assertTrue(h.wait_until(lambda: o.accepted == 2, 5), "no second connection")
+        time.sleep(0.3)  # the three are on connection 2, still waiting for its SETTINGS
+        gate.set()
+        self.assertTrue(h.wait_until(lambda: len(done) == 2, 5), "connection 1's two were not answered")
+        began = time.monotonic()
+        for t in threads:
+            t.join(8)
+        self.assertEqual(sorted(r.status for r in done), [200] * 5, "a moved stream was never sent")
+        self.assertLess(time.monotonic() - began, 5)
+        per_conn = {}
+        for r in o.snapshot():
+            per_conn[r.conn_id] = per_conn.get(r.conn_id, 0) + 1
+        self.assertEqual(per_conn, {1: 3, 2: 2})
+        self.assertEqual(o.accepted, 2)
+
     # -- refused and GOAWAY: sent again, never duplicated --------------------
     def test_a_refused_stream_is_retried_on_another_connection_even_for_a_post(self):
         o = self.h2origin(refuse_on_the_first_connection)
