@@ -155,6 +155,9 @@ struct Listener {
 struct PoolConfig {
   uint32_t max_idle = 64;
   Millis idle_timeout{60'000};
+  // HTTP/2 upstreams: streams one connection carries at once, within the
+  // peer's SETTINGS_MAX_CONCURRENT_STREAMS; more open more connections.
+  uint32_t max_concurrent_streams = 1000;
   bool operator==(const PoolConfig&) const = default;
 };
 

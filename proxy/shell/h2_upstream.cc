@@ -22,8 +22,9 @@ namespace {
 // streams' queued_bytes() say so) until the socket drains.
 constexpr size_t kMaxWriteQueue = 256 * 1024;
 
-H2Session::Limits client_limits() {
+H2Session::Limits client_limits(const EndpointState& ep) {
   H2Session::Limits l;
+  l.max_opened_streams = ep.max_concurrent_streams;
   l.max_header_list_bytes = 64 * 1024;  // the HTTP/1 side's response head limit
   return l;
 }
@@ -34,7 +35,7 @@ H2UpConn::H2UpConn(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr
     : Conn(w),
       ep_(ep),
       tls_ctx_(std::move(tls)),
-      session_(H2Session::Role::client, this, client_limits()),
+      session_(H2Session::Role::client, this, client_limits(*ep)),
       addr_index_(addr_index) {
   connect_req_.data = this;
   ep_->h2.push_back(this);

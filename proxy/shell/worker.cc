@@ -426,6 +426,7 @@ EndpointState* Worker::endpoint(const HostPort& hp, const Upstream& u, uint64_t 
   }
   ep->max_idle = u.pool.max_idle;
   ep->idle_timeout = u.pool.idle_timeout;
+  ep->max_concurrent_streams = u.pool.max_concurrent_streams;
   endpoint_memo_ = EndpointMemo{generation, &hp, ep};
   return ep;
 }

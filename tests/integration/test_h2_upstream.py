@@ -186,18 +186,9 @@ class H2UpstreamTest(IntegrationTest):
         self.assertEqual(len(conns), 1, "nginx saw %d connections for 100 requests" % len(conns))
 
     def test_a_hundred_concurrent_slow_requests_are_in_flight_together_on_one_connection(self):
-        seen = threading.Event()
-        in_flight = []
-        lock = threading.Lock()
-
-        def handler(r):
-            with lock:
-                in_flight.append(r)
-                if len(in_flight) == 100:
-                    seen.set()
-            # Answered only once all 100 are open at once: proves they are
-            # streams of one connection, not requests one after another.
-            answer_when(seen, r)
+        # Answered only once all 100 are open at once: proves they are
+        # streams of one connection, not requests one after another.
+        handler, seen = self.all_in_flight_then_ok(100)
         o = self.h2origin(handler, max_concurrent_streams=100)
         proxy = self.proxy_to(o.port)
         results = h.concurrent_gets(proxy.port(), 100, concurrency=100, target="/slow")
@@ -206,6 +197,48 @@ class H2UpstreamTest(IntegrationTest):
         self.assertEqual(len(o.snapshot()), 100)
         self.assertEqual(o.accepted, 1)
         self.assertEqual(len({r.stream_id for r in o.snapshot()}), 100)
+
+    def all_in_flight_then_ok(self, count):
+        """A handler that answers once `count` requests are open at once."""
+        seen = threading.Event()
+        in_flight = []
+        lock = threading.Lock()
+
+        def handler(r):
+            with lock:
+                in_flight.append(r)
+                if len(in_flight) == count:
+                    seen.set()
+            answer_when(seen, r)
+        return handler, seen
+
+    def test_more_than_a_hundred_streams_share_one_connection_when_the_peer_allows_them(self):
+        # The peer allows 300; the pool's own cap (pool.max_concurrent_streams,
+        # default 1000) is above it. 200 requests on a connection that knows
+        # the peer's SETTINGS all go on it (a cap of 100 opened a second).
+        handler, seen = self.all_in_flight_then_ok(201)
+        o = self.h2origin(handler, max_concurrent_streams=300)
+        proxy = self.proxy_to(o.port)
+        first = threading.Thread(target=lambda: get(proxy.port(), "/first"))
+        first.start()  # opens the connection; answered with the 200 others
+        self.assertTrue(h.wait_until(lambda: len(o.snapshot()) == 1, 5))
+        results = h.concurrent_gets(proxy.port(), 200, concurrency=200, target="/slow")
+        first.join(10)
+        self.assertEqual([status for _, status, _ in results], [200] * 200)
+        self.assertTrue(seen.is_set(), "the origin never had 201 streams open at once")
+        self.assertEqual(o.accepted, 1)
+
+    def test_pool_max_concurrent_streams_caps_the_streams_per_connection_below_the_peers(self):
+        handler, seen = self.all_in_flight_then_ok(6)
+        o = self.h2origin(handler, max_concurrent_streams=100)
+        proxy = self.proxy_to(o.port, upstream={"pool": {"max_concurrent_streams": 2}})
+        results = h.concurrent_gets(proxy.port(), 6, concurrency=6, target="/slow")
+        self.assertEqual([status for _, status, _ in results], [200] * 6)
+        per_conn = {}
+        for r in o.snapshot():
+            per_conn[r.conn_id] = per_conn.get(r.conn_id, 0) + 1
+        self.assertEqual(sorted(per_conn.values()), [2, 2, 2], per_conn)
+        self.assertEqual(o.accepted, 3)
 
     def test_the_peers_stream_limit_opens_more_connections(self):
         gate = threading.Event()

@@ -159,9 +159,18 @@ TEST_CASE("config: a minimal file gets every documented default") {
   CHECK(u.connect_timeout == Millis{1000});
   CHECK(u.pool == PoolConfig{});
   CHECK(u.pool.idle_timeout == Millis{60'000});
+  CHECK(u.pool.max_concurrent_streams == 1000);
   CHECK(u.retry_budget.ratio == 0.2);
   CHECK(u.retry_budget.min_per_second == 10);
   CHECK_FALSE(u.circuit_breaker.enabled);
+}
+
+TEST_CASE("config: pool.max_concurrent_streams is read as written") {
+  std::string text = kMinimal;
+  text += "    pool: { max_concurrent_streams: 2 }\n";
+  ConfigPtr c = load_ok(text);
+  CHECK(c->upstreams.at(0).pool.max_concurrent_streams == 2);
+  CHECK(c->upstreams.at(0).pool.max_idle == 64);
 }
 
 TEST_CASE("config: an empty retry block turns retries on with the documented defaults") {
@@ -431,7 +440,7 @@ upstreams:
   - name: up
     endpoints: [127.0.0.1:0, "localhost"]
     connect_timeout: -1s
-    pool: { max_idle: x }
+    pool: { max_idle: x, max_concurrent_streams: 0 }
     retry_budget: { ratio: 1001, min_per_second: nan }
     circuit_breaker: { consecutive_failures: 0, half_open_probes: 1001 }
 )") == Lines{
@@ -480,6 +489,7 @@ upstreams:
             "t.yaml:28:22: upstreams[0].connect_timeout: invalid duration \"-1s\" (expected a "
             "number and a unit: ms, s, m or h, e.g. 250ms, 1.5s; whole ms)",
             "t.yaml:29:23: upstreams[0].pool.max_idle: expected a whole number",
+            "t.yaml:29:50: upstreams[0].pool.max_concurrent_streams: must be between 1 and 10000",
             "t.yaml:30:28: upstreams[0].retry_budget.ratio: must be between 0 and 1000",
             "t.yaml:30:50: upstreams[0].retry_budget.min_per_second: expected a number",
             "t.yaml:31:46: upstreams[0].circuit_breaker.consecutive_failures: must be between 1 "
