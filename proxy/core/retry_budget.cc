@@ -54,11 +54,8 @@ int64_t RetryBudget::second_of(TimePoint t) const {
 }
 
 int64_t RetryBudget::cap_micro(int64_t second) const {
-  int64_t requests = 0;
-  for (const Bucket& b : window_)
-    if (b.second > second - kWindowSeconds && b.second <= second) requests += b.requests;
-  // requests is bounded by calls made, far below 2^63 / 1e15.
-  return floor_micro_ * kWindowSeconds + ratio_micro_ * requests;
+  // The count is bounded by calls made, far below 2^63 / 1e15.
+  return floor_micro_ * kWindowSeconds + ratio_micro_ * window_.count(second);
 }
 
 RetryBudget::Balance RetryBudget::refilled(TimePoint now) const {
@@ -96,16 +93,13 @@ RetryBudget::Balance RetryBudget::refilled(TimePoint now, int64_t cap) const {
 void RetryBudget::on_request(TimePoint now) {
   std::lock_guard lock(mu_);
   if (mode_ == BudgetMode::successes) return;  // paid by attempt outcomes instead
-  // The cap is summed once: the refill to `now` needs it at the second of
+  // The cap is read once: the refill to `now` needs it at the second of
   // the latest time seen, and this request's deposit raises it by exactly
-  // one ratio (a bucket found holding another second is out of the window,
-  // so dropping its count lowers nothing).
+  // one ratio (the window's count at `sec` grows by one).
   const int64_t sec = second_of(std::max(now, balance_.last));
   int64_t cap = cap_micro(sec);
   balance_ = refilled(now, cap);
-  Bucket& bucket = window_[static_cast<size_t>(sec % kWindowSeconds)];
-  if (bucket.second != sec) bucket = Bucket{sec, 0};
-  ++bucket.requests;
+  window_.add(sec);
   cap += ratio_micro_;
   balance_.micro = std::min(balance_.micro + ratio_micro_, cap);
 }

@@ -33,18 +33,18 @@
 // Thread-safe: one short mutex-protected update per call.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <mutex>
 
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/request_window.h"
 
 namespace onelayer {
 
 class RetryBudget {
  public:
-  static constexpr int kWindowSeconds = 10;
+  static constexpr int kWindowSeconds = RequestWindow::kSeconds;
 
   RetryBudget(RetryBudgetConfig cfg, TimePoint now);
 
@@ -59,10 +59,6 @@ class RetryBudget {
   void reconfigure(RetryBudgetConfig cfg);
 
  private:
-  struct Bucket {
-    int64_t second = -1;  // seconds since origin_ this bucket counts
-    int64_t requests = 0;
-  };
   struct Balance {
     int64_t micro = 0;      // tokens * 1e6
     int64_t carry = 0;      // refill below one micro-token, in micro-token*ns (< 1e9)
@@ -82,7 +78,7 @@ class RetryBudget {
   int64_t floor_micro_ = 0;      // refill per second
   TimePoint origin_;
   Balance balance_;
-  std::array<Bucket, kWindowSeconds> window_{};
+  RequestWindow window_;  // requests by seconds since origin_
 };
 
 }  // namespace onelayer

@@ -52,8 +52,10 @@ UpstreamEndpoints::Pick UpstreamEndpoints::pick(TimePoint now, Random& rng, uint
     uint64_t bit = uint64_t{1} << i;
     if (!detector_.present(i)) continue;
     present |= bit;
-    if (detector_.available(i, now)) available |= bit;
-    if (detector_.probe_due(i, now)) probes |= bit;
+    // available() is "in, or a probe due": the probe test is made once.
+    const bool due = detector_.probe_due(i, now);
+    if (due) probes |= bit;
+    if (due || !detector_.ejected(i)) available |= bit;
   }
   Pick p;
   size_t i;
@@ -66,7 +68,7 @@ UpstreamEndpoints::Pick UpstreamEndpoints::pick(TimePoint now, Random& rng, uint
                        previous == kNone ? EndpointBalancer::kNone : previous, now, rng);
   }
   if (i == EndpointBalancer::kNone) return p;
-  p.probe = detector_.probe_due(i, now);
+  p.probe = (probes >> i) & 1;  // nothing since the loop changed the detector
   detector_.on_picked(i, now);
   balancer_.on_start(i);
   p.member = static_cast<uint32_t>(i);

@@ -11,6 +11,7 @@
 #include "core/grpc_protocol.h"
 #include "core/http_status.h"
 #include "core/request_deadline.h"
+#include "core/request_signal_fields.h"
 #include "core/retry_after.h"
 #include "shell/endpoint_log.h"
 #include "shell/endpoint_state.h"
@@ -97,21 +98,22 @@ Exchange::~Exchange() {
 
 void Exchange::start() {
   started_ = Clock::now();
-  ownership_ = detect_outer_owner(req_.headers, cfg_->headers);
+  // One pass over the fields finds what the questions below read; a reader
+  // runs only when its field is there (the common request has none).
+  const RequestSignalFields fields =
+      RequestSignalFields::find(req_.headers, cfg_->headers, route_->retry.idempotency_key);
+  ownership_ = fields.may_be_outer_owned() ? detect_outer_owner(req_.headers, cfg_->headers) : RetryOwnership{};
   // Hidden-retry detection on requests an outer layer owns.
   if (ownership_.outer_owned) storm_note_hidden_retry(w_->runtime(), *route_, ownership_, req_.headers, cfg_->headers);
   // x-request-timeout-ms and grpc-timeout shorten the route's deadline.
-  const Millis timeout = request_timeout(route_->timeout, req_.headers, cfg_->headers);
-  grpc_call_ = down_->protocol() == WireProtocol::h2 && is_grpc_request(req_.headers);
+  const Millis timeout = fields.may_shorten_timeout() ? request_timeout(route_->timeout, req_.headers, cfg_->headers)
+                                                      : route_->timeout;
+  grpc_call_ = down_->protocol() == WireProtocol::h2 && fields.content_type != nullptr &&
+               is_grpc_content_type(fields.content_type->value);  // is_grpc_request()
   const bool has_body = req_.chunked || req_.content_length > 0;
   head_request_ = req_.method == "HEAD";
   request_complete_ = false;
-  const std::string& key = route_->retry.idempotency_key;
-  bool has_key = false;
-  if (!key.empty()) {
-    const Header* h = find_header(req_.headers, key);
-    has_key = h && !h->value.empty();
-  }
+  const bool has_key = fields.idempotency_key != nullptr && !fields.idempotency_key->value.empty();
   rs_.emplace(route_->retry, timeout, started_,
               RetryState::Request{req_.method, has_key, body_.replayable(), ownership_.outer_owned,
                                   route_->retry.idempotent});

@@ -77,6 +77,25 @@ TEST_CASE("BudgetDepositsCountTowardTheCapOnlyWithinTheWindow") {
   CHECK_FALSE(b.try_spend(kT0 + 10s));
 }
 
+// With ratio 1 and no floor the balance sits at its cap: one token per
+// request of the last 10 s. Requests at a changing rate over many windows
+// check the cap's request count (a running total) against a plain count.
+TEST_CASE("BudgetCapFollowsTheWindowAcrossManyExpiries") {
+  RetryBudget b({1, 0}, kT0);
+  std::vector<int64_t> at_ms;  // every request, in ms since kT0
+  int64_t ms = 0;
+  for (int i = 0; i < 3000; ++i) {
+    ms += (i / 300) % 2 == 0 ? 37 : 450 + (i % 7) * 100;  // busy and quiet stretches
+    b.on_request(kT0 + std::chrono::milliseconds{ms});
+    at_ms.push_back(ms);
+    const int64_t second = ms / 1000;
+    int64_t in_window = 0;
+    for (int64_t t : at_ms)
+      if (t / 1000 > second - 10) ++in_window;
+    REQUIRE(b.tokens(kT0 + std::chrono::milliseconds{ms}) == static_cast<double>(in_window));
+  }
+}
+
 TEST_CASE("BudgetOutOfOrderTimeRefillsNothing") {
   RetryBudget b({0, 10}, kT0);
   CHECK(spend_all(b, kT0 + 1s) == 20);
