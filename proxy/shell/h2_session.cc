@@ -316,6 +316,26 @@ void give_back_field_list(H2Session::Role role, Headers& h) {
   else give_back_field_list_of<Role::client>(h);
 }
 
+// Overwrites `s`, a string kept from an earlier head, with `v` (never part
+// of `s`: nghttp2's buffers). assign() goes through _M_replace, which
+// allows for `v` being part of the string and moves its tail about: some 70
+// instructions a field. A kept field string is mostly as long as the new
+// value or longer (the same fields come on every head), and then the bytes
+// are copied over and the length set. A longer value (and the pseudo-header
+// strings, emptied for every head) takes the out-of-line append, which
+// still skips the aliasing checks; out of line, its slow paths do not crowd
+// the callers' registers.
+[[gnu::noinline]] void overwrite_longer(std::string& s, std::string_view v) {
+  s.clear();
+  s.append(v.data(), v.size());
+}
+
+[[gnu::always_inline]] inline void overwrite(std::string& s, std::string_view v) {
+  if (v.size() > s.size()) return overwrite_longer(s, v);
+  if (!v.empty()) std::memcpy(s.data(), v.data(), v.size());
+  s.resize(v.size());  // not longer: the length and the terminator only
+}
+
 // A field of the head being received: the next one of `fields`, whose
 // first `used` are this head's; past them, what is left from an earlier
 // head is overwritten. A value that does not fit the room of the leftover
@@ -334,8 +354,8 @@ void give_back_field_list(H2Session::Role role, Headers& h) {
     }
   }
   Header& f = fields[used++];
-  f.name.assign(name);
-  f.value.assign(value);
+  overwrite(f.name, name);
+  overwrite(f.value, value);
 }
 
 uint32_t fatal_code(int rv) {
@@ -530,10 +550,10 @@ struct H2Session::Callbacks {
     Head& h = st->head;
     if (!n.empty() && n[0] == ':') {
       // nghttp2 has checked the pseudo-header set for the message type.
-      if (is_name(n, ":method")) h.method = v;
-      else if (is_name(n, ":scheme")) h.scheme = v;
-      else if (is_name(n, ":authority")) h.authority = v;
-      else if (is_name(n, ":path")) h.path = v;
+      if (is_name(n, ":method")) overwrite(h.method, v);
+      else if (is_name(n, ":scheme")) overwrite(h.scheme, v);
+      else if (is_name(n, ":authority")) overwrite(h.authority, v);
+      else if (is_name(n, ":path")) overwrite(h.path, v);
       else if (is_name(n, ":status")) {
         int code = 0;
         for (char c : v) code = code * 10 + (c - '0');  // three digits, checked by nghttp2
@@ -812,9 +832,8 @@ H2Session::~H2Session() {
 // has not opened yet (its HEADERS still queued) is only in streams_. The
 // last stream found is remembered: the callbacks of one frame (a header
 // each, the frame's end) ask for the same stream in a row.
-H2Session::Stream* H2Session::find(int32_t id) {
+H2Session::Stream* H2Session::find_and_remember(int32_t id) {
   if (id <= 0) return nullptr;
-  if (id == last_found_id_) return last_found_;
   auto* st = static_cast<Stream*>(nghttp2_session_get_stream_user_data(session_, id));
   if (!st) {
     auto it = streams_.find(id);
@@ -825,8 +844,6 @@ H2Session::Stream* H2Session::find(int32_t id) {
   last_found_ = st;
   return st;
 }
-
-const H2Session::Stream* H2Session::find(int32_t id) const { return const_cast<H2Session*>(this)->find(id); }
 
 H2Session::Stream& H2Session::add_stream(int32_t id, bool peer_opened, std::unique_ptr<Stream> st) {
   if (!st) st = std::make_unique<Stream>();

@@ -260,8 +260,12 @@ class H2Session {
   struct Callbacks;  // nghttp2's C callbacks, friends of this class
   friend struct Callbacks;
 
-  Stream* find(int32_t id);
-  const Stream* find(int32_t id) const;
+  // Inline for the last stream found: every callback for a frame's fields
+  // asks for the same stream again (on_header() made the call dearer than
+  // the answer).
+  Stream* find(int32_t id) { return id > 0 && id == last_found_id_ ? last_found_ : find_and_remember(id); }
+  const Stream* find(int32_t id) const { return const_cast<H2Session*>(this)->find(id); }
+  Stream* find_and_remember(int32_t id);
   Stream& add_stream(int32_t id, bool peer_opened, std::unique_ptr<Stream> st = nullptr);
   // Null when not ours. `unhook`: nghttp2 keeps the stream (clear its
   // pointer to ours).

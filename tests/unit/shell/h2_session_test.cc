@@ -6,6 +6,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -1051,8 +1052,14 @@ struct ListKeeper : onelayer::test::H2HandlerStub {
   std::vector<const Header*> lists;
   std::vector<Headers> heads;
   std::vector<const char*> first_values;
+  bool all_terminated = true;  // every name and value as received ends in a NUL right after it
   void on_head(int32_t, H2Session::Head& head, bool) override {
     Headers taken = std::move(head.fields);
+    for (const Header& f : taken) {
+      if (std::strlen(f.name.c_str()) != f.name.size() || std::strlen(f.value.c_str()) != f.value.size()) {
+        all_terminated = false;
+      }
+    }
     lists.push_back(taken.data());
     heads.push_back(taken);
     first_values.push_back(taken.empty() ? nullptr : taken[0].value.data());
@@ -1145,6 +1152,21 @@ TEST_CASE("h2 a kept field list keeps its fields' strings, and a later head show
   for (size_t i = 0; i < answers.size(); ++i) CHECK(keeper.heads[i] == answers[i]);
   CHECK(keeper.first_values[1] == keeper.first_values[0]);
   CHECK(keeper.first_values[2] == keeper.first_values[0]);
+}
+
+TEST_CASE("h2 a kept field's strings take shorter, empty and longer names and values exactly") {
+  KeeperPair p;
+  ListKeeper& keeper = p.keeper;
+  const std::vector<Headers> answers = {
+      {{"x-first-of-a-long-name", "a value over std::string's inline room"}, {"x-b", "22"}},
+      {{"x-a", "1"}, {"x-b", ""}},
+      {{"x-first-of-a-long-name", "shorter"}, {"x-b", "a value longer than any this field had before"}},
+      {{"x-a", "a value over std::string's inline room, and longer still"}, {"x-bb", "2"}},
+  };
+  for (size_t i = 0; i < answers.size(); ++i) p.exchange("/" + std::to_string(i), answers[i]);
+  REQUIRE(keeper.heads.size() == answers.size());
+  for (size_t i = 0; i < answers.size(); ++i) CHECK(keeper.heads[i] == answers[i]);
+  CHECK(keeper.all_terminated);
 }
 
 TEST_CASE("h2 a field list given back by its owner serves the next request head, one holding too much is left") {
