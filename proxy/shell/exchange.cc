@@ -640,7 +640,8 @@ void Exchange::on_up_bad_response() {
 int Exchange::on_up_head(MessageHead& head) {
   if (finished_) return -1;
   if (grpc_call_ && grpc_outcome_follows(head.status, head.headers)) {
-    grpc_held_head_ = head;
+    if (grpc_held_head_) *grpc_held_head_ = head;
+    else grpc_held_head_ = std::make_unique<MessageHead>(head);
     grpc_head_held_ = true;
     return 0;  // the attempt timer goes on bounding the wait
   }
@@ -691,7 +692,7 @@ int Exchange::judge_response(MessageHead& head, const Headers& outcome_fields) {
 
 bool Exchange::release_grpc_head(const Headers* trailers) {
   grpc_head_held_ = false;
-  MessageHead head = std::move(grpc_held_head_);
+  MessageHead head = std::move(*grpc_held_head_);
   return judge_response(head, trailers ? *trailers : head.headers) >= 0 && !finished_;
 }
 

@@ -3,6 +3,7 @@
 // response, counts and logs it.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -205,7 +206,10 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   // attempt's timer still runs), so a status in the trailers can be retried.
   bool grpc_call_ = false;
   bool grpc_head_held_ = false;
-  MessageHead grpc_held_head_;
+  // Made when a head is first held: most exchanges never hold one, and a
+  // MessageHead member cost every exchange its construction and
+  // destruction.
+  std::unique_ptr<MessageHead> grpc_held_head_;
   std::optional<GrpcStatus> grpc_answer_;  // the grpc-status the caller got
 };
 
