@@ -33,17 +33,26 @@ H2MemoryPool::Mode H2MemoryPool::default_mode() {
 }
 
 H2MemoryPool::H2MemoryPool(size_t free_bytes_limit, Mode mode) : free_bytes_limit_(free_bytes_limit), mode_(mode) {
+  // mem() hands these to nghttp2 only when the pool pools: they go straight
+  // to the pooled paths, without the mode test of the public calls (two
+  // instructions on each of the two dozen calls a request makes).
   mem_.mem_user_data = this;
-  mem_.malloc = [](size_t bytes, void* ud) { return pool_of(ud).allocate(bytes); };
-  mem_.free = [](void* p, void* ud) { pool_of(ud).release(p); };
-  mem_.calloc = [](size_t count, size_t size, void* ud) { return pool_of(ud).allocate_zeroed(count, size); };
-  mem_.realloc = [](void* p, size_t bytes, void* ud) { return pool_of(ud).reallocate(p, bytes); };
+  mem_.malloc = [](size_t bytes, void* ud) { return pool_of(ud).allocate_pooled(bytes); };
+  mem_.free = [](void* p, void* ud) {
+    if (p) pool_of(ud).release_pooled(p);  // nghttp2 frees null pointers too
+  };
+  mem_.calloc = [](size_t count, size_t size, void* ud) { return pool_of(ud).allocate_zeroed_pooled(count, size); };
+  mem_.realloc = [](void* p, size_t bytes, void* ud) { return pool_of(ud).reallocate_pooled(p, bytes); };
 }
 
 H2MemoryPool::~H2MemoryPool() { trim(); }
 
 void* H2MemoryPool::allocate(size_t bytes) {
   if (mode_ == Mode::pass_through) return std::malloc(bytes);
+  return allocate_pooled(bytes);
+}
+
+void* H2MemoryPool::allocate_pooled(size_t bytes) {
   if (bytes > kLargestPooled) return allocate_large(bytes);
   size_t c = class_for_request(bytes, kSmallestClass);
   if (FreeBlock* b = free_[c]) {
@@ -69,11 +78,15 @@ void H2MemoryPool::release(void* p) {
   if (!p) return;
   if (mode_ == Mode::pass_through) return std::free(p);
   release_pooled(p);
+}
+
+void H2MemoryPool::release_pooled(void* p) {
+  return_block(p);
   // The last block back: no session uses the pool now.
   if (--outstanding_ == 0) trim();
 }
 
-void H2MemoryPool::release_pooled(void* p) {
+void H2MemoryPool::return_block(void* p) {
   size_t bytes = malloc_usable_size(p);
   size_t c = class_of_block(bytes);
   if (c < kSmallestClass || c > kClasses || free_bytes_ + bytes > free_bytes_limit_) return std::free(p);
@@ -86,6 +99,10 @@ void H2MemoryPool::release_pooled(void* p) {
 
 void* H2MemoryPool::allocate_zeroed(size_t count, size_t size) {
   if (mode_ == Mode::pass_through) return std::calloc(count, size);
+  return allocate_zeroed_pooled(count, size);
+}
+
+void* H2MemoryPool::allocate_zeroed_pooled(size_t count, size_t size) {
   size_t bytes;
   if (__builtin_mul_overflow(count, size, &bytes)) return nullptr;
   if (bytes > kLargestPooled) {
@@ -94,16 +111,20 @@ void* H2MemoryPool::allocate_zeroed(size_t count, size_t size) {
     if (p) ++outstanding_;
     return p;
   }
-  void* p = allocate(bytes);
+  void* p = allocate_pooled(bytes);
   if (p) std::memset(p, 0, bytes);
   return p;
 }
 
 void* H2MemoryPool::reallocate(void* p, size_t bytes) {
   if (mode_ == Mode::pass_through) return std::realloc(p, bytes);
-  if (!p) return allocate(bytes);
+  return reallocate_pooled(p, bytes);
+}
+
+void* H2MemoryPool::reallocate_pooled(void* p, size_t bytes) {
+  if (!p) return allocate_pooled(bytes);
   if (bytes == 0) {
-    release(p);
+    release_pooled(p);
     return nullptr;
   }
   size_t have = malloc_usable_size(p);
@@ -111,10 +132,10 @@ void* H2MemoryPool::reallocate(void* p, size_t bytes) {
   if (have > kLargestPooled && bytes > kLargestPooled) return std::realloc(p, bytes);
   // Fits, and does not waste more than half of the block.
   if (bytes <= have && bytes > have / 2) return p;
-  void* q = allocate(bytes);
+  void* q = allocate_pooled(bytes);
   if (!q) return nullptr;
   std::memcpy(q, p, std::min(have, bytes));
-  release_pooled(p);
+  return_block(p);
   --outstanding_;  // not zero: `q` is out
   return q;
 }

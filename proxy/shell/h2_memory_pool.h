@@ -90,8 +90,15 @@ class H2MemoryPool {
   // The smallest class holds a FreeBlock.
   static constexpr size_t kSmallestClass = 2;
 
-  void* allocate_large(size_t bytes);
+  // The calls above once the mode is known to be pooled (what nghttp2's
+  // callbacks call); release_pooled takes a non-null block.
+  void* allocate_pooled(size_t bytes);
   void release_pooled(void* p);
+  void* allocate_zeroed_pooled(size_t count, size_t size);
+  void* reallocate_pooled(void* p, size_t bytes);
+  void* allocate_large(size_t bytes);
+  // Onto a free list or back to malloc, without the count of blocks out.
+  void return_block(void* p);
 
   FreeBlock* free_[kClasses + 1] = {};  // by class c: blocks of at least 16c - 8 bytes
   size_t free_bytes_ = 0;

@@ -265,6 +265,39 @@ TEST_CASE("NghttpCallsThroughMemReachThePool") {
   CHECK(t.pool.free_bytes() > 0);
 }
 
+TEST_CASE("NghttpCallsThroughMemKeepTheCountOfBlocksOutOnEveryPath") {
+  // nghttp2's callbacks take the pooled paths directly (no mode test): the
+  // same accounting as the public calls, large blocks and realloc's edges
+  // included, and the lists emptied when the last block comes back.
+  H2MemoryPool pool(H2MemoryPool::kDefaultFreeBytesLimit, Mode::pooled);
+  nghttp2_mem* mem = pool.mem();
+  REQUIRE(mem != nullptr);
+  void* ud = mem->mem_user_data;
+  void* small = mem->malloc(40, ud);
+  void* large = mem->malloc(4 * H2MemoryPool::kLargestPooled, ud);
+  void* zeroed_large = mem->calloc(3, H2MemoryPool::kLargestPooled, ud);
+  void* from_null = mem->realloc(nullptr, 100, ud);
+  REQUIRE((small && large && zeroed_large && from_null));
+  CHECK(pool.outstanding() == 4);
+  fill(small, 40, 5);
+  small = mem->realloc(small, 700, ud);  // to a larger class: a new block, the old one on its list
+  REQUIRE(small);
+  CHECK(holds(small, 40, 5));
+  CHECK(pool.outstanding() == 4);
+  CHECK(pool.free_bytes() > 0);
+  CHECK(mem->realloc(from_null, 0, ud) == nullptr);  // frees
+  CHECK(pool.outstanding() == 3);
+  mem->free(nullptr, ud);
+  CHECK(pool.outstanding() == 3);
+  void* zeroed = mem->calloc(5, 8, ud);
+  REQUIRE(zeroed);
+  CHECK(std::string(static_cast<char*>(zeroed), 40) == std::string(40, '\0'));
+  CHECK(pool.outstanding() == 4);
+  for (void* p : {small, large, zeroed_large, zeroed}) mem->free(p, ud);
+  CHECK(pool.outstanding() == 0);
+  CHECK(pool.free_bytes() == 0);
+}
+
 TEST_CASE("SessionsMadeOnAWorkersThreadAllocateFromItsPool") {
   H2MemoryPool pool(H2MemoryPool::kDefaultFreeBytesLimit, Mode::pooled);
   test::H2HandlerStub handler;
