@@ -141,6 +141,9 @@ class FieldList {
       : per_message_(per_message), no_copy_(no_copy) {}
   FieldList(const FieldList&) = delete;
   FieldList& operator=(const FieldList&) = delete;
+  // Inline up to kInline fields; the spill out of line, so that the common
+  // case stays small enough for GCC to inline it into every caller (it made
+  // calls of some of them, which then cost more than the copies they do).
   void add(std::string_view name, std::string_view value, uint8_t flags = NGHTTP2_NV_FLAG_NONE) {
     if (no_copy_) flags |= NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
     nghttp2_nv nv{bytes(name), bytes(value), name.size(), value.size(), flags};
@@ -148,9 +151,7 @@ class FieldList {
       inline_[size_++] = nv;
       return;
     }
-    if (spill_.empty()) spill_.assign(inline_, inline_ + size_);
-    spill_.push_back(nv);
-    ++size_;
+    add_spilled(nv);
   }
   // Once per list (lowered_ is sized for one list of fields).
   void add_fields(const Headers& fields) {
@@ -184,6 +185,11 @@ class FieldList {
   size_t size() const { return size_; }
 
  private:
+  [[gnu::noinline]] void add_spilled(const nghttp2_nv& nv) {
+    if (spill_.empty()) spill_.assign(inline_, inline_ + size_);
+    spill_.push_back(nv);
+    ++size_;
+  }
   static uint8_t* bytes(std::string_view s) { return reinterpret_cast<uint8_t*>(const_cast<char*>(s.data())); }
 
   // A regular field (name in lower case): dropped, indexed or never indexed
