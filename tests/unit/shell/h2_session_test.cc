@@ -1134,6 +1134,40 @@ TEST_CASE("h2 heads from a field block: what the caller had may change before th
   CHECK(p.crec.streams[id].closed);
 }
 
+TEST_CASE("h2 request lines of every length in a row go out exactly (the held heads' strings are reused)") {
+  Pair p;
+  struct Line {
+    std::string method, authority, path;
+  };
+  const std::vector<Line> lines = {
+      {"POST", "api.test", "/orders/and/a/path/over/the/inline/room"},
+      {"GET", "a.test", "/"},
+      {"DELETE", "a-much-longer-authority.example.test:8443", "/x"},
+      {"GET", "b.test", "/another/path/over/the/inline/room/and/longer"},
+      {"PUT", "api.test", "/o"},
+  };
+  for (const Line& l : lines) {
+    CAPTURE(l.path);
+    H2FieldBlock block;
+    block.put("x-n", l.path);
+    int32_t id = p.client.submit_request({l.method, "http", l.authority, l.path}, block, true);
+    REQUIRE(id > 0);
+    p.pump();
+    REQUIRE(p.srec.streams.count(id) == 1);
+    const H2Session::Head& got = p.srec.streams[id].head;
+    CHECK(got.method == l.method);
+    CHECK(got.scheme == "http");
+    CHECK(got.authority == l.authority);
+    CHECK(got.path == l.path);
+    CHECK(got.fields == Headers{{"x-n", l.path}});
+    // The answer's held head goes back to the same spares the next request takes.
+    H2FieldBlock answer;
+    answer.put("x-answer", "yes");
+    REQUIRE(p.server.submit_response(id, 200, answer, true));
+    p.pump();
+  }
+}
+
 TEST_CASE("h2 a kept field list keeps its fields' strings, and a later head shows only its own fields") {
   KeeperPair p;
   ListKeeper& keeper = p.keeper;
