@@ -549,12 +549,16 @@ struct H2Session::Callbacks {
     Stream* st = s.find(frame->hd.stream_id);
     if (!st || st->block == Stream::Block::none) return 0;
     st->block_bytes += namelen + valuelen + 32;
-    uint64_t hard = uint64_t(s.limits_.max_header_list_bytes) * std::max<uint32_t>(1, s.limits_.header_list_hard_factor);
-    if (st->block_bytes > hard) {
-      s.fail(kEnhanceYourCalm, "header list over the hard cap (HPACK bomb)");
-      return NGHTTP2_ERR_CALLBACK_FAILURE;
+    if (st->block_bytes > s.limits_.max_header_list_bytes) {
+      // The hard cap is at least the limit: only a list over the limit can
+      // be over it, and the common field skips working it out.
+      uint64_t hard = uint64_t(s.limits_.max_header_list_bytes) * std::max<uint32_t>(1, s.limits_.header_list_hard_factor);
+      if (st->block_bytes > hard) {
+        s.fail(kEnhanceYourCalm, "header list over the hard cap (HPACK bomb)");
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+      }
+      st->oversized = true;
     }
-    if (st->block_bytes > s.limits_.max_header_list_bytes) st->oversized = true;
     if (st->oversized) return 0;  // keep decoding (HPACK state), keep nothing
     std::string_view n(reinterpret_cast<const char*>(name), namelen);
     std::string_view v(reinterpret_cast<const char*>(value), valuelen);
