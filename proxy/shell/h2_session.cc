@@ -806,9 +806,11 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
   nghttp2_option_set_max_settings(opt, limits_.max_settings_entries);
   nghttp2_option_set_max_outbound_ack(opt, limits_.max_outbound_acks);
   nghttp2_option_set_max_continuations(opt, limits_.max_continuations);
-  // Until the peer's SETTINGS arrive (a client's streams wait for them).
+  // Until the peer's SETTINGS arrive: a client's own streams (they wait for
+  // them) within its cap on streams opened; a server opens none (no push).
   nghttp2_option_set_peer_max_concurrent_streams(
-      opt, std::min(limits_.max_concurrent_streams, limits_.max_opened_streams));
+      opt, role_ == Role::client ? std::min(limits_.max_concurrent_streams, limits_.max_opened_streams)
+                                 : limits_.max_concurrent_streams);
   // nghttp2's own RST_STREAM limiter (its clock) stays behind ours as a
   // backstop: ten times the burst, the same rate.
   nghttp2_option_set_stream_reset_rate_limit(opt, uint64_t(limits_.rapid_reset_burst) * 10,
