@@ -37,7 +37,8 @@ bool Config::same_settings(const Config& other) const {
   // Keep in step with the fields of Config (source_path/source_text excluded).
   return layer_id == other.layer_id && admin_listen == other.admin_listen &&
          workers == other.workers && drain_timeout == other.drain_timeout &&
-         propagate_baggage == other.propagate_baggage && via == other.via && headers == other.headers &&
+         propagate_baggage == other.propagate_baggage && via == other.via &&
+         x_forwarded_for == other.x_forwarded_for && headers == other.headers &&
          listeners == other.listeners && upstreams == other.upstreams;
 }
 

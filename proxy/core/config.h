@@ -142,6 +142,7 @@ struct Listener {
   // are shed with 503 overloaded and a Retry-After; 0: unlimited.
   uint32_t max_concurrent_requests = 0;
   std::optional<bool> via;  // unset: the top-level `via`
+  std::optional<bool> x_forwarded_for;  // unset: the top-level `x_forwarded_for`
   // Upgrade tokens forwarded (lower case); others are refused.
   std::vector<std::string> upgrades{"websocket"};
   std::optional<ListenerTls> tls;
@@ -255,6 +256,9 @@ struct Config {
   Millis drain_timeout{10'000};
   bool propagate_baggage = true;
   bool via = true;  // write `Via: 1.1 onelayer` both ways (listeners may override)
+  // Append the client's address to X-Forwarded-For on requests (listeners
+  // may override); off, a client's X-Forwarded-For goes on unchanged.
+  bool x_forwarded_for = true;
   HeaderNames headers;
   std::vector<Listener> listeners;
   std::vector<Upstream> upstreams;
@@ -265,6 +269,9 @@ struct Config {
   const Upstream* find_upstream(std::string_view name) const;  // nullptr if none
   // Whether the listener writes Via: its own `via`, else the top-level one.
   bool via_on(const Listener& l) const { return l.via.value_or(via); }
+  // Whether the listener appends to X-Forwarded-For: its own
+  // `x_forwarded_for`, else the top-level one.
+  bool x_forwarded_for_on(const Listener& l) const { return l.x_forwarded_for.value_or(x_forwarded_for); }
 
   // Equal in everything but source_path/source_text: what a reload compares
   // to decide whether anything changed, and what the YAML round trip keeps.

@@ -541,6 +541,7 @@ void Loader::read_root(const At& at) {
       {"drain_timeout", [&](const At& a) { read_duration(a, true, config_.drain_timeout); }},
       {"propagate_baggage", [&](const At& a) { read_bool(a, config_.propagate_baggage); }},
       {"via", [&](const At& a) { read_bool(a, config_.via); }},
+      {"x_forwarded_for", [&](const At& a) { read_bool(a, config_.x_forwarded_for); }},
       {"headers", [&](const At& a) { read_headers(a, config_.headers); }},
       {"listeners",
        [&](const At& a) {
@@ -634,6 +635,11 @@ void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& n
        [&](const At& a) {
          bool v = true;
          if (read_bool(a, v)) l.via = v;
+       }},
+      {"x_forwarded_for",
+       [&](const At& a) {
+         bool v = true;
+         if (read_bool(a, v)) l.x_forwarded_for = v;
        }},
       {"access_log", [&](const At& a) { read_bool(a, l.access_log); }},
       {"upgrades", [&](const At& a) { read_upgrades(a, l.upgrades); }},
@@ -1324,6 +1330,7 @@ void emit_listener(YAML::Emitter& e, const Listener& l) {
   e << YAML::Key << "max_concurrent_requests" << YAML::Value << l.max_concurrent_requests;
   emit_kv(e, "headers_with_underscores", underscore_headers_name(l.headers_with_underscores));
   if (l.via) e << YAML::Key << "via" << YAML::Value << *l.via;
+  if (l.x_forwarded_for) e << YAML::Key << "x_forwarded_for" << YAML::Value << *l.x_forwarded_for;
   e << YAML::Key << "access_log" << YAML::Value << l.access_log;
   e << YAML::Key << "upgrades" << YAML::Value << YAML::Flow << l.upgrades;
   std::vector<std::string> protocols;
@@ -1460,6 +1467,7 @@ std::string config_to_yaml(const Config& c) {
   emit_kv(e, "drain_timeout", format_duration(c.drain_timeout));
   e << YAML::Key << "propagate_baggage" << YAML::Value << c.propagate_baggage;
   e << YAML::Key << "via" << YAML::Value << c.via;
+  e << YAML::Key << "x_forwarded_for" << YAML::Value << c.x_forwarded_for;
   e << YAML::Key << "headers" << YAML::Value << YAML::BeginMap;
   emit_kv(e, "retry_owner", c.headers.retry_owner);
   emit_kv(e, "retry_attempt", c.headers.retry_attempt);

@@ -364,7 +364,7 @@ void Exchange::send_head_and_body(TimePoint now) {
   rw.attempt = rs_->attempt_number();
   rw.checked_by_codec = req_.checked_by_codec;
   rw.time_left_ms = route_->inner_hops == InnerHops::pass ? -1 : rs_->attempt_timeout(now).count();
-  rw.client_ip = down_->peer_ip();
+  if (cfg_->x_forwarded_for_on(*lcfg_)) rw.client_ip = down_->peer_ip();  // else none appended
   rw.outer_owned = ownership_.outer_owned;
   rw.attempt_id = attempt_id_;  // the retry-attempt baggage member
   rw.via = via_member(req_);  // the version the client spoke

@@ -307,6 +307,7 @@ defaults
   retries 2
   retry-on {retry_on}
   http-reuse always
+  option forwardfor
 
 frontend fe
   bind 127.0.0.1:{port}{on}

@@ -41,18 +41,22 @@ start_h2_nginx() {  # NAME PORT UPSTREAM_PORT
   }
   server {
     listen 127.0.0.1:$2 http2 backlog=4096;
-    location / { grpc_pass grpc://origin; }
+    location / {
+      grpc_pass grpc://origin;
+      grpc_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+    }
   }
 EOF
 }
 
 # nghttpx (nghttp2's proxy): cleartext frontend, h2 backend, 1 worker, no
-# access log, no config file.
+# access log, no config file; it appends to X-Forwarded-For, as onelayer
+# and the other proxies here do.
 start_h2_nghttpx() {  # NAME PORT UPSTREAM_PORT
   local name=$1 port=$2 up=$3 dir="$TMP/$1"
   mkdir -p "$dir"
   start_bg "$name" nghttpx --conf=/dev/null "--frontend=127.0.0.1,$port;no-tls" \
-    "--backend=127.0.0.1,$up;;proto=h2" -n1 --pid-file="$dir/nghttpx.pid" \
+    "--backend=127.0.0.1,$up;;proto=h2" -n1 --add-x-forwarded-for --pid-file="$dir/nghttpx.pid" \
     --errorlog-file="$TMP/logs/$name.err"
   PORT_OF[$name]=$port
   wait_ready "$name" "$port"

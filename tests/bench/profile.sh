@@ -18,8 +18,9 @@
 # PROFILE_H2_REQUESTS of them, default 20000) instead of wrk; the report
 # adds instructions per request by library (onelayer's own code, nghttp2,
 # the allocator, libc). `--h2 --nghttpx` profiles nghttpx (Debian
-# nghttp2-proxy, one worker, in one process) on the same path instead of
-# onelayer, for a side-by-side count.
+# nghttp2-proxy, one worker, in one process, appending to X-Forwarded-For
+# as onelayer does) on the same path instead of onelayer, for a
+# side-by-side count.
 #
 # With --h2 --origin the NGINX origin runs under callgrind instead and the
 # proxy in front of it (onelayer, or nghttpx with --nghttpx) runs normally:
@@ -182,7 +183,7 @@ if [[ $NGHTTPX == 1 ]]; then
   # (in the main process, so one process to count), no access log.
   PORT=$(free_port)
   "${PROXY_WRAP[@]}" nghttpx --conf=/dev/null "--frontend=127.0.0.1,$PORT;no-tls" "--backend=127.0.0.1,$ORIGIN_PORT;;proto=h2" \
-    -n1 --single-process --errorlog-file="$TMP/nghttpx.log" >/dev/null 2>&1 &
+    -n1 --single-process --add-x-forwarded-for --errorlog-file="$TMP/nghttpx.log" >/dev/null 2>&1 &
   [[ $ORIGIN_PROFILE == 1 ]] || VG=$!
   PIDS+=($!)
   python3 "$HERE/bench_util.py" waitport "$PORT" --timeout 60

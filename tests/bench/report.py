@@ -579,7 +579,10 @@ def main():
            "not across machines. Every proxy runs 1 worker/thread with keep-alive to the origin and "
            "3 attempts in all on 503 or connection failure (HAProxy `retries 2` + `retry-on 503 "
            "conn-failure`; NGINX `proxy_next_upstream error timeout http_503` with "
-           "`proxy_next_upstream_tries 3`; onelayer `max_attempts: 3` with its retry budget).", ""]
+           "`proxy_next_upstream_tries 3`; onelayer `max_attempts: 3` with its retry budget), and every "
+           "proxy appends the client's address to `X-Forwarded-For`, as onelayer does by default "
+           "(HAProxy `option forwardfor`; NGINX `proxy_set_header` or `grpc_set_header` with "
+           "`$proxy_add_x_forwarded_for`; nghttpx `--add-x-forwarded-for`).", ""]
     sections = (("throughput", throughput), ("workers", workers), ("memory", memory), ("large", large),
                 ("storm", storm), ("h2", h2), ("h2mem", h2_memory))
     summary = {}

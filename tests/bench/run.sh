@@ -323,6 +323,7 @@ start_nginx_proxy() {  # NAME PORT UPSTREAM_PORT
       proxy_pass http://origin;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
       proxy_connect_timeout 1s;
       proxy_read_timeout 15s;
       proxy_next_upstream error timeout http_503;

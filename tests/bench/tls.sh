@@ -4,7 +4,8 @@
 # certificate made here with the openssl CLI, verified by every proxy) and
 # the same cipher suite (the origin allows only TLS_AES_128_GCM_SHA256 with
 # X25519). Clients speak cleartext HTTP to the proxies; each proxy
-# originates TLS to the origin.
+# originates TLS to the origin and appends the client's address to
+# X-Forwarded-For, as onelayer does by default.
 #
 #   keep-alive: wrk through each proxy, the proxy pooling its TLS
 #               connections to the origin (req/s).
@@ -142,6 +143,7 @@ defaults
   timeout server 15s
   timeout http-keep-alive 60s
   http-reuse $reuse
+  option forwardfor
 frontend fe
   bind 127.0.0.1:$port
   default_backend be
@@ -176,6 +178,7 @@ http {
       proxy_pass https://origin;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
       proxy_ssl_server_name on; proxy_ssl_name origin.test;
       proxy_ssl_verify on; proxy_ssl_trusted_certificate $TMP/ca.pem;
       proxy_ssl_session_reuse on; proxy_ssl_protocols TLSv1.3;

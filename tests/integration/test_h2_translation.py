@@ -260,6 +260,26 @@ class ViaVersionTest(IntegrationTest):
         self.assertEqual(by_path["/h1-to-h2"].field("via"), "1.1 onelayer")
 
 
+class ForwardedForOverHttp2Test(IntegrationTest):
+    def test_x_forwarded_for_switch_holds_for_h2_clients_and_h2_upstreams(self):
+        up = H2Origin(lambda r: r.respond(200, [("content-type", "text/plain")], b"ok"))
+        self.addCleanup(up.stop)
+        on = self.proxy_for(up, upstream={"protocol": "h2c"})
+        off = self.proxy_for(up, upstream={"protocol": "h2c"}, listener={"x_forwarded_for": False})
+        for proxy, tag in ((on, "on"), (off, "off")):
+            c = H2Client(proxy.port())
+            self.addCleanup(c.close)
+            sid = c.request("GET", "/h2-" + tag, headers=[("x-forwarded-for", "203.0.113.9")])
+            self.assertTrue(c.pump(c.done(sid)))
+            with h.Conn(proxy.port()) as c1:
+                c1.request("GET", "/h1-" + tag)
+        by_path = {q.path: q for q in up.snapshot()}
+        self.assertEqual(by_path["/h2-on"].field("x-forwarded-for"), "203.0.113.9, 127.0.0.1")
+        self.assertEqual(by_path["/h1-on"].field("x-forwarded-for"), "127.0.0.1")
+        self.assertEqual(by_path["/h2-off"].field("x-forwarded-for"), "203.0.113.9")
+        self.assertIsNone(by_path["/h1-off"].field("x-forwarded-for"))
+
+
 class UpstreamConnectionsByProtocolTest(IntegrationTest):
     def test_an_h2c_upstream_connection_is_counted_under_protocol_h2(self):
         up = H2Origin()

@@ -107,6 +107,28 @@ class ViaSwitchTest(IntegrationTest):
         self.assertEqual((up, down), (["1.1 edge"], []))
 
 
+class ForwardedForSwitchTest(IntegrationTest):
+    def forwarded_for_seen(self, **overrides):
+        origin = self.start_origin(handler=lambda a: h.respond(200, body=b"ok"))
+        proxy = self.proxy_for(origin, **overrides)
+        with h.Conn(proxy.port()) as c:
+            c.request("GET", "/plain")
+            c.request("GET", "/relayed", headers=[("X-Forwarded-For", "203.0.113.9")])
+        plain, relayed = origin.wait_for(2)
+        return plain.header_list("x-forwarded-for"), relayed.header_list("x-forwarded-for")
+
+    def test_the_clients_address_is_appended_by_default(self):
+        self.assertEqual(self.forwarded_for_seen(), (["127.0.0.1"], ["203.0.113.9", "127.0.0.1"]))
+
+    def test_top_level_off_appends_nothing_and_keeps_the_clients(self):
+        self.assertEqual(self.forwarded_for_seen(x_forwarded_for=False), ([], ["203.0.113.9"]))
+
+    def test_listener_overrides_the_top_level(self):
+        self.assertEqual(self.forwarded_for_seen(x_forwarded_for=False, listener={"x_forwarded_for": True}),
+                         (["127.0.0.1"], ["203.0.113.9", "127.0.0.1"]))
+        self.assertEqual(self.forwarded_for_seen(listener={"x_forwarded_for": False}), ([], ["203.0.113.9"]))
+
+
 class ConnectRefusedTest(IntegrationTest):
     def test_connect_is_refused_with_a_hint_to_configure_tls_on_the_upstream(self):
         origin = self.start_origin()

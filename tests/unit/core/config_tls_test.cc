@@ -165,3 +165,19 @@ TEST_CASE("config via: top-level off, a listener may turn it back on, and the ro
   check_round_trip(l);
   CHECK(errors_of(with("", "", "via: sometimes\n")).size() == 1);
 }
+
+TEST_CASE("config x_forwarded_for: on by default, top-level off, a listener may override, the round trip keeps both") {
+  ConfigPtr d = load_ok(with("", ""));
+  CHECK(d->x_forwarded_for);
+  CHECK(d->x_forwarded_for_on(d->listeners[0]));
+  ConfigPtr c = load_ok(with("    x_forwarded_for: true\n", "", "x_forwarded_for: false\n"));
+  CHECK_FALSE(c->x_forwarded_for);
+  CHECK(c->x_forwarded_for_on(c->listeners[0]));
+  check_round_trip(c);
+  ConfigPtr l = load_ok(with("    x_forwarded_for: false\n", ""));
+  CHECK(l->x_forwarded_for);
+  CHECK_FALSE(l->x_forwarded_for_on(l->listeners[0]));
+  check_round_trip(l);
+  CHECK_FALSE(l->same_settings(*d));
+  CHECK(errors_of(with("", "", "x_forwarded_for: maybe\n")).size() == 1);
+}
