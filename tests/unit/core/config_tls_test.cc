@@ -1,4 +1,4 @@
-// The keys of TLS, upgrade tunnels and the Via switch: defaults, values as
+// The keys of TLS, upgrade tunnels and the Via and X-Forwarded-For switches: defaults, values as
 // written, the errors of bad ones, and the YAML round trip.
 #include <doctest/doctest.h>
 
@@ -154,30 +154,33 @@ TEST_CASE("config tls: listener tls needs both files, upgrades are tokens, lower
   CHECK(e.size() == 2);
 }
 
-TEST_CASE("config via: top-level off, a listener may turn it back on, and the round trip keeps both") {
-  ConfigPtr c = load_ok(with("    via: true\n", "", "via: false\n"));
-  CHECK_FALSE(c->via);
-  CHECK(c->via_on(c->listeners[0]));
+// A switch set at the top level that a listener may override (`via`,
+// `x_forwarded_for`): on by default, top-level off with the listener back
+// on, top-level on with the listener off; both kept by the round trip.
+namespace {
+
+void check_listener_switch(const std::string& key, bool Config::*top, bool (Config::*on)(const Listener&) const) {
+  ConfigPtr d = load_ok(with("", ""));
+  CHECK((*d).*top);
+  CHECK(((*d).*on)(d->listeners[0]));
+  ConfigPtr c = load_ok(with("    " + key + ": true\n", "", key + ": false\n"));
+  CHECK_FALSE((*c).*top);
+  CHECK(((*c).*on)(c->listeners[0]));
   check_round_trip(c);
-  ConfigPtr l = load_ok(with("    via: false\n", ""));
-  CHECK(l->via);
-  CHECK_FALSE(l->via_on(l->listeners[0]));
+  ConfigPtr l = load_ok(with("    " + key + ": false\n", ""));
+  CHECK((*l).*top);
+  CHECK_FALSE(((*l).*on)(l->listeners[0]));
   check_round_trip(l);
-  CHECK(errors_of(with("", "", "via: sometimes\n")).size() == 1);
+  CHECK_FALSE(l->same_settings(*d));
+  CHECK(errors_of(with("", "", key + ": sometimes\n")).size() == 1);
+}
+
+}  // namespace
+
+TEST_CASE("config via: top-level off, a listener may turn it back on, and the round trip keeps both") {
+  check_listener_switch("via", &Config::via, &Config::via_on);
 }
 
 TEST_CASE("config x_forwarded_for: on by default, top-level off, a listener may override, the round trip keeps both") {
-  ConfigPtr d = load_ok(with("", ""));
-  CHECK(d->x_forwarded_for);
-  CHECK(d->x_forwarded_for_on(d->listeners[0]));
-  ConfigPtr c = load_ok(with("    x_forwarded_for: true\n", "", "x_forwarded_for: false\n"));
-  CHECK_FALSE(c->x_forwarded_for);
-  CHECK(c->x_forwarded_for_on(c->listeners[0]));
-  check_round_trip(c);
-  ConfigPtr l = load_ok(with("    x_forwarded_for: false\n", ""));
-  CHECK(l->x_forwarded_for);
-  CHECK_FALSE(l->x_forwarded_for_on(l->listeners[0]));
-  check_round_trip(l);
-  CHECK_FALSE(l->same_settings(*d));
-  CHECK(errors_of(with("", "", "x_forwarded_for: maybe\n")).size() == 1);
+  check_listener_switch("x_forwarded_for", &Config::x_forwarded_for, &Config::x_forwarded_for_on);
 }
