@@ -649,7 +649,10 @@ int Exchange::on_up_head(MessageHead& head) {
 }
 
 int Exchange::judge_response(MessageHead& head, const Headers& outcome_fields) {
-  stop_timer();
+  // The attempt's timer is not stopped here: whatever comes of the verdict
+  // re-arms it in place (the stall guard, a retry's backoff) or stops it
+  // (no body, a failure), with no heap removal and insertion in between.
+  // Nothing below returns to the loop, so it cannot fire meanwhile.
   const bool in_trailers = &outcome_fields != &head.headers;
   AttemptResult r;
   r.outcome = AttemptOutcome::response;
@@ -686,7 +689,8 @@ int Exchange::judge_response(MessageHead& head, const Headers& outcome_fields) {
     return -1;
   }
   response_started_ = true;
-  if (!resp_no_body_) arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
+  if (resp_no_body_) stop_timer();
+  else arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
   return head_request_ ? 1 : 0;
 }
 

@@ -83,6 +83,10 @@ class H2DownStream final : public DownstreamStream {
   H2Session& session() const;
   Worker* worker() const;
 
+  friend class H2Downstream;  // its list of open streams
+  H2DownStream* prev_open_ = nullptr;
+  H2DownStream* next_open_ = nullptr;
+
   H2Downstream* conn_;
   int32_t id_;
   std::unique_ptr<Exchange> ex_;

@@ -57,15 +57,16 @@ H2Downstream::~H2Downstream() {
   worker_->runtime().metrics.downstream_h2_connections_active.fetch_sub(1, std::memory_order_relaxed);
   // Streams before the session (a stream still holding an exchange aborts
   // it; nothing of that reaches the session).
-  streams_.clear();
+  while (H2DownStream* s = first_stream_) {
+    first_stream_ = s->next_open_;
+    delete s;
+  }
+  stream_count_ = 0;
   buried_.clear();
   reaping_.clear();
 }
 
-H2DownStream* H2Downstream::find(int32_t id) {
-  auto it = streams_.find(id);
-  return it == streams_.end() ? nullptr : it->second.get();
-}
+H2DownStream* H2Downstream::find(int32_t id) { return static_cast<H2DownStream*>(session_.stream_owner(id)); }
 
 void H2Downstream::on_input(const char* data, size_t len) {
   if (lost_) return;
@@ -152,7 +153,7 @@ void H2Downstream::wake_waiting_streams() {
 }
 
 void H2Downstream::on_connection_lost(const char* reason) {
-  if (lost_ && streams_.empty()) return;
+  if (lost_ && stream_count_ == 0) return;
   lost_ = true;
   worker_->timers().disarm(*this);
   lost_reason_ = reason;
@@ -166,14 +167,14 @@ void H2Downstream::drain() {
 }
 
 void H2Downstream::arm_idle_timer() {
-  if (lost_ || !settings_seen_ || !streams_.empty()) return;
+  if (lost_ || !settings_seen_ || stream_count_ != 0) return;
   worker_->timers().arm(*this, idle_timeout_ms_, on_timer);
 }
 
 void H2Downstream::on_timer(TimerList::Entry* e) {
   auto* self = static_cast<H2Downstream*>(e);
   if (self->lost_) return;
-  if (self->settings_seen_ && !self->streams_.empty()) return;  // a stream came: not idle
+  if (self->settings_seen_ && self->stream_count_ != 0) return;  // a stream came: not idle
   spdlog::info("listener {}: HTTP/2 connection from {} {}, closed", self->listener_->name(), self->conn_->peer_ip(),
                self->settings_seen_ ? "idle" : "sent no SETTINGS in header_timeout");
   self->session_.drain();
@@ -186,10 +187,15 @@ void H2Downstream::on_timer(TimerList::Entry* e) {
 }
 
 void H2Downstream::bury(int32_t id) {
-  auto it = streams_.find(id);
-  if (it == streams_.end()) return;
-  buried_.push_back(std::move(it->second));
-  streams_.erase(it);
+  H2DownStream* s = find(id);
+  if (!s) return;
+  session_.set_stream_owner(id, nullptr);
+  if (s->prev_open_) s->prev_open_->next_open_ = s->next_open_;
+  else first_stream_ = s->next_open_;
+  if (s->next_open_) s->next_open_->prev_open_ = s->prev_open_;
+  s->prev_open_ = s->next_open_ = nullptr;
+  --stream_count_;
+  buried_.emplace_back(s);
   worker_->timers().arm(reaper_, 0, on_reap);
   arm_idle_timer();
 }
@@ -206,9 +212,12 @@ void H2Downstream::on_reap(TimerList::Entry* e) {
 
 void H2Downstream::on_head(int32_t stream, H2Session::Head& head, bool end_stream) {
   worker_->timers().disarm(*this);  // not idle while a stream is open
-  auto s = std::make_unique<H2DownStream>(this, stream);
-  H2DownStream* raw = s.get();
-  streams_[stream] = std::move(s);
+  auto* raw = new H2DownStream(this, stream);
+  raw->next_open_ = first_stream_;
+  if (first_stream_) first_stream_->prev_open_ = raw;
+  first_stream_ = raw;
+  ++stream_count_;
+  session_.set_stream_owner(stream, raw);
   raw->on_head(head, end_stream);
 }
 

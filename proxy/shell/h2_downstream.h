@@ -18,10 +18,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "shell/recycled_blocks.h"
 #include "shell/deferred_writer.h"
 #include "shell/h2_session.h"
 #include "shell/timer_list.h"
@@ -94,9 +92,11 @@ class H2Downstream final : private H2Session::Handler, private TimerList::Entry,
   Worker* worker_;
   WorkerListener* listener_;
   H2Session session_;
-  std::unordered_map<int32_t, std::unique_ptr<H2DownStream>, std::hash<int32_t>, std::equal_to<int32_t>,
-                     RecyclingAllocator<std::pair<const int32_t, std::unique_ptr<H2DownStream>>>>
-      streams_;  // nodes recycled per thread
+  // The open streams, owned through a list threaded through them; each is
+  // its stream's owner pointer in the session, which finds it as cheaply as
+  // the session finds the stream (no map of our own to keep up to date).
+  H2DownStream* first_stream_ = nullptr;
+  size_t stream_count_ = 0;
   std::vector<std::unique_ptr<H2DownStream>> buried_;
   std::vector<std::unique_ptr<H2DownStream>> reaping_;  // buried_ being freed (on_reap)
   std::vector<int32_t> drain_waiters_;  // streams to wake after a write

@@ -430,6 +430,8 @@ struct H2Session::Stream {
   ONELAYER_RECYCLED_BLOCKS(Stream)
   int32_t id = 0;
   bool peer_opened = false;
+  Stream* prev = nullptr;  // the session's list of its streams
+  Stream* next = nullptr;
   // Receiving.
   enum class Block { none, head, trailers } block = Block::none;
   Head head;
@@ -653,7 +655,11 @@ struct H2Session::Callbacks {
   static int on_frame_send(nghttp2_session* session, const nghttp2_frame* frame, void* ud) {
     H2Session& s = self(ud);
     int32_t id = frame->hd.stream_id;
-    if (frame->hd.type == NGHTTP2_HEADERS) s.release_held(id);  // encoded: no pointer into it left
+    if (frame->hd.type == NGHTTP2_HEADERS) {
+      s.release_held(id);  // encoded: no pointer into it left
+      // A request's HEADERS: nghttp2 has opened the stream (with our user data).
+      if (s.unopened_from_ < s.unopened_.size()) s.forget_unopened(id);
+    }
     switch (frame->hd.type) {
       case NGHTTP2_HEADERS:
       case NGHTTP2_DATA: {
@@ -840,7 +846,11 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
 H2Session::~H2Session() {
   handler_ = nullptr;
   nghttp2_session_del(session_);  // calls nothing back
-  streams_.clear();  // their held heads too: after the session, nothing points into them now
+  // The streams, their held heads too: after the session, nothing points into them now.
+  while (Stream* st = first_stream_) {
+    first_stream_ = st->next;
+    delete st;
+  }
   orphaned_held_.clear();
   if (--sessions_of_this_thread == 0) free_thread_spares();
 }
@@ -848,22 +858,39 @@ H2Session::~H2Session() {
 // A stream is found through nghttp2's own stream map (its user data points
 // at our Stream), which nghttp2 has just looked the frame's stream up in:
 // no second hash lookup, and no cache miss on a node of ours, for each of
-// the dozen callbacks a request makes. streams_ owns the Streams and lists
-// them (remove_stream() unhooks one nghttp2 keeps). A client stream nghttp2
-// has not opened yet (its HEADERS still queued) is only in streams_. The
-// last stream found is remembered: the callbacks of one frame (a header
-// each, the frame's end) ask for the same stream in a row.
+// the dozen callbacks a request makes (remove_stream() unhooks one nghttp2
+// keeps). A client stream nghttp2 has not opened yet (its HEADERS still
+// queued) is found in unopened_. The last stream found is remembered: the
+// callbacks of one frame (a header each, the frame's end) ask for the
+// same stream in a row.
 H2Session::Stream* H2Session::find_and_remember(int32_t id) {
   if (id <= 0) return nullptr;
   auto* st = static_cast<Stream*>(nghttp2_session_get_stream_user_data(session_, id));
   if (!st) {
-    auto it = streams_.find(id);
-    if (it == streams_.end()) return nullptr;
-    st = it->second.get();
+    auto it = unopened_at(id);
+    if (it == unopened_.end() || it->first != id || !it->second) return nullptr;
+    st = it->second;
   }
   last_found_id_ = id;
   last_found_ = st;
   return st;
+}
+
+std::vector<std::pair<int32_t, H2Session::Stream*>>::iterator H2Session::unopened_at(int32_t id) {
+  return std::lower_bound(unopened_.begin() + static_cast<ptrdiff_t>(unopened_from_), unopened_.end(), id,
+                          [](const std::pair<int32_t, Stream*>& e, int32_t v) { return e.first < v; });
+}
+
+void H2Session::forget_unopened(int32_t id) {
+  auto it = unopened_at(id);
+  if (it == unopened_.end() || it->first != id) return;
+  it->second = nullptr;
+  // Mostly the first one (HEADERS go out in the order submitted).
+  while (unopened_from_ < unopened_.size() && !unopened_[unopened_from_].second) ++unopened_from_;
+  if (unopened_from_ == unopened_.size()) {
+    unopened_.clear();
+    unopened_from_ = 0;
+  }
 }
 
 H2Session::Stream& H2Session::add_stream(int32_t id, bool peer_opened, std::unique_ptr<Stream> st) {
@@ -872,18 +899,32 @@ H2Session::Stream& H2Session::add_stream(int32_t id, bool peer_opened, std::uniq
   st->peer_opened = peer_opened;
   Stream& ref = *st;
   // Ours get their user data from submit_request (nghttp2 opens them when
-  // their HEADERS go out); the peer's are open already.
-  if (!peer_opened) ++own_streams_;
-  else nghttp2_session_set_stream_user_data(session_, id, &ref);
-  streams_[id] = std::move(st);
+  // their HEADERS go out; ids only grow, unopened_ stays in order); the
+  // peer's are open already.
+  if (!peer_opened) {
+    ++own_streams_;
+    unopened_.emplace_back(id, &ref);
+  } else {
+    nghttp2_session_set_stream_user_data(session_, id, &ref);
+  }
+  Stream* raw = st.release();
+  raw->next = first_stream_;
+  if (first_stream_) first_stream_->prev = raw;
+  first_stream_ = raw;
+  ++stream_count_;
   return ref;
 }
 
 std::unique_ptr<H2Session::Stream> H2Session::remove_stream(int32_t id, bool unhook) {
-  auto it = streams_.find(id);
-  if (it == streams_.end()) return nullptr;
-  std::unique_ptr<Stream> st = std::move(it->second);
-  streams_.erase(it);
+  Stream* raw = find(id);
+  if (!raw) return nullptr;
+  if (raw->prev) raw->prev->next = raw->next;
+  else first_stream_ = raw->next;
+  if (raw->next) raw->next->prev = raw->prev;
+  raw->prev = raw->next = nullptr;
+  --stream_count_;
+  std::unique_ptr<Stream> st(raw);
+  if (!st->peer_opened && unopened_from_ < unopened_.size()) forget_unopened(id);
   if (last_found_id_ == id) {
     last_found_id_ = 0;
     last_found_ = nullptr;
@@ -1172,8 +1213,8 @@ void H2Session::terminate(uint32_t error_code, std::string_view reason) { fail(e
 
 void H2Session::close_streams(uint32_t error_code) {
   std::vector<int32_t> ids;
-  ids.reserve(streams_.size());
-  for (const auto& [id, st] : streams_) ids.push_back(id);
+  ids.reserve(stream_count_);
+  for (const Stream* st = first_stream_; st; st = st->next) ids.push_back(st->id);
   std::sort(ids.begin(), ids.end());
   for (int32_t id : ids) {
     std::unique_ptr<Stream> st = remove_stream(id, true);

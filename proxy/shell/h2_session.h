@@ -25,7 +25,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -237,7 +236,7 @@ class H2Session {
   // shell/spare_string_rooms.h).
   static size_t spare_field_lists();
 
-  size_t open_streams() const { return streams_.size(); }
+  size_t open_streams() const { return stream_count_; }
   const Stats& stats() const { return stats_; }
   Role role() const { return role_; }
 
@@ -270,6 +269,9 @@ class H2Session {
   // Null when not ours. `unhook`: nghttp2 keeps the stream (clear its
   // pointer to ours).
   std::unique_ptr<Stream> remove_stream(int32_t id, bool unhook);
+  // unopened_: where `id` is or would go.
+  std::vector<std::pair<int32_t, Stream*>>::iterator unopened_at(int32_t id);
+  void forget_unopened(int32_t id);  // nghttp2 opened it, or it is gone
   bool submit_head(int32_t stream, const Head& head, bool request, bool end_stream);
   // Frees the field lists, string rooms and held heads this thread keeps
   // (its last session is gone).
@@ -290,11 +292,18 @@ class H2Session {
   Handler* handler_;
   Limits limits_;
   nghttp2_session* session_ = nullptr;
-  // Nodes recycled per thread (a request makes and drops one on each side).
-  std::unordered_map<int32_t, std::unique_ptr<Stream>, std::hash<int32_t>, std::equal_to<int32_t>,
-                     RecyclingAllocator<std::pair<const int32_t, std::unique_ptr<Stream>>>>
-      streams_;
-  size_t own_streams_ = 0;  // streams_ we opened (client)
+  // Every Stream, owned through a list threaded through them: found through
+  // nghttp2's stream map (its user data, see find_and_remember()), so a
+  // map of our own would only be kept up to date, at a hash insertion and
+  // erasure per stream.
+  Stream* first_stream_ = nullptr;
+  size_t stream_count_ = 0;
+  size_t own_streams_ = 0;  // streams we opened (client)
+  // Streams we opened that nghttp2 has not opened yet (their HEADERS are
+  // queued: it has no user data for them), by id, which is their order of
+  // submission; entries before unopened_from_ (and null ones) are gone.
+  std::vector<std::pair<int32_t, Stream*>> unopened_;
+  size_t unopened_from_ = 0;
   // A head submitted from a field block that nghttp2 has not encoded yet
   // (what its names and values point at: no copy by nghttp2) is held by its
   // Stream; one whose Stream went first waits here for nghttp2's verdict.

@@ -547,6 +547,51 @@ TEST_CASE("h2 flow control: a stream nobody consumes stops at its window, anothe
   CHECK(p.srec.streams[slow].ended);
 }
 
+TEST_CASE("h2 client streams are found before nghttp2 opens them, and after, whichever leaves first") {
+  Pair p;
+  p.pump();  // SETTINGS both ways
+  // Submitted in one go, nothing written yet: nghttp2 has opened none of
+  // them, and each is still found by its id (owner, queued body).
+  std::vector<int32_t> ids;
+  int owners[6] = {};
+  for (int i = 0; i < 6; ++i) {
+    ids.push_back(p.client.submit_request(post("/" + std::to_string(i)), false));
+    REQUIRE(ids.back() > 0);
+    p.client.set_stream_owner(ids.back(), &owners[i]);
+  }
+  CHECK(p.client.open_streams() == 6);
+  for (int i = 0; i < 6; ++i) {
+    CHECK(p.client.stream_owner(ids[i]) == &owners[i]);
+    CHECK(p.client.send_data(ids[i], "body " + std::to_string(i)));
+    CHECK(p.client.queued_bytes(ids[i]) == 6);
+  }
+  // Ids never submitted are not found.
+  CHECK(p.client.stream_owner(ids.back() + 2) == nullptr);
+  CHECK(p.client.stream_owner(2) == nullptr);
+  // Written: nghttp2 has them now; the owners still answer, and the
+  // streams end one by one in an order of their own.
+  p.pump();
+  for (int i = 0; i < 6; ++i) CHECK(p.client.stream_owner(ids[i]) == &owners[i]);
+  for (int i : {3, 0, 5}) CHECK(p.client.end_stream(ids[i]));
+  p.pump();
+  for (int i : {3, 0, 5}) {
+    CHECK(p.srec.streams[ids[i]].body == "body " + std::to_string(i));
+    CHECK(p.srec.streams[ids[i]].ended);
+  }
+  // Two more while three are open, then the rest end.
+  int32_t late = p.client.submit_request(get("/late"), true);
+  REQUIRE(late > ids.back());
+  for (int i : {1, 2, 4}) CHECK(p.client.end_stream(ids[i]));
+  p.pump();
+  for (int i : {1, 2, 4}) CHECK(p.srec.streams[ids[i]].body == "body " + std::to_string(i));
+  CHECK(p.srec.streams[late].head.path == "/late");
+  CHECK(p.client.open_streams() == 7);  // no answers yet: every stream still waits for one
+  p.client.close_streams();
+  CHECK(p.client.open_streams() == 0);
+  for (int32_t id : ids) CHECK(p.crec.streams[id].resets == 1);
+  CHECK(p.crec.streams[late].resets == 1);
+}
+
 TEST_CASE("h2 GOAWAY drain: open streams finish, new ones are refused") {
   Pair p;
   int32_t a = p.client.submit_request(post("/a"), false);
