@@ -338,8 +338,11 @@ class OutgoingBaggage {
   bool written_ = false;
 };
 
+// With `host_out`, Host fields are not put: the first non-empty value is
+// kept there instead.
 template <class Sink>
-bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sink) {
+bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sink,
+                          std::string_view* host_out = nullptr) {
   const Config& config = *rw.config;
   const HeaderNames& names = config.headers;
   const ConnectionOptions listed(in);
@@ -361,7 +364,13 @@ bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sin
   for (const Header& f : in) {
     const Kind kind = classify(f.name);
     if (!rule.keeps(f, kind)) continue;
-    host = host || kind == Kind::host;
+    if (kind == Kind::host) {
+      host = true;
+      if (host_out) {
+        if (host_out->empty()) *host_out = f.value;
+        continue;
+      }
+    }
     if (baggage.written() && kind == Kind::baggage) {
       if (!baggage_written) sink.put(f.name, baggage.value());
       baggage_written = true;
@@ -668,6 +677,11 @@ struct ForwardingSink {
 void rewrite_request_headers(const Headers& in, const RequestRewrite& rw, HeaderSink& sink) {
   ForwardingSink forward{sink};
   rewrite_request_into(in, rw, forward);
+}
+
+void rewrite_request_headers(const Headers& in, const RequestRewrite& rw, HeaderSink& sink, std::string_view& host) {
+  ForwardingSink forward{sink};
+  rewrite_request_into(in, rw, forward, &host);
 }
 
 bool append_rewritten_request_headers(const Headers& in, const RequestRewrite& rw, std::string& out) {

@@ -753,6 +753,53 @@ TEST_CASE("a response rewrite into a sink puts the fields the list gets, in orde
   CHECK(sink.fields == Headers{{"Via", "1.0 a, 1.1 b, 2 onelayer"}, {"Server", "x"}});
 }
 
+TEST_CASE("a request rewrite into a sink with a host slot: Host fields out of the sink, the first non-empty one kept") {
+  const Config c = make_config("orders", true);
+  const std::vector<Headers> inputs = {
+      {},
+      {{"Accept", "*/*"}},
+      {{"Host", "svc:8080"}, {"Accept", "*/*"}},
+      {{"Accept", "*/*"}, {"host", "a"}, {"Via", "1.0 edge"}},
+      {{"Host", ""}, {"HOST", "b"}, {"Host", "c"}},
+      {{"Connection", "Host"}, {"Host", "a"}, {"X-Ok", "v"}},
+  };
+  for (bool claim : {true, false}) {
+    for (const Headers& in : inputs) {
+      RequestRewrite rw{&c};
+      rw.claim_ownership = claim;
+      rw.time_left_ms = 750;
+      rw.client_ip = "127.0.0.1";
+      Headers listed;
+      rewrite_request_headers(in, rw, listed);
+      Headers expected;
+      std::string_view expected_host;
+      for (const Header& f : listed) {
+        if (!iequals(f.name, "host")) {
+          expected.push_back(f);
+        } else if (expected_host.empty()) {
+          expected_host = f.value;
+        }
+      }
+      CollectingSink sink;
+      std::string_view host = "unchanged";
+      if (find_header(in, "host") != nullptr) host = {};
+      rewrite_request_headers(in, rw, sink, host);
+      CHECK(sink.fields == expected);
+      if (find_header(in, "host") == nullptr) {
+        CHECK(host == "unchanged");  // no Host: left as it was
+      } else {
+        CHECK(host == expected_host);
+      }
+    }
+  }
+  // The view is into the received field.
+  const Headers in{{"Host", "api.example:81"}};
+  CollectingSink sink;
+  std::string_view host;
+  rewrite_request_headers(in, RequestRewrite{&c}, sink, host);
+  CHECK(host.data() == in[0].value.data());
+}
+
 TEST_CASE("DirectResponseSerializationMatchesRewriteThenSerialize") {
   for (std::string_view via : {std::string_view("1.1 onelayer"), std::string_view("")}) {
     for (const Headers& in : response_rewrite_inputs()) {
