@@ -252,6 +252,40 @@ struct RequestFieldRule {
   }
 };
 
+// The owner member of the baggage a claiming rewrite sends,
+// key=<owner percent-encoded>, and what build_alone needs to know about it.
+// It depends on the member's key and the owner alone, which come from the
+// config: worked out once per thread for the pair last seen, and compared
+// by content on every request (a reload that changes either is seen; a
+// config at an address a freed one had is no different).
+struct OwnerMember {
+  std::string key, owner;  // what `text` was made from
+  std::string text;
+  bool key_is_token = false;
+  bool names_attempt = false;  // `text` holds the attempt member's name
+
+  static const OwnerMember& of(std::string_view key, std::string_view owner) {
+    thread_local OwnerMember m;
+    if (!m.made_ || key != m.key || owner != m.owner) m.make(key, owner);
+    return m;
+  }
+
+ private:
+  void make(std::string_view k, std::string_view o) {
+    key.assign(k);
+    owner.assign(o);
+    key_is_token = is_token(k);
+    text.assign(k);
+    text += '=';
+    const size_t at = text.size();
+    text.resize(at + percent_encoded_baggage_size(o));
+    write_percent_encoded_baggage_value(o, text.data() + at);
+    names_attempt = text.find(HiddenRetryDetector::kBaggageMember) != std::string::npos;
+    made_ = true;
+  }
+  bool made_ = false;
+};
+
 // The baggage value a claiming rewrite sends. Without received baggage
 // (the usual case) it is the owner member and the attempt member alone,
 // built on the stack; with received baggage the members are merged into it
@@ -289,15 +323,12 @@ class OutgoingBaggage {
   // gives it; false when that takes the general path (an owner member that
   // does not fit here, or one that holds the attempt member's name).
   bool build_alone(std::string_view key, std::string_view owner, const RequestRewrite& rw) {
-    if (!is_token(key)) return true;  // baggage_merge refuses it: nothing written
-    const size_t owner_bytes = key.size() + 1 + percent_encoded_baggage_size(owner);
-    if (owner_bytes + kAttemptMemberBytes > sizeof stack_) return false;
-    char* p = std::copy(key.begin(), key.end(), stack_);
-    *p++ = '=';
-    p = write_percent_encoded_baggage_value(owner, p);
+    const OwnerMember& member = OwnerMember::of(key, owner);
+    if (!member.key_is_token) return true;  // baggage_merge refuses it: nothing written
+    if (member.text.size() + kAttemptMemberBytes > sizeof stack_) return false;
+    char* p = ascii_words::copy_short(member.text, stack_);
     if (rw.attempt_id != 0) {
-      if (std::string_view(stack_, owner_bytes).find(HiddenRetryDetector::kBaggageMember) != std::string_view::npos)
-        return false;
+      if (member.names_attempt) return false;
       *p++ = ',';
       p = std::copy(HiddenRetryDetector::kBaggageMember.begin(), HiddenRetryDetector::kBaggageMember.end(), p);
       *p++ = '=';

@@ -1074,6 +1074,33 @@ TEST_CASE("ClaimingWithAnOwnerThatNamesTheAttemptMemberStillWritesBothMembersOnc
   CHECK(value_of(rewrite({}, rw), "baggage") == "retry-owner=retry-attempt");
 }
 
+TEST_CASE("the baggage owner member follows the config from one rewrite to the next") {
+  // The owner member is worked out once per key and owner on a thread: a
+  // config with another owner or key, even at the same address and of the
+  // same length, gets its own.
+  struct Case {
+    std::string layer, key, baggage;
+  };
+  const std::vector<Case> cases = {
+      {"orders", "retry-owner", "retry-owner=orders,retry-attempt=0000000000000005.2"},
+      {"ordesr", "retry-owner", "retry-owner=ordesr,retry-attempt=0000000000000005.2"},
+      {"orders", "owner-of-it", "owner-of-it=orders,retry-attempt=0000000000000005.2"},
+      {"a b;c", "retry-owner", "retry-owner=a%20b%3Bc,retry-attempt=0000000000000005.2"},
+      {"orders", "bad key", "<absent>"},
+      {"retry-attempt", "retry-owner", "retry-owner=retry-attempt,retry-attempt=0000000000000005.2"},
+      {"orders", "retry-owner", "retry-owner=orders,retry-attempt=0000000000000005.2"},
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (const Case& k : cases) {
+      CAPTURE(k.layer);
+      CAPTURE(k.key);
+      Config c = make_config(k.layer);
+      c.headers.baggage_member = k.key;
+      CHECK(value_of(rewrite({}, claiming_rewrite(c, 2, 5)), "baggage") == k.baggage);
+    }
+  }
+}
+
 TEST_CASE("ClaimingWithABaggageMemberKeyThatIsNoTokenWritesNoBaggage") {
   Config c = make_config("orders");
   c.headers.baggage_member = "bad key";
