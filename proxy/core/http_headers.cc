@@ -252,6 +252,40 @@ struct RequestFieldRule {
   }
 };
 
+// The owner member of the baggage a claiming rewrite sends,
+// key=<owner percent-encoded>, and what build_alone needs to know about it.
+// It depends on the member's key and the owner alone, which come from the
+// config: worked out once per thread for the pair last seen, and compared
+// by content on every request (a reload that changes either is seen; a
+// config at an address a freed one had is no different).
+struct OwnerMember {
+  std::string key, owner;  // what `text` was made from
+  std::string text;
+  bool key_is_token = false;
+  bool names_attempt = false;  // `text` holds the attempt member's name
+
+  static const OwnerMember& of(std::string_view key, std::string_view owner) {
+    thread_local OwnerMember m;
+    if (!m.made_ || key != m.key || owner != m.owner) m.make(key, owner);
+    return m;
+  }
+
+ private:
+  void make(std::string_view k, std::string_view o) {
+    key.assign(k);
+    owner.assign(o);
+    key_is_token = is_token(k);
+    text.assign(k);
+    text += '=';
+    const size_t at = text.size();
+    text.resize(at + percent_encoded_baggage_size(o));
+    write_percent_encoded_baggage_value(o, text.data() + at);
+    names_attempt = text.find(HiddenRetryDetector::kBaggageMember) != std::string::npos;
+    made_ = true;
+  }
+  bool made_ = false;
+};
+
 // The baggage value a claiming rewrite sends. Without received baggage
 // (the usual case) it is the owner member and the attempt member alone,
 // built on the stack; with received baggage the members are merged into it
@@ -289,15 +323,12 @@ class OutgoingBaggage {
   // gives it; false when that takes the general path (an owner member that
   // does not fit here, or one that holds the attempt member's name).
   bool build_alone(std::string_view key, std::string_view owner, const RequestRewrite& rw) {
-    if (!is_token(key)) return true;  // baggage_merge refuses it: nothing written
-    const size_t owner_bytes = key.size() + 1 + percent_encoded_baggage_size(owner);
-    if (owner_bytes + kAttemptMemberBytes > sizeof stack_) return false;
-    char* p = std::copy(key.begin(), key.end(), stack_);
-    *p++ = '=';
-    p = write_percent_encoded_baggage_value(owner, p);
+    const OwnerMember& member = OwnerMember::of(key, owner);
+    if (!member.key_is_token) return true;  // baggage_merge refuses it: nothing written
+    if (member.text.size() + kAttemptMemberBytes > sizeof stack_) return false;
+    char* p = ascii_words::copy_short(member.text, stack_);
     if (rw.attempt_id != 0) {
-      if (std::string_view(stack_, owner_bytes).find(HiddenRetryDetector::kBaggageMember) != std::string_view::npos)
-        return false;
+      if (member.names_attempt) return false;
       *p++ = ',';
       p = std::copy(HiddenRetryDetector::kBaggageMember.begin(), HiddenRetryDetector::kBaggageMember.end(), p);
       *p++ = '=';
@@ -338,8 +369,11 @@ class OutgoingBaggage {
   bool written_ = false;
 };
 
+// With `host_out`, Host fields are not put: the first non-empty value is
+// kept there instead.
 template <class Sink>
-bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sink) {
+bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sink,
+                          std::string_view* host_out = nullptr) {
   const Config& config = *rw.config;
   const HeaderNames& names = config.headers;
   const ConnectionOptions listed(in);
@@ -361,7 +395,13 @@ bool rewrite_request_into(const Headers& in, const RequestRewrite& rw, Sink& sin
   for (const Header& f : in) {
     const Kind kind = classify(f.name);
     if (!rule.keeps(f, kind)) continue;
-    host = host || kind == Kind::host;
+    if (kind == Kind::host) {
+      host = true;
+      if (host_out) {
+        if (host_out->empty()) *host_out = f.value;
+        continue;
+      }
+    }
     if (baggage.written() && kind == Kind::baggage) {
       if (!baggage_written) sink.put(f.name, baggage.value());
       baggage_written = true;
@@ -430,37 +470,46 @@ bool contains_obs_fold(std::string_view v) {
 // target without authority).
 bool is_valid_host_value(std::string_view v) {
   auto is_unreserved_or_sub_delim = [](unsigned char c) { return kUnreservedOrSubDelim[c]; };
-  std::string_view host = v;
-  std::string_view rest;
-  if (!v.empty() && v.front() == '[') {
+  const size_t n = v.size();
+  size_t i = 0;  // where the port part starts
+  if (n != 0 && v.front() == '[') {
     size_t close = v.find(']');
-    if (close == std::string_view::npos) return false;
-    host = v.substr(1, close - 1);
-    rest = v.substr(close + 1);
-    if (host.empty()) return false;
+    if (close == std::string_view::npos || close == 1) return false;
     // IPv6 / IPvFuture: hex, ':', '.', plus the IPvFuture and zone-id characters.
-    for (unsigned char c : host)
+    for (i = 1; i < close; ++i) {
+      const unsigned char c = static_cast<unsigned char>(v[i]);
       if (!is_unreserved_or_sub_delim(c) && c != ':' && c != '%') return false;
+    }
+    i = close + 1;
   } else {
-    size_t colon = v.find(':');
-    host = v.substr(0, colon);
-    rest = colon == std::string_view::npos ? std::string_view() : v.substr(colon);
-    for (size_t i = 0; i < host.size(); ++i) {
-      unsigned char c = host[i];
-      if (c == '%') {  // pct-encoded
-        if (i + 2 >= host.size() || !std::isxdigit(static_cast<unsigned char>(host[i + 1])) ||
-            !std::isxdigit(static_cast<unsigned char>(host[i + 2])))
-          return false;
-        i += 2;
-      } else if (!is_unreserved_or_sub_delim(c)) {
-        return false;
+    // reg-name / IPv4address up to the first byte that is neither an
+    // unreserved or sub-delim byte nor a pct-encoded octet (one pass, no
+    // search for the ':' first): every Host field of every request is read.
+    // ':' is not a hex digit, so a '%' cannot take the port's colon.
+    auto is_hex = [](char c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f'); };
+    const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+    while (i < n) {
+      // Four plain bytes a step (one branch), then one at a time.
+      while (i + 4 <= n && (kUnreservedOrSubDelim[p[i]] & kUnreservedOrSubDelim[p[i + 1]] &
+                            kUnreservedOrSubDelim[p[i + 2]] & kUnreservedOrSubDelim[p[i + 3]]))
+        i += 4;
+      if (i == n) break;
+      const unsigned char c = p[i];
+      if (is_unreserved_or_sub_delim(c)) {
+        ++i;
+      } else if (c == '%') {  // pct-encoded
+        if (i + 2 >= n || !is_hex(v[i + 1]) || !is_hex(v[i + 2])) return false;
+        i += 3;
+      } else {
+        break;
       }
     }
   }
-  if (rest.empty()) return true;
-  if (rest.front() != ':') return false;
-  rest.remove_prefix(1);
-  return rest.empty() || is_decimal(rest);  // port = *DIGIT
+  if (i == n) return true;
+  if (v[i] != ':') return false;
+  for (++i; i < n; ++i)  // port = *DIGIT
+    if (v[i] < '0' || v[i] > '9') return false;
+  return true;
 }
 
 void append_decimal(std::string& out, uint64_t v) {
@@ -668,6 +717,11 @@ struct ForwardingSink {
 void rewrite_request_headers(const Headers& in, const RequestRewrite& rw, HeaderSink& sink) {
   ForwardingSink forward{sink};
   rewrite_request_into(in, rw, forward);
+}
+
+void rewrite_request_headers(const Headers& in, const RequestRewrite& rw, HeaderSink& sink, std::string_view& host) {
+  ForwardingSink forward{sink};
+  rewrite_request_into(in, rw, forward, &host);
 }
 
 bool append_rewritten_request_headers(const Headers& in, const RequestRewrite& rw, std::string& out) {

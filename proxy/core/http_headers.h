@@ -177,6 +177,10 @@ class HeaderSink {
 // The same fields as rewrite_request_headers, each given to `sink` in order
 // (an HTTP/2 head is built from them without a list of strings first).
 void rewrite_request_headers(const Headers& in, const RequestRewrite& rw, HeaderSink& sink);
+// The same, but no Host field goes to `sink`: `host` becomes the value of
+// the first kept one that is not empty (an HTTP/2 head carries it as
+// :authority), or stays as it was. The view is into `in`.
+void rewrite_request_headers(const Headers& in, const RequestRewrite& rw, HeaderSink& sink, std::string_view& host);
 // The same fields as rewrite_request_headers + append_serialized, written
 // straight into `out` (the proxy's hot path: no list, no copy of a kept
 // field but the serialized one). Returns whether a Host field was written.

@@ -152,12 +152,16 @@ RequestVerdict check_routed_request(const RequestHeadFacts& head, const Headers&
 UpgradeVerdict check_upgrade(const RequestHeadFacts& head, const Headers& headers,
                              const std::vector<std::string>& allowed) {
   UpgradeVerdict v;
+  // One pass for both: most requests have neither field.
   bool listed = false;
+  bool up = false;
   for (const Header& h : headers) {
-    if (iequals(h.name, "connection"))
+    if (iequals(h.name, "connection")) {
       for_each_list_element(h.value, [&](std::string_view o) { listed |= iequals(o, "upgrade"); });
+    } else {
+      up = up || iequals(h.name, "upgrade");
+    }
   }
-  const Header* up = find_header(headers, "upgrade");
   if (!listed || !up) return v;
   std::string asked;
   for (const Header& h : headers) {

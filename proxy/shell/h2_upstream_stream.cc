@@ -70,10 +70,14 @@ void h2_request(const OutgoingRequest& req, std::string_view scheme, H2Request& 
   size_t bytes = 512;
   for (const Header& f : m.headers) bytes += f.name.size() + f.value.size();
   r.fields.reserve(m.headers.size() + 12, bytes);
-  RequestFieldSink sink(r);
   if (req.rewrite) {
-    rewrite_request_headers(m.headers, *req.rewrite, sink);
+    // The fields straight into the block (no sink of our own in between
+    // for every field): the rewrite hands Host over on its own.
+    std::string_view host;
+    rewrite_request_headers(m.headers, *req.rewrite, r.fields, host);
+    r.authority = host;
   } else {
+    RequestFieldSink sink(r);
     for (const Header& f : m.headers)
       if (!is_hop_by_hop(f.name, m.headers) && !iequals(f.name, "content-length")) sink.put(f.name, f.value);
   }

@@ -753,6 +753,53 @@ TEST_CASE("a response rewrite into a sink puts the fields the list gets, in orde
   CHECK(sink.fields == Headers{{"Via", "1.0 a, 1.1 b, 2 onelayer"}, {"Server", "x"}});
 }
 
+TEST_CASE("a request rewrite into a sink with a host slot: Host fields out of the sink, the first non-empty one kept") {
+  const Config c = make_config("orders", true);
+  const std::vector<Headers> inputs = {
+      {},
+      {{"Accept", "*/*"}},
+      {{"Host", "svc:8080"}, {"Accept", "*/*"}},
+      {{"Accept", "*/*"}, {"host", "a"}, {"Via", "1.0 edge"}},
+      {{"Host", ""}, {"HOST", "b"}, {"Host", "c"}},
+      {{"Connection", "Host"}, {"Host", "a"}, {"X-Ok", "v"}},
+  };
+  for (bool claim : {true, false}) {
+    for (const Headers& in : inputs) {
+      RequestRewrite rw{&c};
+      rw.claim_ownership = claim;
+      rw.time_left_ms = 750;
+      rw.client_ip = "127.0.0.1";
+      Headers listed;
+      rewrite_request_headers(in, rw, listed);
+      Headers expected;
+      std::string_view expected_host;
+      for (const Header& f : listed) {
+        if (!iequals(f.name, "host")) {
+          expected.push_back(f);
+        } else if (expected_host.empty()) {
+          expected_host = f.value;
+        }
+      }
+      CollectingSink sink;
+      std::string_view host = "unchanged";
+      if (find_header(in, "host") != nullptr) host = {};
+      rewrite_request_headers(in, rw, sink, host);
+      CHECK(sink.fields == expected);
+      if (find_header(in, "host") == nullptr) {
+        CHECK(host == "unchanged");  // no Host: left as it was
+      } else {
+        CHECK(host == expected_host);
+      }
+    }
+  }
+  // The view is into the received field.
+  const Headers in{{"Host", "api.example:81"}};
+  CollectingSink sink;
+  std::string_view host;
+  rewrite_request_headers(in, RequestRewrite{&c}, sink, host);
+  CHECK(host.data() == in[0].value.data());
+}
+
 TEST_CASE("DirectResponseSerializationMatchesRewriteThenSerialize") {
   for (std::string_view via : {std::string_view("1.1 onelayer"), std::string_view("")}) {
     for (const Headers& in : response_rewrite_inputs()) {
@@ -1025,6 +1072,33 @@ TEST_CASE("ClaimingWithAnOwnerThatNamesTheAttemptMemberStillWritesBothMembersOnc
   CHECK(value_of(out, "baggage") == "retry-owner=retry-attempt,retry-attempt=0000000000001234.2");
   rw.attempt_id = 0;
   CHECK(value_of(rewrite({}, rw), "baggage") == "retry-owner=retry-attempt");
+}
+
+TEST_CASE("the baggage owner member follows the config from one rewrite to the next") {
+  // The owner member is worked out once per key and owner on a thread: a
+  // config with another owner or key, even at the same address and of the
+  // same length, gets its own.
+  struct Case {
+    std::string layer, key, baggage;
+  };
+  const std::vector<Case> cases = {
+      {"orders", "retry-owner", "retry-owner=orders,retry-attempt=0000000000000005.2"},
+      {"ordesr", "retry-owner", "retry-owner=ordesr,retry-attempt=0000000000000005.2"},
+      {"orders", "owner-of-it", "owner-of-it=orders,retry-attempt=0000000000000005.2"},
+      {"a b;c", "retry-owner", "retry-owner=a%20b%3Bc,retry-attempt=0000000000000005.2"},
+      {"orders", "bad key", "<absent>"},
+      {"retry-attempt", "retry-owner", "retry-owner=retry-attempt,retry-attempt=0000000000000005.2"},
+      {"orders", "retry-owner", "retry-owner=orders,retry-attempt=0000000000000005.2"},
+  };
+  for (int round = 0; round < 2; ++round) {
+    for (const Case& k : cases) {
+      CAPTURE(k.layer);
+      CAPTURE(k.key);
+      Config c = make_config(k.layer);
+      c.headers.baggage_member = k.key;
+      CHECK(value_of(rewrite({}, claiming_rewrite(c, 2, 5)), "baggage") == k.baggage);
+    }
+  }
 }
 
 TEST_CASE("ClaimingWithABaggageMemberKeyThatIsNoTokenWritesNoBaggage") {
