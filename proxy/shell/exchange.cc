@@ -75,15 +75,9 @@ Exchange::Exchange(DownstreamStream* down, Worker* w, Admission& a, MessageHead&
   ups_ = gen_->upstreams[route_->upstream_index].get();
   eps_ = gen_->endpoints[route_->upstream_index].get();
   // Take the parsed head; the parser's storage is reused for the next one.
-  req_.method.swap(head.method);
-  req_.target.swap(head.target);
-  req_.headers.swap(head.headers);
-  req_.http_major = head.http_major;
-  req_.http_minor = head.http_minor;
-  req_.chunked = head.chunked;
-  req_.has_content_length = head.has_content_length;
-  req_.content_length = head.content_length;
-  req_.keep_alive = head.keep_alive;
+  // An HTTP/2 head keeps checked_by_codec: the request rewrite then skips
+  // the field checks nghttp2 has made.
+  req_.take_request(head);
 }
 
 Exchange::~Exchange() {

@@ -20,6 +20,20 @@ void MessageHead::clear() {
   checked_by_codec = false;
 }
 
+void MessageHead::take_request(MessageHead& from) {
+  method.swap(from.method);
+  target.swap(from.target);
+  headers.swap(from.headers);
+  http_major = from.http_major;
+  http_minor = from.http_minor;
+  obs_fold = from.obs_fold;
+  chunked = from.chunked;
+  has_content_length = from.has_content_length;
+  content_length = from.content_length;
+  keep_alive = from.keep_alive;
+  checked_by_codec = from.checked_by_codec;
+}
+
 static HttpParser* self(llhttp_t* p) { return static_cast<HttpParser*>(p->data); }
 
 // One settings table for every parser: it only holds the trampolines.

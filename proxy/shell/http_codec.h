@@ -37,6 +37,10 @@ struct MessageHead {
   bool checked_by_codec = false;
 
   void clear();
+  // Takes a parsed request head: its strings and fields by swap (`from`
+  // gets this head's storage back, for the parser's next head to reuse),
+  // the rest copied, checked_by_codec too.
+  void take_request(MessageHead& from);
 };
 
 class HttpParser {

@@ -330,3 +330,34 @@ TEST_CASE("trailers count against the head limits") {
   CHECK(p.error() == HttpParser::Error::too_many_headers);
   CHECK(r.trailers.empty());
 }
+
+TEST_CASE("TakeRequestCarriesEveryPartAndSwapsTheStorage") {
+  MessageHead parsed;
+  parsed.method = "POST";
+  parsed.target = "/upload";
+  parsed.headers = {{"host", "api.example"}, {"content-length", "5"}};
+  parsed.http_major = 2;
+  parsed.http_minor = 0;
+  parsed.obs_fold = true;
+  parsed.chunked = true;
+  parsed.has_content_length = true;
+  parsed.content_length = 5;
+  parsed.keep_alive = false;
+  parsed.checked_by_codec = true;
+  MessageHead taken;
+  taken.method = "GET";  // its storage goes back to `parsed`
+  taken.take_request(parsed);
+  CHECK(taken.method == "POST");
+  CHECK(taken.target == "/upload");
+  REQUIRE(taken.headers.size() == 2);
+  CHECK(taken.headers[0].value == "api.example");
+  CHECK((taken.http_major == 2 && taken.http_minor == 0));
+  CHECK(taken.obs_fold);
+  CHECK(taken.chunked);
+  CHECK(taken.has_content_length);
+  CHECK(taken.content_length == 5);
+  CHECK_FALSE(taken.keep_alive);
+  CHECK(taken.checked_by_codec);
+  CHECK(parsed.method == "GET");
+  CHECK(parsed.headers.empty());
+}
