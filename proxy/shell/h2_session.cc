@@ -147,7 +147,9 @@ class FieldList {
   void add(std::string_view name, std::string_view value, uint8_t flags = NGHTTP2_NV_FLAG_NONE) {
     if (no_copy_) flags |= NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
     nghttp2_nv nv{bytes(name), bytes(value), name.size(), value.size(), flags};
-    if (spill_.empty() && size_ < kInline) {
+    // Below kInline fields nothing has spilled: the list spills only once
+    // its inline room is full, and never shrinks.
+    if (size_ < kInline) {
       inline_[size_++] = nv;
       return;
     }
