@@ -145,12 +145,13 @@ bool H2DownStream::submit_pending_head(bool end) {
   return ok;
 }
 
-bool H2DownStream::submit_head(const H2Response& head, bool end) {
-  if (!session().submit_response(id_, head.status, head.fields, end)) {
+bool H2DownStream::submit_head(H2Response& head, bool end) {
+  const uint64_t head_bytes = head_size(head);  // counted before the session takes the fields
+  if (!session().submit_response(id_, head.status, std::move(head.fields), end)) {
     ended_ = true;
     return false;
   }
-  response_bytes_ += head_size(head);
+  response_bytes_ += head_bytes;
   if (end) ended_ = true;
   return true;
 }

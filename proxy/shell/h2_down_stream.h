@@ -79,7 +79,8 @@ class H2DownStream final : public DownstreamStream {
   void retire_exchange();
   // Submits a head held back for body bytes (`end`: nothing follows it).
   bool submit_pending_head(bool end);
-  bool submit_head(const H2Response& head, bool end);
+  // The session takes the head's fields (left empty).
+  bool submit_head(H2Response& head, bool end);
   H2Session& session() const;
   Worker* worker() const;
 

@@ -69,11 +69,6 @@ void H2FieldBlock::put(std::string_view name, std::string_view value) {
                          static_cast<uint32_t>(at + name.size()), static_cast<uint32_t>(value.size())});
 }
 
-void H2FieldBlock::clear() {
-  size_ = 0;
-  fields_.clear();
-}
-
 Headers H2FieldBlock::headers() const {
   Headers out;
   out.reserve(fields_.size());

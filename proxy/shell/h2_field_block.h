@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/http_headers.h"
@@ -35,7 +36,17 @@ class H2FieldBlock final : public HeaderSink {
   // Appends a field; the name is stored lower-cased (copied and lowered in
   // one pass, straight into the buffer).
   void put(std::string_view name, std::string_view value) override;
-  void clear();
+  void clear() {
+    size_ = 0;
+    fields_.clear();
+  }
+  // Trades fields and buffers with `other`; no byte is copied.
+  void swap(H2FieldBlock& other) noexcept {
+    bytes_.swap(other.bytes_);
+    std::swap(size_, other.size_);
+    std::swap(capacity_, other.capacity_);
+    fields_.swap(other.fields_);
+  }
 
   size_t size() const { return fields_.size(); }
   bool empty() const { return fields_.empty(); }

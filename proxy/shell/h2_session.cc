@@ -147,7 +147,9 @@ class FieldList {
   void add(std::string_view name, std::string_view value, uint8_t flags = NGHTTP2_NV_FLAG_NONE) {
     if (no_copy_) flags |= NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
     nghttp2_nv nv{bytes(name), bytes(value), name.size(), value.size(), flags};
-    if (spill_.empty() && size_ < kInline) {
+    // Below kInline fields nothing has spilled: the list spills only once
+    // its inline room is full, and never shrinks.
+    if (size_ < kInline) {
       inline_[size_++] = nv;
       return;
     }
@@ -1096,14 +1098,20 @@ int32_t H2Session::submit_request(const Head& head, bool end_stream) {
 }
 
 int32_t H2Session::submit_request(const RequestLine& line, const H2FieldBlock& fields, bool end_stream) {
+  return submit_request(line, H2FieldBlock(fields), end_stream);
+}
+
+int32_t H2Session::submit_request(const RequestLine& line, H2FieldBlock&& fields, bool end_stream) {
   if (!can_submit_request()) return 0;
   std::unique_ptr<HeldHead> held = take_held_head();
-  held->fields = fields;
+  held->fields.clear();  // the caller's block gets its room, not its fields
+  held->fields.swap(fields);
   held->hold_request_line(line);
   FieldList f(&per_message_, true);
   f.add_request_line(held->method, held->scheme, held->authority, held->path);
   f.add_block(held->fields);
   if (!Callbacks::submit_fields(*this, 0, f, true, end_stream)) {
+    fields.swap(held->fields);
     give_back_held_head(std::move(held));
     return 0;
   }
@@ -1124,13 +1132,19 @@ bool H2Session::submit_response(int32_t stream, const Head& head, bool end_strea
 }
 
 bool H2Session::submit_response(int32_t stream, int status, const H2FieldBlock& fields, bool end_stream) {
+  return submit_response(stream, status, H2FieldBlock(fields), end_stream);
+}
+
+bool H2Session::submit_response(int32_t stream, int status, H2FieldBlock&& fields, bool end_stream) {
   if (!can_answer(stream) || status < 200 || status > 999) return false;
   std::unique_ptr<HeldHead> held = take_held_head();
-  held->fields = fields;
+  held->fields.clear();  // the caller's block gets its room, not its fields
+  held->fields.swap(fields);
   FieldList f(&per_message_, true);
   f.add_status(status);
   f.add_block(held->fields);
   if (!Callbacks::submit_fields(*this, stream, f, false, end_stream)) {
+    fields.swap(held->fields);
     give_back_held_head(std::move(held));
     return false;
   }

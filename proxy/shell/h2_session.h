@@ -181,6 +181,11 @@ class H2Session {
     std::string_view method, scheme, authority, path;
   };
   int32_t submit_request(const RequestLine& line, const H2FieldBlock& fields, bool end_stream);
+  // The same taking the block instead of copying it (the upstream path): a
+  // stream opened leaves `fields` empty, with the buffers of a head held
+  // before (room to build the next one in); a refused one leaves it as it
+  // was.
+  int32_t submit_request(const RequestLine& line, H2FieldBlock&& fields, bool end_stream);
   bool can_submit_request() const;
   // Client: how many of our streams may be open at once: the peer's
   // SETTINGS_MAX_CONCURRENT_STREAMS (Limits::max_concurrent_streams until
@@ -193,6 +198,8 @@ class H2Session {
   // The same from a status and a field block (the proxied response: no Head
   // of strings built first). The block is read during the call only.
   bool submit_response(int32_t stream, int status, const H2FieldBlock& fields, bool end_stream);
+  // The same taking the block, as submit_request() does.
+  bool submit_response(int32_t stream, int status, H2FieldBlock&& fields, bool end_stream);
   // Server: an interim (1xx, not 101) response head before the final one,
   // e.g. 100 Continue (RFC 9113 8.1).
   bool submit_interim(int32_t stream, int status);

@@ -391,10 +391,10 @@ void H2UpConn::detach(H2UpStream* s) {
   if (streams_.empty() && connected_) arm_idle();
 }
 
-int32_t H2UpConn::open_stream(H2UpStream* s, const H2Request& request, bool end_stream) {
+int32_t H2UpConn::open_stream(H2UpStream* s, H2Request& request, bool end_stream) {
   // Streams queued first go first.
   if (queued_.empty() || queued_.front() == s) {
-    int32_t id = session_.submit_request(request.line(), request.fields, end_stream);
+    int32_t id = session_.submit_request(request.line(), std::move(request.fields), end_stream);
     if (id > 0) {
       session_.set_stream_owner(id, s);
       if (!queued_.empty()) queued_.erase(queued_.begin());

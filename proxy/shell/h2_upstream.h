@@ -83,8 +83,10 @@ class H2UpConn final : public Conn, private H2Session::Handler, private Deferred
   void detach(H2UpStream* s);
   // Opens s's HTTP/2 stream with `head`. Returns its id; 0 when no stream
   // slot is free now: `s` is queued and open_queued() comes once one frees
-  // (or on_refused() when the connection cannot open it any more).
-  int32_t open_stream(H2UpStream* s, const H2Request& request, bool end_stream);
+  // (or on_refused() when the connection cannot open it any more). An
+  // opened stream takes the request's fields (the session holds them until
+  // the HEADERS are written), leaving them empty; a queued one leaves them.
+  int32_t open_stream(H2UpStream* s, H2Request& request, bool end_stream);
   H2Session& session() { return session_; }
   // The session's output goes to the socket (after the read when called
   // from inside one, so one read's answers leave together).

@@ -112,7 +112,9 @@ bool H2UpStream::closing() const { return !conn_ || conn_->closing(); }
 int H2UpStream::send_request(const OutgoingRequest& req) {
   if (!conn_ || conn_->closing()) return UV_ECONNRESET;
   // Built in the worker's scratch head, whose buffers stay allocated from
-  // one request to the next; only a request that must wait keeps a copy.
+  // one request to the next (an opened stream trades its fields' buffers
+  // with a head the session held before); only a request that must wait
+  // keeps a copy.
   thread_local H2Request t_head;
   H2Request& head = t_head;
   h2_request(req, conn_->over_tls() ? "https" : "http", head);

@@ -73,3 +73,26 @@ TEST_CASE("h2 field block: copies are deep, a moved-from block is empty and usab
   CHECK(empty_copy.empty());
   CHECK(empty_copy.bytes() == 0);
 }
+
+TEST_CASE("h2 field block: swap trades fields and room, both blocks stay usable") {
+  H2FieldBlock a, b;
+  a.put("A", std::string(300, 'a'));  // over the first buffer's room
+  b.put("B", "2");
+  b.put("C", "3");
+  a.swap(b);
+  CHECK(a.headers() == Headers{{"b", "2"}, {"c", "3"}});
+  CHECK(b.headers() == Headers{{"a", std::string(300, 'a')}});
+  CHECK(a.bytes() == 4);
+  CHECK(b.bytes() == 301);
+  a.put("D", std::string(400, 'd'));  // grows what it got, keeping what it holds
+  b.put("E", "5");
+  CHECK(a.headers() == Headers{{"b", "2"}, {"c", "3"}, {"d", std::string(400, 'd')}});
+  CHECK(b.headers() == Headers{{"a", std::string(300, 'a')}, {"e", "5"}});
+  H2FieldBlock empty;
+  empty.swap(a);
+  CHECK(a.empty());
+  CHECK(a.bytes() == 0);
+  a.put("F", "6");
+  CHECK(a.headers() == Headers{{"f", "6"}});
+  CHECK(empty.size() == 3);
+}

@@ -1179,6 +1179,47 @@ TEST_CASE("h2 heads from a field block: what the caller had may change before th
   CHECK(p.crec.streams[id].closed);
 }
 
+TEST_CASE("h2 heads from a field block the session takes: the block comes back empty to build the next in, a refused one as it was") {
+  // The taking submits trade buffers with a held head instead of copying:
+  // what the caller builds next in its block must not reach a head not
+  // written yet, nor a head held before show in the block.
+  Pair p;
+  H2FieldBlock block;
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    block.put("x-n", std::string(40, char('a' + i)));
+    int32_t id = p.client.submit_request({"POST", "http", "api.test", "/orders"}, std::move(block), true);
+    REQUIRE(id > 0);
+    CHECK(block.empty());  // NOLINT(bugprone-use-after-move): taken, the block is empty
+    CHECK(block.bytes() == 0);
+    ids.push_back(id);
+  }
+  p.pump();
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(p.srec.streams.count(ids[i]) == 1);
+    CHECK(p.srec.streams[ids[i]].head.fields == Headers{{"x-n", std::string(40, char('a' + i))}});
+  }
+  // The requests' held heads are spare now: the block gets their buffers.
+  for (int i = 0; i < 3; ++i) {
+    block.put("x-answer", std::to_string(i));
+    REQUIRE(p.server.submit_response(ids[i], 200, std::move(block), true));
+    CHECK(block.empty());  // NOLINT(bugprone-use-after-move)
+    CHECK(block.bytes() == 0);
+  }
+  p.pump();
+  for (int i = 0; i < 3; ++i) {
+    CHECK(p.crec.streams[ids[i]].head.fields == Headers{{"x-answer", std::to_string(i)}});
+    CHECK(p.crec.streams[ids[i]].closed);
+  }
+
+  block.put("x-kept", "1");
+  CHECK_FALSE(p.server.submit_response(ids[0], 200, std::move(block), true));  // answered already
+  CHECK(block.headers() == Headers{{"x-kept", "1"}});  // NOLINT(bugprone-use-after-move)
+  p.client.terminate(H2Session::kNoError, "test");
+  CHECK(p.client.submit_request({"POST", "http", "api.test", "/orders"}, std::move(block), true) == 0);
+  CHECK(block.headers() == Headers{{"x-kept", "1"}});  // NOLINT(bugprone-use-after-move)
+}
+
 TEST_CASE("h2 request lines of every length in a row go out exactly (the held heads' strings are reused)") {
   Pair p;
   struct Line {
