@@ -860,8 +860,7 @@ H2Session::~H2Session() {
 // A stream is found through nghttp2's own stream map (its user data points
 // at our Stream), which nghttp2 has just looked the frame's stream up in:
 // no second hash lookup, and no cache miss on a node of ours, for each of
-// the dozen callbacks a request makes (remove_stream() unhooks one nghttp2
-// keeps). A client stream nghttp2 has not opened yet (its HEADERS still
+// the dozen callbacks a request makes (remove_stream() unhooks ours). A client stream nghttp2 has not opened yet (its HEADERS still
 // queued) is found in unopened_. The last stream found is remembered: the
 // callbacks of one frame (a header each, the frame's end) ask for the
 // same stream in a row.
@@ -917,7 +916,7 @@ H2Session::Stream& H2Session::add_stream(int32_t id, bool peer_opened, std::uniq
   return ref;
 }
 
-std::unique_ptr<H2Session::Stream> H2Session::remove_stream(int32_t id, bool unhook) {
+std::unique_ptr<H2Session::Stream> H2Session::remove_stream(int32_t id) {
   Stream* raw = find(id);
   if (!raw) return nullptr;
   if (raw->prev) raw->prev->next = raw->next;
@@ -931,9 +930,13 @@ std::unique_ptr<H2Session::Stream> H2Session::remove_stream(int32_t id, bool unh
     last_found_id_ = 0;
     last_found_ = nullptr;
   }
-  // From nghttp2's close callback the stream is freed right after; a stream
-  // we drop while nghttp2 keeps it (close_streams) must not point at us.
-  if (unhook) nghttp2_session_set_stream_user_data(session_, id, nullptr);
+  // nghttp2's stream no longer points at ours, in every case: one we drop
+  // while nghttp2 keeps it (close_streams), and one in nghttp2's close
+  // callback, which the handler is told of next while nghttp2 still has
+  // the stream: a find() of the id from there (set_stream_owner, say)
+  // would otherwise get ours back through the user data and remember it
+  // after it is freed, for the next frame of that id (a late RST_STREAM).
+  nghttp2_session_set_stream_user_data(session_, id, nullptr);
   if (!st->peer_opened) --own_streams_;
   // nghttp2 may still encode the head, or drop it (on_frame_not_send).
   if (st->held) orphaned_held_.emplace_back(id, std::move(st->held));
@@ -1008,7 +1011,7 @@ void H2Session::peer_ended(int32_t id) {
 }
 
 void H2Session::finish_stream(int32_t id, uint32_t error_code) {
-  std::unique_ptr<Stream> st = remove_stream(id, false);
+  std::unique_ptr<Stream> st = remove_stream(id);
   if (!st || !st->known() || !handler_) return;
   Ending ending(*this, id, st->owner);
   if (st->refused_code) handler_->on_reset(id, st->refused_code);
@@ -1231,7 +1234,7 @@ void H2Session::close_streams(uint32_t error_code) {
   for (const Stream* st = first_stream_; st; st = st->next) ids.push_back(st->id);
   std::sort(ids.begin(), ids.end());
   for (int32_t id : ids) {
-    std::unique_ptr<Stream> st = remove_stream(id, true);
+    std::unique_ptr<Stream> st = remove_stream(id);
     if (!st || !st->known() || !handler_) continue;
     Ending ending(*this, id, st->owner);
     if (st->local_reset) handler_->on_closed(id);

@@ -273,9 +273,9 @@ class H2Session {
   const Stream* find(int32_t id) const { return const_cast<H2Session*>(this)->find(id); }
   Stream* find_and_remember(int32_t id);
   Stream& add_stream(int32_t id, bool peer_opened, std::unique_ptr<Stream> st = nullptr);
-  // Null when not ours. `unhook`: nghttp2 keeps the stream (clear its
-  // pointer to ours).
-  std::unique_ptr<Stream> remove_stream(int32_t id, bool unhook);
+  // Null when not ours. nghttp2's stream (if it still has one) no longer
+  // points at ours after it.
+  std::unique_ptr<Stream> remove_stream(int32_t id);
   // unopened_: where `id` is or would go.
   std::vector<std::pair<int32_t, Stream*>>::iterator unopened_at(int32_t id);
   void forget_unopened(int32_t id);  // nghttp2 opened it, or it is gone

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -170,6 +171,8 @@ struct Recorder : H2Session::Handler {
   std::vector<std::pair<int32_t, std::string>> refused_heads;
   // Server side: answer every request head at once (body "ok", not ended).
   bool answer_heads = false;
+  // Run last in on_reset and on_closed, while the session reports the end.
+  std::function<void(int32_t)> at_end;
 
   void on_head(int32_t id, H2Session::Head& head, bool end_stream) override {
     StreamLog& s = streams[id];
@@ -203,6 +206,7 @@ struct Recorder : H2Session::Handler {
     ++s.resets;
     s.reset_code = code;
     ++terminal_events;
+    if (at_end) at_end(id);
   }
   void on_closed(int32_t id) override {
     StreamLog& s = streams[id];
@@ -210,6 +214,7 @@ struct Recorder : H2Session::Handler {
     CHECK(s.resets == 0);
     s.closed = true;
     ++terminal_events;
+    if (at_end) at_end(id);
   }
   void on_head_refused(int32_t id, const H2Session::Head& partial) override {
     CHECK_FALSE(streams.count(id));
@@ -1057,6 +1062,32 @@ TEST_CASE("h2 stream owner: set on a stream, found by id, still there while its 
   CHECK(crec.seen_at_end == nullptr);
   CHECK(client.stream_owner(b) == nullptr);
   CHECK(client.stream_owner(999) == nullptr);
+}
+
+TEST_CASE("h2 a stream looked up by its handler while its end is reported is not found after it, nor by a late frame") {
+  // The handler clears the owner (as a connection burying its stream
+  // does) while nghttp2 still has the stream: a lookup then must not
+  // leave the freed stream remembered for the next frame of that id.
+  Pair p;
+  p.srec.at_end = [&](int32_t stream) { p.server.set_stream_owner(stream, nullptr); };
+  int owner = 0;
+  int32_t a = p.client.submit_request(get("/a"), true);
+  REQUIRE(a > 0);
+  p.pump();
+  p.server.set_stream_owner(a, &owner);
+  CHECK(p.server.stream_owner(a) == &owner);
+  CHECK(p.server.submit_response(a, status(200), true));
+  p.pump();
+  CHECK(p.crec.streams[a].ended);
+  CHECK(p.srec.streams[a].closed);
+  // Gone: setting an owner finds nothing to set it on.
+  p.server.set_stream_owner(a, &owner);
+  CHECK(p.server.stream_owner(a) == nullptr);
+  CHECK(p.server.queued_bytes(a) == 0);
+  // A RST_STREAM for the closed stream reaches the session after it.
+  uint8_t rst[] = {0, 0, 4, NGHTTP2_RST_STREAM, 0, 0, 0, 0, static_cast<uint8_t>(a), 0, 0, 0, NGHTTP2_CANCEL};
+  CHECK(p.server.recv(rst, sizeof rst, 0));
+  CHECK(p.server.stream_owner(a) == nullptr);
 }
 
 TEST_CASE("h2 client: a :status below 100 is no head at all: the stream is reset, nothing of it is delivered") {
