@@ -486,7 +486,7 @@ bool is_valid_host_value(std::string_view v) {
     // unreserved or sub-delim byte nor a pct-encoded octet (one pass, no
     // search for the ':' first): every Host field of every request is read.
     // ':' is not a hex digit, so a '%' cannot take the port's colon.
-    auto is_hex = [](char c) { return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'f'); };
+    auto is_hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
     const auto* p = reinterpret_cast<const unsigned char*>(v.data());
     while (i < n) {
       // Four plain bytes a step (one branch), then one at a time.
@@ -507,9 +507,7 @@ bool is_valid_host_value(std::string_view v) {
   }
   if (i == n) return true;
   if (v[i] != ':') return false;
-  for (++i; i < n; ++i)  // port = *DIGIT
-    if (v[i] < '0' || v[i] > '9') return false;
-  return true;
+  return i + 1 == n || is_decimal(v.substr(i + 1));  // port = *DIGIT
 }
 
 void append_decimal(std::string& out, uint64_t v) {

@@ -860,10 +860,11 @@ H2Session::~H2Session() {
 // A stream is found through nghttp2's own stream map (its user data points
 // at our Stream), which nghttp2 has just looked the frame's stream up in:
 // no second hash lookup, and no cache miss on a node of ours, for each of
-// the dozen callbacks a request makes (remove_stream() unhooks ours). A client stream nghttp2 has not opened yet (its HEADERS still
-// queued) is found in unopened_. The last stream found is remembered: the
-// callbacks of one frame (a header each, the frame's end) ask for the
-// same stream in a row.
+// the dozen callbacks a request makes (remove_stream() unhooks ours). A
+// client stream nghttp2 has not opened yet (its HEADERS still queued) is
+// found in unopened_. The last stream found is remembered: the callbacks
+// of one frame (a header each, the frame's end) ask for the same stream
+// in a row.
 H2Session::Stream* H2Session::find_and_remember(int32_t id) {
   if (id <= 0) return nullptr;
   auto* st = static_cast<Stream*>(nghttp2_session_get_stream_user_data(session_, id));
