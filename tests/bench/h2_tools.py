@@ -3,7 +3,8 @@
 
   h2load       run h2load once (16 connections x 32 streams of small POSTs by
                default) and sample the CPU time of the proxy's and the
-               origin's processes around it; prints one JSON line
+               origin's processes around it, and take h2load's own from its
+               resource usage; prints one JSON line
   idle         open N cleartext HTTP/2 connections (preface, SETTINGS, ACK of
                the peer's SETTINGS, nothing else), hold them, and report the
                proxy's RSS before and with them; prints one JSON line
@@ -15,6 +16,7 @@ import asyncio
 import json
 import os
 import re
+import resource
 import struct
 import subprocess
 import sys
@@ -127,12 +129,20 @@ def per_request_us(ticks, requests):
     return ticks / bench_util.CLK_TCK / requests * 1e6
 
 
+def children_cpu_seconds():
+    """User+system seconds of this process's children that have been waited
+    for: around one subprocess.run, what that child (and its threads) used."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def run_h2load(args):
     proxy = bench_util.tree_pids(args.pid) if args.pid else []
     origin = bench_util.tree_pids(args.origin_pid) if args.origin_pid else []
     cmd = ["h2load", "-c", str(args.connections), "-m", str(args.streams), "-t", str(args.threads),
            "-n", str(args.requests), "-d", args.body, args.url]
     p0, o0 = bench_util.cpu_ticks(proxy), bench_util.cpu_ticks(origin)
+    c0 = children_cpu_seconds()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.max_seconds)
         text, rc = proc.stdout + proc.stderr, proc.returncode
@@ -140,12 +150,14 @@ def run_h2load(args):
         text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         rc = "timeout"
     p1, o1 = bench_util.cpu_ticks(proxy), bench_util.cpu_ticks(origin)
+    client_s = children_cpu_seconds() - c0
     res = parse_h2load(text)
     done = res["succeeded"] or 0
     res.update(phase=args.phase, target=args.target, round=args.round, h2load_rc=rc,
                connections=args.connections, streams=args.streams,
                proxy_cpu_us_per_req=per_request_us(p1 - p0, done) if proxy else None,
-               origin_cpu_us_per_req=per_request_us(o1 - o0, done) if origin else None)
+               origin_cpu_us_per_req=per_request_us(o1 - o0, done) if origin else None,
+               client_cpu_us_per_req=client_s / done * 1e6 if done else None)
     if args.raw:
         with open(args.raw, "w") as f:
             f.write(" ".join(cmd) + "\n" + text)

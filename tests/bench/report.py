@@ -299,7 +299,8 @@ def h2_summary(rows):
             summary[t] = {"unavailable": next(r["unavailable"] for r in rows if r["target"] == t)}
             continue
         s = {k: med([r.get(k) for r in rs]) for k in
-             ("rps", "mean_ms", "max_ms", "proxy_cpu_us_per_req", "origin_cpu_us_per_req")}
+             ("rps", "mean_ms", "max_ms", "proxy_cpu_us_per_req", "origin_cpu_us_per_req",
+              "client_cpu_us_per_req")}
         s["errors"] = sum((r.get("failed") or 0) + (r.get("errored") or 0) + (r.get("timeout") or 0)
                           + (r.get("non2xx") or 0) for r in rs)
         s["rps_all"] = [r.get("rps") for r in sorted(rs, key=lambda r: r["round"])]
@@ -321,16 +322,17 @@ def h2(rows, settings):
            "knowledge on both sides of every proxy, to one NGINX h2c origin answering `ok`; each proxy with "
            "1 worker/thread. Rounds interleaved, a fixed number of requests per run, "
            f"**medians over {settings.get('h2_rounds')} rounds**. CPU is user+system time of the proxy's "
-           "(and the origin's) processes over the run, per request answered.\n",
-           "| path | req/s | mean time per request | proxy CPU µs / req | origin CPU µs / req | errors | "
-           "req/s per round |", "|---|---:|---:|---:|---:|---:|---|"]
+           "(and the origin's) processes over the run, per request answered; the load generator's is "
+           "h2load's own, from its resource usage.\n",
+           "| path | req/s | mean time per request | proxy CPU µs / req | origin CPU µs / req | "
+           "load generator CPU µs / req | errors | req/s per round |", "|---|---:|---:|---:|---:|---:|---:|---|"]
     for t, s in summary.items():
         if "unavailable" in s:
-            out.append(f"| {LABEL[t]} | not available: {s['unavailable']} | | | | | |")
+            out.append(f"| {LABEL[t]} | not available: {s['unavailable']} | | | | | | |")
             continue
         out.append(f"| {LABEL[t]} | {fmt(s['rps'], 0)} | {fmt(s['mean_ms'])} ms | "
                    f"{fmt(s['proxy_cpu_us_per_req']) if t != 'direct' else '-'} | "
-                   f"{fmt(s['origin_cpu_us_per_req'])} | {s['errors']} | "
+                   f"{fmt(s['origin_cpu_us_per_req'])} | {fmt(s.get('client_cpu_us_per_req'))} | {s['errors']} | "
                    f"{', '.join(fmt(v, 0) for v in s['rps_all'])} |")
     o = summary.get("onelayer", {})
     other = summary.get("onelayer-other", {})  # BENCH_H2_OTHER_BIN's build
@@ -357,6 +359,7 @@ def h2(rows, settings):
             if other.get("rps") is not None:
                 out.append(f"| req/s of {NAME['onelayer-other']} (not a target) | " + " | ".join(
                     fmt(ratio(other["rps"], summary[t]["rps"]), 2, "x") for t in peers) + " |")
+    out += h2_cpu_budget(summary, peers)
     if other.get("rps") is not None and o.get("rps") is not None:
         # The two builds side by side, round by round: each pair ran minutes
         # apart at most, so a round's ratio is less exposed to drift.
@@ -366,6 +369,44 @@ def h2(rows, settings):
                 f"{fmt(ratio(other['proxy_cpu_us_per_req'], o['proxy_cpu_us_per_req']), 2, 'x')}."]
     out.append("")
     return out, summary
+
+
+def h2_machine_cpu(s):
+    """CPU µs per request of the proxy, the origin and the load generator
+    together; None when one of them is not known."""
+    parts = [s.get("proxy_cpu_us_per_req"), s.get("origin_cpu_us_per_req"), s.get("client_cpu_us_per_req")]
+    return None if any(p is None for p in parts) else sum(parts)
+
+
+def h2_cpu_budget(summary, peers):
+    """Where a request's CPU goes on the shared cores, for onelayer against
+    each peer: all three processes run on the same cores, so what the origin
+    or the load generator spends on a path's requests comes out of its
+    req/s as much as what the proxy spends."""
+    o = summary.get("onelayer", {})
+    if "unavailable" in o or o.get("client_cpu_us_per_req") is None or o.get("proxy_cpu_us_per_req") is None:
+        return []
+    keys = (("proxy_cpu_us_per_req", "proxy"), ("origin_cpu_us_per_req", "origin"),
+            ("client_cpu_us_per_req", "load generator"))
+    out = ["", "CPU per request on the machine's shared cores, µs (the three processes together; on "
+           "saturated cores req/s goes as its inverse), and onelayer's difference from each peer:", "",
+           "| path | " + " | ".join(label for _, label in keys) + " | all three |",
+           "|---|" + "---:|" * (len(keys) + 1)]
+    for t, s in summary.items():
+        if "unavailable" in s or t == "direct":
+            continue
+        out.append(f"| {LABEL[t]} | " + " | ".join(fmt(s.get(k)) for k, _ in keys)
+                   + f" | {fmt(h2_machine_cpu(s))} |")
+
+    def diff(a, b):
+        return None if (a is None or b is None) else a - b
+
+    for t in peers:
+        p = summary[t]
+        cells = [diff(o.get(k), p.get(k)) for k, _ in keys] + [diff(h2_machine_cpu(o), h2_machine_cpu(p))]
+        out.append(f"| onelayer - {NAME[t]} | " + " | ".join("n/a" if c is None else f"{c:+.2f}" for c in cells)
+                   + " |")
+    return out
 
 
 def h2_memory(rows, settings):

@@ -199,11 +199,32 @@ class H2Report(unittest.TestCase):
         verdict = {name: ok for name, _, ok in report.h2_targets(summary, {})}
         self.assertEqual(verdict["HTTP/2 throughput >= 1.0x nghttpx (1 worker)"], False)
 
+    def test_load_generator_cpu_and_the_machine_budget_against_each_peer(self):
+        rows = [h2_row("onelayer", 1, 90.0, 6.0, origin_cpu_us_per_req=5.5, client_cpu_us_per_req=2.25),
+                h2_row("onelayer-plain", 1, 99.0, 5.5, origin_cpu_us_per_req=5.0, client_cpu_us_per_req=2.0),
+                h2_row("nghttpx", 1, 100.0, 5.75, origin_cpu_us_per_req=5.0, client_cpu_us_per_req=2.0),
+                h2_row("haproxy", 1, 80.0, 7.0, origin_cpu_us_per_req=5.0)]  # no load generator figure
+        lines, summary = report.h2(rows, self.SETTINGS)
+        self.assertEqual(summary["onelayer"]["client_cpu_us_per_req"], 2.25)
+        self.assertTrue(any(line.startswith("| onelayer | 90 | 1.00 ms | 6.00 | 5.50 | 2.25 | 0 |") for line in lines),
+                        lines)
+        self.assertIn("| onelayer | 6.00 | 5.50 | 2.25 | 13.75 |", lines)
+        self.assertIn("| onelayer without single-layer headers | 5.50 | 5.00 | 2.00 | 12.50 |", lines)
+        self.assertIn("| onelayer - nghttpx | +0.25 | +0.50 | +0.25 | +1.00 |", lines)
+        # A peer without the load generator's figure: its sum is not made up.
+        self.assertIn("| HAProxy | 7.00 | 5.00 | n/a | n/a |", lines)
+        self.assertIn("| onelayer - HAProxy | -1.00 | +0.50 | n/a | n/a |", lines)
+
+    def test_no_machine_budget_without_the_load_generator_figure(self):
+        rows = [h2_row("onelayer", 1, 90.0, 6.0), h2_row("nghttpx", 1, 100.0, 5.0)]
+        lines, _ = report.h2(rows, self.SETTINGS)
+        self.assertFalse(any("all three" in line for line in lines), lines)
+
     def test_unavailable_onelayer_gets_a_reason_and_no_figure(self):
         rows = [{"phase": "h2", "target": "onelayer", "unavailable": "refused the h2c config"},
                 h2_row("haproxy", 1, 50.0, 10.0)]
         lines, summary = report.h2(rows, self.SETTINGS)
-        self.assertIn("| onelayer | not available: refused the h2c config | | | | | |", lines)
+        self.assertIn("| onelayer | not available: refused the h2c config | | | | | | |", lines)
         self.assertIn("| req/s | n/a |", lines)
         self.assertTrue(all(ok is None for _, _, ok in report.h2_targets(summary, {})))
 
