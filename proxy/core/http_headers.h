@@ -95,7 +95,7 @@ RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, siz
 // The same, and with no problem `*host` is the Host field (nullptr without
 // one): the caller need not look for it again. checked_by_codec: the codec
 // already refused any name that is not a token and any value with a control
-// byte (an HTTP/2 head: nghttp2 resets such a stream before it opens), so
+// byte (an HTTP/2 head: the session resets such a stream before it opens), so
 // only the count and the Host fields are checked.
 RequestHeaderProblem validate_request_headers(const Headers& h, bool http11, size_t max_headers,
                                               const Header** host, bool checked_by_codec = false);

@@ -104,7 +104,10 @@ void Exchange::start() {
                                                       : route_->timeout;
   grpc_call_ = down_->protocol() == WireProtocol::h2 && fields.content_type != nullptr &&
                is_grpc_content_type(fields.content_type->value);  // is_grpc_request()
-  const bool has_body = req_.chunked || req_.content_length > 0;
+  // A zero length on an HTTP/2 stream that has not ended waits for the end
+  // like a body does: DATA in between makes the request malformed, and the
+  // upstream must not have it by then.
+  const bool has_body = req_.chunked || req_.content_length > 0 || req_.end_pending;
   head_request_ = req_.method == "HEAD";
   request_complete_ = false;
   const bool has_key = fields.idempotency_key != nullptr && !fields.idempotency_key->value.empty();

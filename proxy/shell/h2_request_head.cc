@@ -79,11 +79,13 @@ const char* translate_h2_request(H2Session::Head& in, bool end_stream, MessageHe
   }
   hand_over();
   if (end_stream) {
-    // No DATA follows whatever content-length says (nghttp2 checks they agree).
+    // No DATA follows whatever content-length says (the session's message
+    // rules check they agree).
     out.chunked = false;
     if (!out.has_content_length) out.content_length = 0;
   } else {
     out.chunked = !out.has_content_length;
+    out.end_pending = out.has_content_length && out.content_length == 0;
   }
   return nullptr;
 }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/h2_message_rules.h"
 #include "shell/h2_field_block.h"
 #include "shell/h2_memory_pool.h"
 #include "shell/spare_list.h"
@@ -436,6 +437,8 @@ struct H2Session::Stream {
   Stream* next = nullptr;
   // Receiving.
   enum class Block { none, head, trailers } block = Block::none;
+  H2MessageRules rules;       // what the peer's message must keep to (a request, unless we opened the stream)
+  bool malformed = false;     // the block being decoded broke a rule: its fields go nowhere
   Head head;
   size_t head_fields = 0;     // the fields of head.fields this head has so far (the rest are left over)
   Headers trailers;
@@ -529,6 +532,7 @@ struct H2Session::Callbacks {
     st->block = head ? Stream::Block::head : Stream::Block::trailers;
     st->block_bytes = 0;
     st->oversized = false;
+    st->rules.begin_block();
     if (head) {
       // Emptied in place (no Head built and moved in per head); a list left
       // by a 1xx head serves this one.
@@ -563,29 +567,25 @@ struct H2Session::Callbacks {
       }
       st->oversized = true;
     }
-    if (st->oversized) return 0;  // keep decoding (HPACK state), keep nothing
+    if (st->oversized || st->malformed) return 0;  // keep decoding (HPACK state), keep nothing
     std::string_view n(reinterpret_cast<const char*>(name), namelen);
     std::string_view v(reinterpret_cast<const char*>(value), valuelen);
-    if (st->block == Stream::Block::trailers) {
-      st->trailers.push_back(Header{std::string(n), std::string(v)});
-      return 0;
-    }
+    // The rules say what the field is (or that the message is malformed:
+    // RST_STREAM once the block is decoded, in headers_received()).
     Head& h = st->head;
-    if (!n.empty() && n[0] == ':') {
-      // nghttp2 has checked the pseudo-header set for the message type.
-      if (is_name(n, ":method")) overwrite(h.method, v);
-      else if (is_name(n, ":scheme")) overwrite(h.scheme, v);
-      else if (is_name(n, ":authority")) overwrite(h.authority, v);
-      else if (is_name(n, ":path")) overwrite(h.path, v);
-      else if (is_name(n, ":status")) {
-        int code = 0;
-        for (char c : v) code = code * 10 + (c - '0');  // three digits, checked by nghttp2
-        h.status = code;
-      }
-      return 0;
+    switch (st->rules.field(n, v)) {
+      case H2MessageRules::Field::regular:
+        if (st->block == Stream::Block::trailers) st->trailers.push_back(Header{std::string(n), std::string(v)});
+        else put_field(h.fields, st->head_fields, n, v);  // built in place: no temporary strings moved in
+        return 0;
+      case H2MessageRules::Field::method: overwrite(h.method, v); return 0;
+      case H2MessageRules::Field::scheme: overwrite(h.scheme, v); return 0;
+      case H2MessageRules::Field::authority: overwrite(h.authority, v); return 0;
+      case H2MessageRules::Field::path: overwrite(h.path, v); return 0;
+      case H2MessageRules::Field::status: h.status = st->rules.status(); return 0;
+      case H2MessageRules::Field::drop: return 0;
+      case H2MessageRules::Field::malformed: st->malformed = true; return 0;
     }
-    // Built in place: no temporary strings moved in.
-    put_field(h.fields, st->head_fields, n, v);
     return 0;
   }
 
@@ -598,7 +598,12 @@ struct H2Session::Callbacks {
       case NGHTTP2_HEADERS:
         return s.headers_received(id, end);
       case NGHTTP2_DATA:
-        if (end) s.peer_ended(id);
+        if (end) {
+          Stream* st = s.find(id);
+          if (st && st->known() && !st->local_reset && !st->refused_code && !st->rules.end_stream())
+            return s.refuse_malformed(id, *st) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;  // short of content-length
+          s.peer_ended(id);
+        }
         return 0;
       case NGHTTP2_RST_STREAM: {
         Stream* st = s.find(id);
@@ -644,6 +649,10 @@ struct H2Session::Callbacks {
     if (!st || !st->known() || st->local_reset || st->refused_code) {
       nghttp2_session_consume_stream(session, id, len);
       return 0;
+    }
+    if (!st->rules.data(len)) {  // past content-length, or before the final head
+      nghttp2_session_consume_stream(session, id, len);
+      return s.refuse_malformed(id, *st) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
     }
     if (s.handler_) s.handler_->on_data(id, data, len);
     return 0;
@@ -712,7 +721,8 @@ struct H2Session::Callbacks {
 
   // Submits a head: a request (stream 0: a new one) or the response of
   // `stream`, with a data provider unless it ends the stream.
-  static bool submit_fields(H2Session& s, int32_t stream, const FieldList& f, bool request, bool end_stream) {
+  static bool submit_fields(H2Session& s, int32_t stream, const FieldList& f, bool request, bool end_stream,
+                            std::string_view method = {}) {
     nghttp2_data_provider prov{};
     prov.read_callback = read_data;
     nghttp2_data_provider* pp = end_stream ? nullptr : &prov;
@@ -720,6 +730,8 @@ struct H2Session::Callbacks {
       // nghttp2 opens the stream when its HEADERS go out: the user data is
       // given here, so the stream is found from the start.
       auto st = std::make_unique<Stream>();
+      st->rules = H2MessageRules(H2MessageRules::Side::response);
+      st->rules.expect_response_to(method);
       int32_t id = nghttp2_submit_request(s.session_, nullptr, f.data(), f.size(), pp, st.get());
       if (id <= 0) return false;
       stream = id;
@@ -810,6 +822,9 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
   nghttp2_option_new(&opt);
   nghttp2_option_set_no_auto_window_update(opt, 1);
   nghttp2_option_set_no_closed_streams(opt, 1);
+  // The message rules (RFC 9113 8.1-8.3) are H2MessageRules', checked as
+  // each field is stored (nghttp2's own pass over every field cost more).
+  nghttp2_option_set_no_http_messaging(opt, 1);
   nghttp2_option_set_max_deflate_dynamic_table_size(opt, limits_.header_table_bytes);
   nghttp2_option_set_max_settings(opt, limits_.max_settings_entries);
   nghttp2_option_set_max_outbound_ack(opt, limits_.max_outbound_acks);
@@ -979,6 +994,7 @@ int H2Session::headers_received(int32_t id, bool end) {
     return 0;
   }
   if (st->refused || st->local_reset || st->refused_code) return 0;
+  if (st->malformed || !st->rules.end_block(end)) return refuse_malformed(id, *st) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
   if (block == Stream::Block::head) {
     if (role_ == Role::client && st->head.status < 200) {
       if (st->head.status >= 100) return 0;  // 1xx: the final head follows
@@ -1009,6 +1025,14 @@ void H2Session::peer_ended(int32_t id) {
   Stream* st = find(id);
   if (!st || !st->known() || st->local_reset || st->refused_code) return;
   if (handler_) handler_->on_end(id);
+}
+
+bool H2Session::refuse_malformed(int32_t id, Stream& st) {
+  ++stats_.malformed_messages;
+  st.refused_code = kProtocolError;
+  nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, id, kProtocolError);
+  if (++stats_.stream_errors > limits_.max_stream_errors) fail(kProtocolError, "too many stream errors");
+  return !failed_;
 }
 
 void H2Session::finish_stream(int32_t id, uint32_t error_code) {
@@ -1093,7 +1117,7 @@ bool H2Session::submit_head(int32_t stream, const Head& head, bool request, bool
   if (request) f.add_request_line(head.method, head.scheme, head.authority, head.path);
   else f.add_status(head.status);
   f.add_fields(head.fields);
-  return Callbacks::submit_fields(*this, stream, f, request, end_stream);
+  return Callbacks::submit_fields(*this, stream, f, request, end_stream, head.method);
 }
 
 int32_t H2Session::submit_request(const Head& head, bool end_stream) {
@@ -1114,7 +1138,7 @@ int32_t H2Session::submit_request(const RequestLine& line, H2FieldBlock&& fields
   FieldList f(&per_message_, true);
   f.add_request_line(held->method, held->scheme, held->authority, held->path);
   f.add_block(held->fields);
-  if (!Callbacks::submit_fields(*this, 0, f, true, end_stream)) {
+  if (!Callbacks::submit_fields(*this, 0, f, true, end_stream, held->method)) {
     fields.swap(held->fields);
     give_back_held_head(std::move(held));
     return 0;

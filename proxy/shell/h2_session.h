@@ -145,6 +145,7 @@ class H2Session {
     uint64_t oversized_heads = 0;  // refused heads over max_header_list_bytes
     uint64_t early_resets = 0;     // peer's streams reset before a response head
     uint64_t stream_errors = 0;
+    uint64_t malformed_messages = 0;  // streams reset for breaking RFC 9113 8.1-8.3 (H2MessageRules)
   };
 
   H2Session(Role role, Handler* handler);  // default Limits
@@ -290,6 +291,10 @@ class H2Session {
   void resume(Stream& s);
   int headers_received(int32_t id, bool end_stream);  // a header block is complete
   void peer_ended(int32_t id);
+  // The peer's message on `id` broke a message rule: RST_STREAM
+  // PROTOCOL_ERROR, counted among the stream errors. False when that
+  // failed the session.
+  bool refuse_malformed(int32_t id, Stream& st);
   void charge_early_reset();
   void finish_stream(int32_t id, uint32_t error_code);  // nghttp2 closed it
   void fail(uint32_t error_code, std::string_view reason);

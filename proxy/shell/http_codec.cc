@@ -18,6 +18,7 @@ void MessageHead::clear() {
   content_length = 0;
   keep_alive = true;
   checked_by_codec = false;
+  end_pending = false;
 }
 
 void MessageHead::take_request(MessageHead& from) {
@@ -32,6 +33,7 @@ void MessageHead::take_request(MessageHead& from) {
   content_length = from.content_length;
   keep_alive = from.keep_alive;
   checked_by_codec = from.checked_by_codec;
+  end_pending = from.end_pending;
 }
 
 static HttpParser* self(llhttp_t* p) { return static_cast<HttpParser*>(p->data); }

@@ -32,9 +32,13 @@ struct MessageHead {
   uint64_t content_length = 0;
   bool keep_alive = true;
   // The codec refused every name that is not a token and every value with a
-  // control byte (an HTTP/2 head: nghttp2 resets such a stream before
+  // control byte (an HTTP/2 head: the session resets such a stream before
   // onelayer sees it), so the header rewrites need not check them again.
   bool checked_by_codec = false;
+  // An HTTP/2 request whose content-length says 0 on a HEADERS frame that
+  // did not end the stream: complete only at END_STREAM, since DATA after
+  // it would make it malformed. It is not forwarded before then.
+  bool end_pending = false;
 
   void clear();
   // Takes a parsed request head: its strings and fields by swap (`from`

@@ -226,27 +226,24 @@ class _Connection:
             self.closing = True
 
 
-class H2Origin:
-    """``handler(request)`` runs on the connection's thread once a request is
-    complete; the default answers 200 with the request body echoed.
-    ``settings_delay`` maps a connection number (from 1) to seconds its
-    first SETTINGS frame waits."""
+class LoopbackServer:
+    """A TCP server on 127.0.0.1 (port 0, read back) that serves each
+    connection it accepts on a thread of its own. A subclass sets its state,
+    calls ``listen()`` and defines ``converse(sock, conn_id)``; an exception
+    from that is recorded in ``errors`` (the tests assert on it) unless the
+    server is stopping. ``requests`` is what ``snapshot()`` returns."""
 
-    def __init__(self, handler=None, max_concurrent_streams=100, settings_delay=None):
-        self.handler = handler or (lambda r: r.respond(200, [("content-type", "text/plain")], r.body))
-        self.max_concurrent_streams = max_concurrent_streams
-        self.settings_delay = dict(settings_delay or {})
+    def listen(self, backlog=256):
         self.lock = threading.Lock()
         self.requests = []
-        self.resets = []   # (connection, stream id, error code) the client sent
-        self.unsent = {}   # (connection, stream id) -> response bytes its window holds back
         self.accepted = 0  # connections
+        self.socks = []    # every accepted one
         self.stopping = False
         self.errors = []
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(256)
+        self.sock.listen(backlog)
         self.port = self.sock.getsockname()[1]
         self.thread = threading.Thread(target=self._accept_loop, daemon=True)
         self.thread.start()
@@ -260,11 +257,12 @@ class H2Origin:
             with self.lock:
                 self.accepted += 1
                 conn_id = self.accepted
+                self.socks.append(s)
             threading.Thread(target=self._serve, args=(s, conn_id), daemon=True).start()
 
     def _serve(self, s, conn_id):
         try:
-            _Connection(self, s, conn_id).run()
+            self.converse(s, conn_id)
         except Exception as e:  # noqa: BLE001  (recorded, asserted by the tests)
             if not self.stopping:
                 with self.lock:
@@ -276,12 +274,40 @@ class H2Origin:
         with self.lock:
             return list(self.requests)
 
-    def processed(self):
-        return [r for r in self.snapshot() if r.processed]
-
     def stop(self):
+        """Stops accepting; open connections stay (see shut_connections)."""
         self.stopping = True
         try:
             self.sock.close()
         except OSError:
             pass
+
+    def shut_connections(self):
+        with self.lock:
+            socks = list(self.socks)
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class H2Origin(LoopbackServer):
+    """``handler(request)`` runs on the connection's thread once a request is
+    complete; the default answers 200 with the request body echoed.
+    ``settings_delay`` maps a connection number (from 1) to seconds its
+    first SETTINGS frame waits."""
+
+    def __init__(self, handler=None, max_concurrent_streams=100, settings_delay=None):
+        self.handler = handler or (lambda r: r.respond(200, [("content-type", "text/plain")], r.body))
+        self.max_concurrent_streams = max_concurrent_streams
+        self.settings_delay = dict(settings_delay or {})
+        self.resets = []   # (connection, stream id, error code) the client sent
+        self.unsent = {}   # (connection, stream id) -> response bytes its window holds back
+        self.listen()
+
+    def converse(self, s, conn_id):
+        _Connection(self, s, conn_id).run()
+
+    def processed(self):
+        return [r for r in self.snapshot() if r.processed]

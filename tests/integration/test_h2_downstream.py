@@ -566,10 +566,10 @@ class H2DownstreamTest(IntegrationTest):
         self.assertIn(ENHANCE_YOUR_CALM, goaway_codes(read_frames(sock)))
         self.assertNoArrivals(origin)
 
-    def test_every_malformed_field_is_refused_by_the_codec_before_it_reaches_the_proxy(self):
-        # onelayer does not check an HTTP/2 head's names and values again
-        # (they are lower-case tokens and free of control bytes here, or the
-        # stream never opens): every byte that HTTP/1.1 would answer 400 is
+    def test_every_malformed_field_is_refused_by_the_session_before_it_reaches_the_proxy(self):
+        # The exchange does not check an HTTP/2 head's names and values again
+        # (the session's message rules let only lower-case tokens and values
+        # free of control bytes open a stream): every byte that HTTP/1.1 would answer 400 is
         # met with RST_STREAM PROTOCOL_ERROR, and nothing goes upstream.
         origin = self.start_origin()
         proxy = self.proxy(origin)
