@@ -154,6 +154,14 @@ void Exchange::arm_timer(Millis ms, TimerList::Entry::Callback cb) {
   w_->timers().arm(*this, static_cast<uint64_t>(std::max<int64_t>(0, ms.count())), cb);
 }
 
+void Exchange::arm_wait(TimePoint from, Millis wait, TimerList::Entry::Callback cb) {
+  // uv_now() and steady_clock both count CLOCK_MONOTONIC; the loop's time
+  // is floored to the millisecond, so the deadline is rounded up.
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(from.time_since_epoch()).count() +
+                     std::max<int64_t>(0, wait.count()) * 1'000'000;
+  w_->timers().arm_at(*this, static_cast<uint64_t>((ns + 999'999) / 1'000'000), cb);
+}
+
 void Exchange::stop_timer() { w_->timers().disarm(*this); }
 
 void Exchange::note_endpoint_tried(std::string_view label) {
@@ -211,7 +219,7 @@ void Exchange::start_attempt(TimePoint now) {
       rm_->on_fault("delay");
       fault_delayed_ = true;
       waiting_backoff_ = true;  // body bytes wait in body_ meanwhile
-      arm_timer(std::min(f.delay, rs_->time_left(now)), on_backoff_done);
+      arm_wait(now, std::min(f.delay, rs_->time_left(now)), on_backoff_done);
       return;
     }
     if (f.abort_status != 0 && rs_->attempt_timeout(now).count() > 0) {
@@ -526,7 +534,7 @@ RetryState::Decision Exchange::decide_retry(const AttemptResult& r, TimePoint no
     }
     drop_upstream();
     waiting_backoff_ = true;
-    arm_timer(d.wait, on_backoff_done);
+    arm_wait(now, d.wait, on_backoff_done);
     return d;
   }
   if (is_counted_decline(d.declined)) {

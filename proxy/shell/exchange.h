@@ -102,6 +102,10 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   void send_body_bytes(const char* data, size_t len);
   void send_request_end();
   void arm_timer(Millis ms, TimerList::Entry::Callback cb);
+  // A wait that must not end early (a backoff, Retry-After, a fault's
+  // delay): `wait` from `from`, a precise clock read, rounded up to the
+  // loop's millisecond.
+  void arm_wait(TimePoint from, Millis wait, TimerList::Entry::Callback cb);
   void stop_timer();
   // `label` (an endpoint, or "fault" for an injected answer) onto the
   // endpoints tried, when the listener writes an access log.

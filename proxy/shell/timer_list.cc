@@ -21,9 +21,16 @@ TimerList::~TimerList() {
 }
 
 void TimerList::arm(Entry& e, uint64_t ms_from_now, Entry::Callback cb) {
+  const uint64_t now = uv_now(timer_.loop);
+  set_deadline(e, ms_from_now > kNever - now ? kNever : now + ms_from_now, now, cb);
+}
+
+void TimerList::arm_at(Entry& e, uint64_t deadline, Entry::Callback cb) {
+  set_deadline(e, deadline, uv_now(timer_.loop), cb);
+}
+
+void TimerList::set_deadline(Entry& e, uint64_t deadline, uint64_t now, Entry::Callback cb) {
   if (closed_) return;
-  uint64_t now = uv_now(timer_.loop);
-  uint64_t deadline = ms_from_now > kNever - now ? kNever : now + ms_from_now;
   if (e.list_ == this && (e.slot_ & kDueBit) == 0) {
     e.cb_ = cb;
     size_t i = e.slot_;

@@ -12,6 +12,10 @@
 //   libuv timer is restarted only when the earliest deadline moves earlier.
 //   An entry that comes due with a recorded push-back goes back into the heap
 //   for the rest.
+// - arm_at(e, deadline, cb): the same at loop time `deadline` (ms, uv_now's
+//   clock): for a wait that must not end early, counted from a precise clock
+//   read rather than from uv_now (which is floored to the millisecond and
+//   read when the loop's turn began).
 // - The owner: derive it from Entry (a base class costs nothing and the cast
 //   back is exact): `class Conn : private TimerList::Entry`, and in the
 //   callback `static_cast<Conn*>(e)` (from inside Conn, or owner_of<T>(e)
@@ -65,6 +69,7 @@ class TimerList {
   ~TimerList();
 
   void arm(Entry& e, uint64_t ms_from_now, Entry::Callback cb);
+  void arm_at(Entry& e, uint64_t deadline, Entry::Callback cb);
   void disarm(Entry& e);
   void close();
   // Armed entries.
@@ -96,6 +101,7 @@ class TimerList {
     s.entry->slot_ = static_cast<uint32_t>(i);
   }
   void schedule(uint64_t deadline, uint64_t now);
+  void set_deadline(Entry& e, uint64_t deadline, uint64_t now, Entry::Callback cb);
 
   uv_timer_t timer_;
   std::vector<Slot> heap_;

@@ -290,3 +290,28 @@ TEST_CASE("timer list: many entries, re-armed and disarmed at random, run in ord
   }
   CHECK(l.list->size() == 0);
 }
+
+TEST_CASE("timer list: arm_at counts from a precise clock read, so a stale loop time cannot end a wait early") {
+  // uv_now() is read when the loop's turn begins: work done since then
+  // (here 100 ms of sleep) makes it stale. arm(50) counts from that stale
+  // time and runs before 50 ms have passed in real time; arm_at() with a
+  // deadline from a precise read (rounded up) runs no earlier than asked.
+  Loop l;
+  std::vector<Fired> log;
+  Probe from_loop_time(&l, 1, &log), from_clock(&l, 2, &log);
+  uint64_t ran_ns[3] = {0, 0, 0};
+  static uint64_t* ran = nullptr;
+  ran = ran_ns;
+  auto note = [](Probe* p) { ran[p->id] = uv_hrtime(); };
+  from_loop_time.then = note;
+  from_clock.then = note;
+  uv_update_time(&l.loop);
+  uv_sleep(100);
+  const uint64_t asked_ns = uv_hrtime();
+  l.list->arm(from_loop_time, 50, Probe::on_timer);
+  l.list->arm_at(from_clock, (asked_ns + 50'000'000 + 999'999) / 1'000'000, Probe::on_timer);
+  l.run();
+  REQUIRE(ids(log) == std::vector<int>{1, 2});
+  CHECK(ran_ns[1] < asked_ns + 50'000'000);  // early in real time: the stale start
+  CHECK(ran_ns[2] >= asked_ns + 50'000'000);
+}
