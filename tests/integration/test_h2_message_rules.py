@@ -488,6 +488,21 @@ class H2RequestRulesTest(IntegrationTest):
         self.assertEqual(got, RESET_1)
         self.assertOnlyAfters(origin, 1)
 
+    def test_content_length_0_without_end_stream_is_forwarded_only_when_the_stream_ends(self):
+        # The head alone (content-length: 0, no END_STREAM) stays with
+        # onelayer: a pooled upstream connection is ready, yet nothing goes
+        # up until the empty DATA frame with END_STREAM comes.
+        origin, proxy = self.listener()
+        c = RawH2Client(proxy.port())
+        self.addCleanup(c.close)
+        c.headers(1, replaced(POST, ":path", "/cl0-late") + [("content-length", "0")], end_stream=False)
+        time.sleep(0.5)
+        self.assertEqual([a.target for a in origin.snapshot()], ["/warm"])
+        c.data(1, b"", True)
+        got = c.outcome(1)
+        self.assertEqual(got[:2], ("answered", 200))
+        self.assertEqual(sorted(a.target for a in origin.snapshot()), ["/cl0-late", "/warm"])
+
     def test_content_length_0_with_an_empty_data_frame_is_served(self):
         # The contrast to the test above: the same head ended by an empty
         # DATA frame is a well-formed request, forwarded at its end.
