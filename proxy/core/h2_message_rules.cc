@@ -3,7 +3,7 @@
 #include <array>
 #include <cstring>
 
-#include "core/ascii_words.h"
+#include "core/http_headers.h"
 
 namespace onelayer {
 
@@ -13,10 +13,9 @@ namespace {
 enum CharClass : uint8_t {
   kTokenByte = 1 << 0,       // tchar (RFC 9110 5.6.2)
   kLowerTokenByte = 1 << 1,  // tchar without A-Z: an HTTP/2 field name
-  kFieldByte = 1 << 2,   // field-vchar / SP / HTAB / obs-text (RFC 9110 5.5)
-  kPathByte = 1 << 3,    // any visible byte or obs-text: no SP, no control
-  kAuthorityByte = 1 << 4,   // RFC 3986 authority: unreserved, sub-delims, ":", "@", "[", "]", "%"
-  kSchemeByte = 1 << 5,  // ALPHA / DIGIT / "+" / "-" / "."
+  kPathByte = 1 << 2,    // any visible byte or obs-text: no SP, no control
+  kAuthorityByte = 1 << 3,   // RFC 3986 authority: unreserved, sub-delims, ":", "@", "[", "]", "%"
+  kSchemeByte = 1 << 4,  // ALPHA / DIGIT / "+" / "-" / "."
 };
 
 constexpr bool in(char c, const char* set) {
@@ -34,7 +33,6 @@ constexpr std::array<uint8_t, 256> make_classes() {
     uint8_t k = 0;
     if (alpha || digit || in(c, "!#$%&'*+-.^_`|~")) k |= kTokenByte;
     if ((k & kTokenByte) && !(b >= 'A' && b <= 'Z')) k |= kLowerTokenByte;
-    if (b == '\t' || (b >= 0x20 && b <= 0x7E) || b >= 0x80) k |= kFieldByte;
     if ((b > 0x20 && b <= 0x7E) || b >= 0x80) k |= kPathByte;
     if (alpha || digit || in(c, "-._~!$&'()*+,;=:@[]%")) k |= kAuthorityByte;
     if (alpha || digit || in(c, "+-.")) k |= kSchemeByte;
@@ -67,44 +65,19 @@ inline bool is(std::string_view n, const char (&literal)[N]) {
   return n.size() == N - 1 && std::memcmp(n.data(), literal, N - 1) == 0;
 }
 
-// A field value (RFC 9113 8.2.1): no NUL, CR, LF or other control byte but
-// HTAB, no DEL, no SP or HTAB at either end; empty is allowed. Eight bytes
-// at a time: a word with no byte below 0x20 and none equal to 0x7F is
-// good as it stands (bytes of 0x80 and above are obs-text); one that has
-// (an HTAB, or a bad byte) is looked at byte by byte.
+// A field value (RFC 9113 8.2.1): the bytes of any field value (no control
+// byte but HTAB, no DEL), and no SP or HTAB at either end; empty is allowed.
 bool good_value(std::string_view v) {
-  const size_t n = v.size();
-  if (n == 0) return true;
+  if (v.empty()) return true;
   const char first = v.front(), last = v.back();
   if (first == ' ' || first == '\t' || last == ' ' || last == '\t') return false;
-  if (n < 8) return all_of_class(v, kFieldByte);
-  constexpr uint64_t kOnes = 0x0101010101010101ull, kTops = 0x8080808080808080ull;
-  auto suspicious = [](uint64_t x) {
-    const uint64_t below_space = (x - 0x20 * kOnes) & ~x & kTops;
-    const uint64_t del = x ^ (0x7F * kOnes);
-    const uint64_t is_del = (del - kOnes) & ~del & kTops;
-    return (below_space | is_del) != 0;
-  };
-  const char* p = v.data();
-  for (size_t at = 0;; at += 8) {
-    if (at + 8 > n) at = n - 8;  // the last word overlaps the one before
-    if (suspicious(ascii_words::load8(p + at)) && !all_of_class(std::string_view(p + at, 8), kFieldByte))
-      return false;
-    if (at + 8 == n) return true;
-  }
+  return is_valid_field_value(v);
 }
 
 bool good_scheme(std::string_view v) {
   const unsigned char c = static_cast<unsigned char>(v[0]);
   const bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
   return alpha && all_of_class(v, kSchemeByte);
-}
-
-bool iequals_ascii(std::string_view a, std::string_view lower) {
-  if (a.size() != lower.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (ascii_words::ascii_lower(a[i]) != lower[i]) return false;
-  return true;
 }
 
 // content-length (RFC 9110 8.6): digits only, at least one; -1 when not,
@@ -139,7 +112,7 @@ H2MessageRules::Field H2MessageRules::field(std::string_view name, std::string_v
   seen_ |= kRegular;
   // Names that have rules of their own, told apart by length first.
   switch (name.size()) {
-    case 2: return is(name, "te") && !iequals_ascii(value, "trailers") ? Field::malformed : Field::regular;
+    case 2: return is(name, "te") && !iequals(value, "trailers") ? Field::malformed : Field::regular;
     case 4:
       if (!is(name, "host") || side_ != Side::request || phase_ == Phase::trailers) return Field::regular;
       return once(kHost, value) && all_of_class(value, kAuthorityByte) ? Field::regular : Field::malformed;
@@ -192,14 +165,14 @@ H2MessageRules::Field H2MessageRules::request_pseudo(std::string_view name, std:
       return Field::path;
     case 7:
       if (is(name, ":method")) {
-        if (!once(kMethod, value) || !all_of_class(value, kTokenByte)) return Field::malformed;
+        if (!once(kMethod, value) || !is_token(value)) return Field::malformed;
         if (is(value, "HEAD")) seen_ |= kMethodHead;
         else if (is(value, "CONNECT")) seen_ |= kMethodConnect;
         else if (is(value, "OPTIONS")) seen_ |= kMethodOptions;
         return Field::method;
       }
       if (!is(name, ":scheme") || !once(kScheme, value) || !good_scheme(value)) return Field::malformed;
-      if (iequals_ascii(value, "http") || iequals_ascii(value, "https")) seen_ |= kSchemeHttp;
+      if (iequals(value, "http") || iequals(value, "https")) seen_ |= kSchemeHttp;
       return Field::scheme;
     case 10:
       if (!is(name, ":authority") || !once(kAuthority, value) || !all_of_class(value, kAuthorityByte))
@@ -222,18 +195,18 @@ H2MessageRules::Field H2MessageRules::response_pseudo(std::string_view name, std
   return Field::status;
 }
 
-bool H2MessageRules::end_block(bool end_stream) {
+bool H2MessageRules::end_block(bool ends_stream) {
   switch (phase_) {
     case Phase::head:
       if (!(side_ == Side::request ? end_request_head() : end_response_head())) return false;
       break;
     case Phase::trailers:
-      if (!end_stream) return false;  // trailers end the stream (RFC 9113 8.1)
+      if (!ends_stream) return false;  // trailers end the stream (RFC 9113 8.1)
       break;
     case Phase::body:
       return false;  // no block begun
   }
-  return !end_stream || end_stream_ok();
+  return !ends_stream || end_stream();
 }
 
 bool H2MessageRules::end_request_head() {
@@ -272,9 +245,7 @@ bool H2MessageRules::data(size_t n) {
   return content_length_ == -1 || received_ <= content_length_;
 }
 
-bool H2MessageRules::end_stream() const { return end_stream_ok(); }
-
-bool H2MessageRules::end_stream_ok() const {
+bool H2MessageRules::end_stream() const {
   if (phase_ == Phase::head) return false;  // a 1xx, then the end
   return content_length_ == -1 || received_ == content_length_;
 }

@@ -60,9 +60,9 @@ class H2MessageRules {
   void begin_block();
   // One field of the block being decoded, in order.
   Field field(std::string_view name, std::string_view value);
-  // The block ended (`end_stream`: it carried END_STREAM). False: the
+  // The block ended (`ends_stream`: it carried END_STREAM). False: the
   // message is malformed.
-  bool end_block(bool end_stream);
+  bool end_block(bool ends_stream);
   // `n` bytes of DATA arrived. False: the message is malformed.
   bool data(size_t n);
   // END_STREAM arrived on a DATA frame. False: the message is malformed.
@@ -103,7 +103,6 @@ class H2MessageRules {
   bool once(uint16_t flag, std::string_view value);
   bool end_request_head();
   bool end_response_head();
-  bool end_stream_ok() const;
 
   Side side_;
   Phase phase_ = Phase::head;
