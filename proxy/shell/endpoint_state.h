@@ -40,6 +40,11 @@ struct EndpointState {
   std::vector<UpConn*> idle;
   std::vector<UpConn*> waiting;  // connections waiting for DNS
   std::vector<H2UpConn*> h2;     // HTTP/2 connections (h2_upstream.h), in use or idle
+  // HTTP/2 connections opened so far (each one's serial), and how many had
+  // been opened when the peer last refused streams (GOAWAY, REFUSED_STREAM):
+  // a connection whose serial is above the mark was opened since then.
+  uint64_t h2_opened = 0;
+  uint64_t h2_refusal_mark = 0;
   Alpn alpn = Alpn::unknown;     // `auto` upstreams only
   uv_getaddrinfo_t gai_req;
   Worker* worker = nullptr;

@@ -597,6 +597,10 @@ void Exchange::on_up_error(int err) {
   handle_failure(r, 502, "upstream_reset");
 }
 
+bool Exchange::follows_refusal() const {
+  return refused_after_ != 0 && rs_ && rs_->attempts_started() == refused_after_ + 1;
+}
+
 // The upstream refused the stream before its application saw it (HTTP/2
 // REFUSED_STREAM, or above a GOAWAY's last-stream-id): safe to send again
 // whatever the method, on another connection (the first time at once: see
@@ -606,6 +610,7 @@ void Exchange::on_up_error(int err) {
 void Exchange::on_up_refused() {
   if (finished_) return;
   spdlog::debug("upstream {} refused the stream", attempt_.endpoint ? attempt_.endpoint->label : "?");
+  refused_after_ = rs_ ? rs_->attempts_started() : 0;
   AttemptResult r;
   r.outcome = AttemptOutcome::refused;
   r.request_may_have_reached = false;

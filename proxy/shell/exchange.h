@@ -70,6 +70,7 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   void on_connected() override;
   void on_stream_moved(UpstreamStream* s) override { attempt_.stream = s; }
   bool needs_http1() const override { return wants_upgrade(); }
+  bool follows_refusal() const override;
   void on_connect_failed(int err, bool dns) override;
   void on_tls_failed(const std::string& why, bool verify) override;
   int on_up_head(MessageHead& head) override;
@@ -189,6 +190,10 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   uint32_t last_member_ = UpstreamEndpoints::kNone;
   bool waiting_backoff_ = false;
   bool response_started_ = false;
+  // How many attempts had started when the upstream last refused one's
+  // stream (HTTP/2; 0: none): the attempt after it goes on a connection
+  // opened since the refusal (H2UpConn::for_new_stream).
+  uint32_t refused_after_ = 0;
   bool response_paused_ = false;  // the upstream's response waits for the client's queue
   bool finished_ = false;
   bool resp_no_body_ = false;

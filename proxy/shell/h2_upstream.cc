@@ -36,6 +36,7 @@ H2UpConn::H2UpConn(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr
       ep_(ep),
       tls_ctx_(std::move(tls)),
       session_(H2Session::Role::client, this, client_limits(*ep)),
+      serial_(++ep->h2_opened),
       addr_index_(addr_index) {
   connect_req_.data = this;
   ep_->h2.push_back(this);
@@ -104,6 +105,8 @@ bool H2UpConn::has_free_slot() const {
   // endpoint's full connections are passed over for the count alone.
   return !closing() && !no_new_streams_ && streams_.size() < session_.stream_limit() && !session_.want_close();
 }
+
+bool H2UpConn::takes_streams() const { return !closing() && !no_new_streams_ && !session_.want_close(); }
 
 bool H2UpConn::serves_address(int addr) const {
   return addr < 0 || addr_index_ == addr || addr_used_ == addr;
@@ -291,8 +294,15 @@ void H2UpConn::become_ready() {
   // SETTINGS there.
   std::vector<std::pair<H2UpStream*, H2UpConn*>> go_now;
   if (streams_.size() > limit) {
-    std::vector<H2UpStream*> excess(streams_.begin() + static_cast<std::ptrdiff_t>(limit), streams_.end());
-    streams_.resize(limit);
+    // A stream that re-sends a refused request stays, to wait for a slot
+    // here: the others were opened before the refusal (for_new_stream).
+    std::vector<H2UpStream*> excess;
+    auto kept = streams_.begin() + static_cast<std::ptrdiff_t>(limit);
+    for (auto it = kept; it != streams_.end(); ++it) {
+      if ((*it)->receiver()->follows_refusal()) *kept++ = *it;
+      else excess.push_back(*it);
+    }
+    streams_.erase(kept, streams_.end());
     ++detaches_;
     for (H2UpStream* s : excess) {
       H2UpConn* other = for_new_stream(worker_, ep_, addr_index_, tls_ctx_, connect_timeout_);
@@ -309,7 +319,8 @@ void H2UpConn::become_ready() {
 }
 
 H2UpConn* H2UpConn::for_new_stream(Worker* w, EndpointState* ep, int addr,
-                                   const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout) {
+                                   const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout,
+                                   bool follows_refusal) {
   // An idle connection made under another TLS context (before a reload)
   // will not serve again.
   std::vector<H2UpConn*> stale;
@@ -318,12 +329,27 @@ H2UpConn* H2UpConn::for_new_stream(Worker* w, EndpointState* ep, int addr,
   for (H2UpConn* c : stale) c->close_now();
   // A connected connection with a free slot first, then a connecting one.
   H2UpConn* pick = nullptr;
+  // After a refusal, only a connection opened since the endpoint's latest
+  // one: a peer that closes its connections after so many requests (NGINX's
+  // keepalive_requests) closes those opened with the refusing one at about
+  // the same time, refusing whatever was sent to them meanwhile. One still
+  // connecting takes the stream even when full (before the peer's SETTINGS
+  // its stream limit is a guess, and the stream waits there for a slot): one
+  // refusing connection is replaced by one new connection, however many
+  // streams it refused.
+  const uint64_t opened_after = follows_refusal ? ep->h2_refusal_mark : 0;
+  H2UpConn* connecting_full = nullptr;
   for (H2UpConn* c : ep->h2) {
-    if (c->tls_ctx_ != tls || !c->serves_address(addr) || !c->has_free_slot()) continue;
+    if (c->serial_ <= opened_after || c->tls_ctx_ != tls || !c->serves_address(addr)) continue;
+    if (!c->has_free_slot()) {
+      if (follows_refusal && !connecting_full && !c->connected() && c->takes_streams()) connecting_full = c;
+      continue;
+    }
     if (c->connected()) return c;
     if (!pick) pick = c;
   }
   if (pick) return pick;
+  if (connecting_full) return connecting_full;
   pick = new H2UpConn(w, ep, addr, tls);
   pick->connect(connect_timeout);
   return pick;
@@ -542,7 +568,7 @@ void H2UpConn::on_end(int32_t stream) {
 void H2UpConn::on_reset(int32_t stream, uint32_t error_code) {
   // A peer that refuses streams gets no new ones here: they go to another
   // connection, and this one closes once its streams are done.
-  if (error_code == H2Session::kRefusedStream) no_new_streams_ = true;
+  if (error_code == H2Session::kRefusedStream) stop_new_streams();
   if (H2UpStream* s = find(stream)) s->on_reset(error_code);
   open_queued();
 }
@@ -552,9 +578,17 @@ void H2UpConn::on_closed(int32_t stream) {
   open_queued();
 }
 
+void H2UpConn::stop_new_streams() {
+  // Once per connection: the streams it refuses next (a GOAWAY refuses every
+  // one above it) are re-sent on the connection opened for the first one.
+  if (no_new_streams_) return;
+  no_new_streams_ = true;
+  ep_->h2_refusal_mark = ep_->h2_opened;
+}
+
 void H2UpConn::on_goaway(int32_t last_stream_id, uint32_t error_code) {
   spdlog::debug("upstream {}: GOAWAY last-stream-id {} code {}", ep_->label, last_stream_id, error_code);
-  no_new_streams_ = true;
+  stop_new_streams();
   // Streams above last_stream_id hear REFUSED_STREAM from the session;
   // the ones still waiting for a slot were never sent.
   refuse_queued();
@@ -563,7 +597,7 @@ void H2UpConn::on_goaway(int32_t last_stream_id, uint32_t error_code) {
 UpstreamStream* open_h2_upstream_stream(Worker* w, EndpointState* ep, const Upstream&, int addr,
                                         const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                         bool head_request, Millis connect_timeout) {
-  return H2UpConn::for_new_stream(w, ep, addr, tls, connect_timeout)->new_stream(r, head_request);
+  return H2UpConn::for_new_stream(w, ep, addr, tls, connect_timeout, r->follows_refusal())->new_stream(r, head_request);
 }
 
 }  // namespace onelayer

@@ -60,13 +60,19 @@ class H2UpConn final : public Conn, private H2Session::Handler, private Deferred
   // The connection a new stream to `ep`'s address `addr` rides: a
   // connected one with a free slot, else a connecting one, else a new one.
   // Connections made with another TLS context (before a reload) are not
-  // used for new streams.
+  // used for new streams. `follows_refusal`: the stream re-sends a request
+  // the peer refused, and only a connection opened since the endpoint's
+  // latest refusal will do.
   static H2UpConn* for_new_stream(Worker* w, EndpointState* ep, int addr,
-                                  const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout);
+                                  const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout,
+                                  bool follows_refusal = false);
 
   // One more stream fits: not closing, no GOAWAY or refused stream, fewer
   // streams than the peer allows at once.
   bool has_free_slot() const;
+  // Streams may still come here, to wait for a slot when it has none: not
+  // closing, no GOAWAY or refused stream.
+  bool takes_streams() const;
   // Made for `addr` (-1: any address of the endpoint will do).
   bool serves_address(int addr) const;
   // Streams may be opened: TCP is up and the peer's SETTINGS came.
@@ -119,6 +125,9 @@ class H2UpConn final : public Conn, private H2Session::Handler, private Deferred
   void arm_idle();
   void open_queued();
   void refuse_queued();
+  // The peer refused a stream or sent GOAWAY: no new streams here, and the
+  // endpoint's refusal mark moves past every connection opened so far.
+  void stop_new_streams();
   void notify_drained();
   H2UpStream* find(int32_t id) const;
   bool attached(const H2UpStream* s) const;
@@ -136,6 +145,7 @@ class H2UpConn final : public Conn, private H2Session::Handler, private Deferred
   EndpointState* ep_;
   std::shared_ptr<TlsClientContext> tls_ctx_;  // null: h2c
   H2Session session_;
+  uint64_t serial_;  // the endpoint's HTTP/2 connections opened, this one included
   std::vector<H2UpStream*> streams_;  // attached, in the order they came (by attach_seq)
   uint64_t next_attach_seq_ = 0;
   uint64_t detaches_ = 0;             // streams that left so far

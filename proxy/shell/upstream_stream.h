@@ -55,6 +55,9 @@ class UpstreamStream {
     // The request can go over HTTP/1.1 only (an Upgrade): an `auto`
     // upstream's new connection then offers ALPN http/1.1 alone.
     virtual bool needs_http1() const { return false; }
+    // The attempt follows one whose HTTP/2 stream the upstream refused: it
+    // goes on a connection opened since the endpoint's latest refusal.
+    virtual bool follows_refusal() const { return false; }
     virtual void on_connect_failed(int err, bool dns) = 0;
     // TLS handshake failed (`verify`: the certificate did not verify).
     virtual void on_tls_failed(const std::string& why, bool verify) = 0;

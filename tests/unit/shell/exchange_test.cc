@@ -473,6 +473,22 @@ TEST_CASE("exchange: a 503 is retried after the backoff and the client sees only
   CHECK(t.factory.opens() == 2);
 }
 
+TEST_CASE("exchange: only the attempt right after a refused one asks for a connection opened since") {
+  Harness t;
+  t.get();
+  t.connect(0).r->on_up_refused();
+  t.await_attempt(2);
+  FakeUpstream& second = t.connect(1);
+  CHECK(second.r->follows_refusal());
+  t.answer(1, 503, "busy");
+  t.await_attempt(3);
+  FakeUpstream& third = t.connect(2);
+  CHECK_FALSE(third.r->follows_refusal());  // after a 503, any connection will do
+  t.answer(2, 200, "ok");
+  REQUIRE(t.down.heads.size() == 1);
+  CHECK(t.down.heads[0].status == 200);
+}
+
 TEST_CASE("exchange: a POST without idempotency key is not retried after a reset") {
   Harness t;
   Exchange& ex = t.begin(kRoutePost, request_head("POST", "/orders", {{"Content-Length", "5"}}));
@@ -499,12 +515,14 @@ TEST_CASE("exchange: a POST whose stream was refused is retried with its body re
   ex.on_request_body("hello", 5);
   ex.on_request_end();
   FakeUpstream& first = t.connect(0);
+  CHECK_FALSE(first.r->follows_refusal());
   first.r->on_up_refused();
   CHECK(first.cancels == 1);
   CHECK(t.down.answers() == 0);
 
   t.await_attempt(2);
   FakeUpstream& second = t.connect(1);
+  CHECK(second.r->follows_refusal());  // asked for a connection opened since the refusal
   CHECK(second.method == "POST");
   CHECK(second.body == "hello");
   CHECK(second.end);
