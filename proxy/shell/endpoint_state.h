@@ -45,6 +45,8 @@ struct EndpointState {
   // a connection whose serial is above the mark was opened since then.
   uint64_t h2_opened = 0;
   uint64_t h2_refusal_mark = 0;
+  // The stream limit the endpoint's last HTTP/2 SETTINGS gave (0: none yet).
+  uint32_t h2_peer_stream_limit = 0;
   Alpn alpn = Alpn::unknown;     // `auto` upstreams only
   uv_getaddrinfo_t gai_req;
   Worker* worker = nullptr;

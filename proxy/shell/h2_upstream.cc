@@ -278,6 +278,7 @@ void H2UpConn::become_ready() {
   connected_ = true;
   disarm_timer();
   size_t limit = session_.stream_limit();
+  ep_->h2_peer_stream_limit = static_cast<uint32_t>(std::min<size_t>(limit, UINT32_MAX));
   if (limit == 0) {
     // The peer takes no streams now: its waiting streams are refused (they
     // go elsewhere after the retry backoff) rather than moved from one new
@@ -334,15 +335,18 @@ H2UpConn* H2UpConn::for_new_stream(Worker* w, EndpointState* ep, int addr,
   // keepalive_requests) closes those opened with the refusing one at about
   // the same time, refusing whatever was sent to them meanwhile. One still
   // connecting takes the stream even when full (before the peer's SETTINGS
-  // its stream limit is a guess, and the stream waits there for a slot): one
-  // refusing connection is replaced by one new connection, however many
-  // streams it refused.
+  // its stream limit is a guess, and the stream waits there for a slot)
+  // up to the limit the endpoint's last SETTINGS gave: one refusing
+  // connection is replaced by one new connection, however many streams it
+  // refused, and connections refusing at the same moment by as many.
   const uint64_t opened_after = follows_refusal ? ep->h2_refusal_mark : 0;
   H2UpConn* connecting_full = nullptr;
   for (H2UpConn* c : ep->h2) {
     if (c->serial_ <= opened_after || c->tls_ctx_ != tls || !c->serves_address(addr)) continue;
     if (!c->has_free_slot()) {
-      if (follows_refusal && !connecting_full && !c->connected() && c->takes_streams()) connecting_full = c;
+      if (follows_refusal && !connecting_full && !c->connected() && c->takes_streams() &&
+          (ep->h2_peer_stream_limit == 0 || c->streams_.size() < ep->h2_peer_stream_limit))
+        connecting_full = c;
       continue;
     }
     if (c->connected()) return c;
