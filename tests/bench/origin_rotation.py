@@ -17,8 +17,15 @@ metrics counted: streams refused and sent again, refused again (a retry),
 and upstream connections opened. Everything is on 127.0.0.1 and stops by
 itself.
 
+With `--reloads N`, the origin is also reloaded (SIGHUP to NGINX's master)
+every `--reload-every` seconds during each proxy's run, up to N times: its
+old worker sends every connection a GOAWAY and finishes what it took, and
+new connections go to the new worker. The table says how many reloads
+each run saw.
+
 Usage: tests/bench/origin_rotation.py [--onelayer BIN] [--other BIN]
            [--keepalive-requests N] [--requests N] [--proxies LIST]
+           [--reloads N] [--reload-every SECONDS]
 `--other` adds a row for another onelayer build (an older commit, say).
 """
 import argparse
@@ -28,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -93,9 +101,9 @@ http {
   }
 }
 """ % {"echo": ECHO_MODULE, "d": d, "port": port, "kr": keepalive_requests})
-    run.start("origin", ["nginx", "-p", d + "/", "-c", conf, "-e", d + "/error.log"])
+    master = run.start("origin", ["nginx", "-p", d + "/", "-c", conf, "-e", d + "/error.log"])
     need_port(port, "the NGINX origin")
-    return port
+    return port, master
 
 
 def start_onelayer(run, name, binary, origin):
@@ -150,10 +158,27 @@ def onelayer_counts(admin):
             "connections": total("onelayer_upstream_connections_total", protocol="h2")}
 
 
-def drive(port, body, requests):
-    out = subprocess.run(["h2load", "-c16", "-m32", "-n", str(requests), "-d", body, "http://127.0.0.1:%d/" % port],
-                         capture_output=True, text=True, errors="replace", timeout=600)
-    return h2_tools.parse_h2load(out.stdout)
+def drive(port, body, requests, master, reloads, every):
+    """h2load's figures, and how many times the origin was reloaded meanwhile."""
+    done = threading.Event()
+    sent = [0]
+
+    def reload_origin():
+        while sent[0] < reloads and not done.wait(every):
+            os.kill(master.pid, signal.SIGHUP)
+            sent[0] += 1
+    t = threading.Thread(target=reload_origin)
+    t.start()
+    try:
+        out = subprocess.run(["h2load", "-c16", "-m32", "-n", str(requests), "-d", body,
+                              "http://127.0.0.1:%d/" % port],
+                             capture_output=True, text=True, errors="replace", timeout=600)
+    finally:
+        done.set()
+        t.join()
+    res = h2_tools.parse_h2load(out.stdout)
+    res["reloads"] = sent[0]
+    return res
 
 
 def main():
@@ -163,6 +188,8 @@ def main():
     ap.add_argument("--keepalive-requests", type=int, default=1000, help="the origin's (default 1000, NGINX's own)")
     ap.add_argument("--requests", type=int, default=500000, help="per proxy (default 500000)")
     ap.add_argument("--proxies", default="onelayer,nghttpx,haproxy")
+    ap.add_argument("--reloads", type=int, default=0, help="reload the origin up to N times during each run")
+    ap.add_argument("--reload-every", type=float, default=0.5, help="seconds between reloads (default 0.5)")
     a = ap.parse_args()
     for tool in ("nginx", "h2load"):
         if not shutil.which(tool):
@@ -177,7 +204,7 @@ def main():
         body = os.path.join(tmp, "body.bin")
         with open(body, "wb") as f:
             f.write(b"p" * 64)
-        origin = start_origin(run, a.keepalive_requests)
+        origin, master = start_origin(run, a.keepalive_requests)
         targets = []
         for kind in a.proxies.split(","):
             if kind == "onelayer":
@@ -193,7 +220,7 @@ def main():
         for name, port, admin in targets:
             print("origin_rotation: %s, %d requests" % (name, a.requests), file=sys.stderr)
             t0 = time.monotonic()
-            res = drive(port, body, a.requests)
+            res = drive(port, body, a.requests, master, a.reloads, a.reload_every)
             res["wall"] = time.monotonic() - t0
             res["counts"] = onelayer_counts(admin) if admin else None
             rows.append((name, res))
@@ -201,16 +228,20 @@ def main():
         run.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
-    print("Origin: NGINX h2c, keepalive_requests %d; h2load -c16 -m32, %d POSTs per proxy.\n"
-          % (a.keepalive_requests, a.requests))
-    print("| proxy | answered 2xx | answered otherwise | failed (reset, no answer) | refused and sent again | refused again | upstream connections opened |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("Origin: NGINX h2c, keepalive_requests %d%s; h2load -c16 -m32, %d POSTs per proxy.\n"
+          % (a.keepalive_requests, ", reloaded every %gs up to %d times" % (a.reload_every, a.reloads)
+             if a.reloads else "", a.requests))
+    reloads = a.reloads > 0
+    print("| proxy | answered 2xx | answered otherwise | failed (reset, no answer) | refused and sent again | "
+          "refused again | upstream connections opened |" + (" origin reloads |" if reloads else ""))
+    print("|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if reloads else ""))
     for name, r in rows:
         c = r["counts"]
         failed = (r["requests"] or 0) - (r["status_2xx"] or 0) - (r["non2xx"] or 0)
         print("| %s | %s | %s | %s | %s | %s | %s |" % (
             name, r["status_2xx"], r["non2xx"], failed,
-            c["resent"] if c else "-", c["refused_again"] if c else "-", c["connections"] if c else "-"))
+            c["resent"] if c else "-", c["refused_again"] if c else "-", c["connections"] if c else "-")
+            + (" %d |" % r["reloads"] if reloads else ""))
     return 0
 
 

@@ -403,6 +403,29 @@ class H2UpstreamTest(IntegrationTest):
         # keep every connection opened for re-sends until its idle timeout).
         self.assertLessEqual(ops.value(text, "onelayer_upstream_connections_active", protocol="h2"), 8)
 
+    def test_origin_reloads_under_load_fail_no_request(self):
+        # An NGINX reload: the old worker sends each of its connections a
+        # GOAWAY and finishes the streams below it; the streams above it
+        # were not processed and go again on a connection to the new worker.
+        n = tls.Nginx(None, master=True)
+        self.addCleanup(n.stop)
+        proxy = self.proxy_to(n.port, retry={"max_attempts": 2}, listener={"protocols": ["http1", "h2c"]})
+        requests = 100000
+        load = subprocess.Popen(["h2load", "-n", str(requests), "-c", "16", "-m", "32", "http://127.0.0.1:%d/" % proxy.port()],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+        self.addCleanup(lambda: load.poll() is None and load.kill())
+        self.assertTrue(h.wait_until(lambda: ops.route_requests(ops.metrics(self, proxy), "default") >= 1000, 30))
+        for _ in range(3):
+            n.reload()
+            time.sleep(0.15)
+        out, _ = load.communicate(timeout=180)
+        self.assertEqual(load.returncode, 0, out)
+        self.assertGreaterEqual(n.reloads_seen(), 3, n.error_log())
+        self.assertIn("status codes: %d 2xx" % requests, out)
+        text = ops.settled_metrics(self, proxy, "default", requests)
+        # Each reload closed the connections open then: new ones replaced them.
+        self.assertGreater(ops.value(text, "onelayer_upstream_connections_total", protocol="h2"), 4)
+
     def test_goaway_below_an_inflight_stream_retries_it_and_never_repeats_the_processed_one(self):
         lock = threading.Lock()
         first_conn = []

@@ -9,6 +9,7 @@ fails the test loudly (never a silent pass).
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -92,9 +93,10 @@ class Nginx:
     configuration inside the server block. With ``pki=None`` the listener
     is cleartext and speaks HTTP/2 with prior knowledge (h2c) instead.
     ``port``: the port to listen on (one a stopped NGINX used), else a
-    fresh one."""
+    fresh one. ``master``: a master process and its worker, so that
+    reload() works as it does in production."""
 
-    def __init__(self, pki, *, client_ca=None, http2=True, locations="", port=None):
+    def __init__(self, pki, *, client_ca=None, http2=True, locations="", port=None, master=False):
         self.dir = tempfile.mkdtemp(prefix="onelayer-nginx-")
         self.port = port
         if port is None:
@@ -106,7 +108,7 @@ class Nginx:
             verify = "ssl_client_certificate %s; ssl_verify_client on;" % client_ca
         conf = """
 daemon off;
-master_process off;
+master_process %(master)s;
 worker_processes 1;
 pid %(d)s/nginx.pid;
 error_log %(d)s/error.log info;
@@ -128,7 +130,7 @@ http {
   }
 }
 """ % {"d": self.dir, "fmt": LOG_FORMAT, "listen": self._listen(pki, http2), "verify": verify,
-       "locations": locations}
+       "locations": locations, "master": "on" if master else "off"}
         self.conf = os.path.join(self.dir, "nginx.conf")
         with open(self.conf, "w") as f:
             f.write(conf)
@@ -153,6 +155,14 @@ http {
     ssl_protocols TLSv1.2 TLSv1.3;
     ssl_session_cache shared:t:1m;""" % {"port": self.port, "h2": " http2" if http2 else "",
                                          "cert": pki.path("origin.pem"), "key": pki.path("origin.key")}
+
+    def reload(self):
+        """SIGHUP to the master: a new worker takes new connections, the old
+        one sends its connections a GOAWAY and ends once their streams do."""
+        os.kill(self.proc.pid, signal.SIGHUP)
+
+    def reloads_seen(self):
+        return self.error_log().count("reconfiguring")
 
     def _accepts(self):
         try:
