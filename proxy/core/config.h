@@ -159,6 +159,11 @@ struct PoolConfig {
   // HTTP/2 upstreams: streams one connection carries at once, within the
   // peer's SETTINGS_MAX_CONCURRENT_STREAMS; more open more connections.
   uint32_t max_concurrent_streams = 1000;
+  // Requests one upstream connection carries before it is closed (HTTP/1.1:
+  // after that response; HTTP/2: no new streams, closed once they end);
+  // 0: no limit. Set at or below the upstream's own limit (NGINX's
+  // keepalive_requests) so that it never refuses streams sent meanwhile.
+  uint32_t max_requests_per_connection = 0;
   bool operator==(const PoolConfig&) const = default;
 };
 

@@ -917,6 +917,10 @@ void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
                           [&](const At& x) { read_duration(x, false, u.pool.idle_timeout); }},
                          {"max_concurrent_streams",
                           [&](const At& x) { read_uint_as(x, 1, 10'000, u.pool.max_concurrent_streams); }},
+                         {"max_requests_per_connection",
+                          [&](const At& x) {
+                            read_uint_as(x, 0, 1'000'000'000, u.pool.max_requests_per_connection);
+                          }},
                      });
        }},
       {"retry_budget",
@@ -1360,6 +1364,7 @@ void emit_upstream(YAML::Emitter& e, const Upstream& u) {
   e << YAML::Key << "max_idle" << YAML::Value << u.pool.max_idle;
   emit_kv(e, "idle_timeout", format_duration(u.pool.idle_timeout));
   e << YAML::Key << "max_concurrent_streams" << YAML::Value << u.pool.max_concurrent_streams;
+  e << YAML::Key << "max_requests_per_connection" << YAML::Value << u.pool.max_requests_per_connection;
   e << YAML::EndMap;
   e << YAML::Key << "retry_budget" << YAML::Value << YAML::Flow << YAML::BeginMap;
   emit_kv(e, "mode", u.retry_budget.mode == BudgetMode::successes ? "successes" : "requests");

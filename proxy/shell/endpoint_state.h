@@ -37,6 +37,7 @@ struct EndpointState {
   uint32_t max_idle = 64;
   Millis idle_timeout{60'000};
   uint32_t max_concurrent_streams = 1000;  // per HTTP/2 connection (pool.max_concurrent_streams)
+  uint32_t max_requests_per_connection = 0;  // pool.max_requests_per_connection (0: no limit)
   std::vector<UpConn*> idle;
   std::vector<UpConn*> waiting;  // connections waiting for DNS
   std::vector<H2UpConn*> h2;     // HTTP/2 connections (h2_upstream.h), in use or idle

@@ -103,10 +103,13 @@ void H2UpConn::write_deferred() { flush(); }
 bool H2UpConn::has_free_slot() const {
   // The stream count before want_close(), which asks nghttp2 twice: a busy
   // endpoint's full connections are passed over for the count alone.
-  return !closing() && !no_new_streams_ && streams_.size() < session_.stream_limit() && !session_.want_close();
+  return !closing() && !no_new_streams_ && !spent_ && streams_.size() < session_.stream_limit() &&
+         !session_.want_close();
 }
 
-bool H2UpConn::takes_streams() const { return !closing() && !no_new_streams_ && !session_.want_close(); }
+bool H2UpConn::takes_streams() const {
+  return !closing() && !no_new_streams_ && !spent_ && !session_.want_close();
+}
 
 bool H2UpConn::serves_address(int addr) const {
   return addr < 0 || addr_index_ == addr || addr_used_ == addr;
@@ -388,7 +391,7 @@ void H2UpConn::close_now() {
 
 void H2UpConn::arm_idle() {
   if (closing()) return;
-  if (no_new_streams_ || worker_->draining() || session_.want_close()) {
+  if (no_new_streams_ || spent_ || worker_->draining() || session_.want_close()) {
     close_now();
     return;
   }
@@ -398,6 +401,10 @@ void H2UpConn::arm_idle() {
 
 void H2UpConn::attach(H2UpStream* s) {
   s->set_attach_seq(next_attach_seq_++);
+  // pool.max_requests_per_connection: no stream after the last one allowed;
+  // the connection closes once its streams end.
+  const uint32_t most = ep_->max_requests_per_connection;
+  if (most != 0 && next_attach_seq_ >= most) spent_ = true;
   streams_.push_back(s);
   if (connected_) disarm_timer();  // no longer idle
 }

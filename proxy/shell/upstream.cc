@@ -87,6 +87,7 @@ void UpConn::attach(UpstreamStream::Receiver* rx, bool head_request) {
 // and the body bytes given with the head, all in one write.
 int UpConn::send_request(const OutgoingRequest& req) {
   const MessageHead& head = *req.head;
+  ++requests_;
   body_.set_framing(head.chunked ? BodyFraming::chunked
                     : head.has_content_length ? BodyFraming::length
                                               : BodyFraming::none);
@@ -450,7 +451,8 @@ void UpConn::on_write_done(int status) {
 
 void UpConn::release_to_pool() {
   ex_ = nullptr;
-  if (closing() || ep_->idle.size() >= ep_->max_idle || worker_->draining()) {
+  if (closing() || ep_->idle.size() >= ep_->max_idle || worker_->draining() ||
+      (ep_->max_requests_per_connection != 0 && requests_ >= ep_->max_requests_per_connection)) {
     detach_and_close();
     return;
   }

@@ -116,6 +116,7 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
   bool upgrade_asked_ = false;  // the request asked for an Upgrade
   bool close_when_flushed_ = false;
   bool keep_alive_ = true;
+  uint32_t requests_ = 0;        // requests sent on this connection
   bool expect_no_body_ = false;  // HEAD request
   bool informational_ = false;   // a 1xx response is being skipped
   bool message_done_ = false;

@@ -427,6 +427,7 @@ EndpointState* Worker::endpoint(const HostPort& hp, const Upstream& u, uint64_t 
   ep->max_idle = u.pool.max_idle;
   ep->idle_timeout = u.pool.idle_timeout;
   ep->max_concurrent_streams = u.pool.max_concurrent_streams;
+  ep->max_requests_per_connection = u.pool.max_requests_per_connection;
   endpoint_memo_ = EndpointMemo{generation, &hp, ep};
   return ep;
 }

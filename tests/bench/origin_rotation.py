@@ -23,9 +23,13 @@ old worker sends every connection a GOAWAY and finishes what it took, and
 new connections go to the new worker. The table says how many reloads
 each run saw.
 
+`--max-requests N` gives onelayer's upstream
+`pool.max_requests_per_connection: N` (at or below the origin's
+keepalive_requests, no stream is ever refused).
+
 Usage: tests/bench/origin_rotation.py [--onelayer BIN] [--other BIN]
            [--keepalive-requests N] [--requests N] [--proxies LIST]
-           [--reloads N] [--reload-every SECONDS]
+           [--reloads N] [--reload-every SECONDS] [--max-requests N]
 `--other` adds a row for another onelayer build (an older commit, say).
 """
 import argparse
@@ -106,11 +110,14 @@ http {
     return port, master
 
 
-def start_onelayer(run, name, binary, origin):
+def start_onelayer(run, name, binary, origin, max_requests=0):
     d = os.path.join(run.tmp, name)
     os.makedirs(d)
     cfg = bench_util.onelayer_config(origin, "bench", 1, 16000, listener_protocols=["http1", "h2c"],
                                     upstream_protocol="h2c")
+    if max_requests:
+        assert "pool: {" in cfg
+        cfg = cfg.replace("pool: {", "pool: { max_requests_per_connection: %d," % max_requests, 1)
     with open(os.path.join(d, "onelayer.yaml"), "w") as f:
         f.write(cfg)
     ports = os.path.join(d, "ports")
@@ -190,6 +197,8 @@ def main():
     ap.add_argument("--proxies", default="onelayer,nghttpx,haproxy")
     ap.add_argument("--reloads", type=int, default=0, help="reload the origin up to N times during each run")
     ap.add_argument("--reload-every", type=float, default=0.5, help="seconds between reloads (default 0.5)")
+    ap.add_argument("--max-requests", type=int, default=0,
+                    help="onelayer's pool.max_requests_per_connection (default 0: no limit)")
     a = ap.parse_args()
     for tool in ("nginx", "h2load"):
         if not shutil.which(tool):
@@ -208,7 +217,8 @@ def main():
         targets = []
         for kind in a.proxies.split(","):
             if kind == "onelayer":
-                targets.append(("onelayer",) + start_onelayer(run, "onelayer", a.onelayer, origin))
+                label = "onelayer" + (", max_requests_per_connection %d" % a.max_requests if a.max_requests else "")
+                targets.append((label,) + start_onelayer(run, "onelayer", a.onelayer, origin, a.max_requests))
             elif kind == "nghttpx":
                 targets.append(("nghttpx", start_nghttpx(run, origin), None))
             elif kind == "haproxy":

@@ -61,6 +61,16 @@ class H2UpstreamTest(IntegrationTest):
         self.addCleanup(n.stop)
         return n
 
+    def h2load_answered_2xx(self, proxy, requests):
+        """h2load's GETs through `proxy`, 16 connections x 32 streams: every
+        one answered 2xx; returns /metrics once all are counted."""
+        out = subprocess.run(["h2load", "-n", str(requests), "-c", "16", "-m", "32",
+                              "http://127.0.0.1:%d/" % proxy.port()],
+                             capture_output=True, text=True, errors="replace", timeout=180)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("status codes: %d 2xx" % requests, out.stdout)
+        return ops.settled_metrics(self, proxy, "default", requests)
+
     # -- requests and responses ------------------------------------------
     def test_a_get_reaches_nginx_over_http2_and_the_answer_comes_back(self):
         n = self.nginx(locations='location /hello { return 200 "ok $request_uri\\n"; }')
@@ -389,18 +399,26 @@ class H2UpstreamTest(IntegrationTest):
         n = self.nginx(locations="keepalive_requests 300;")
         proxy = self.proxy_to(n.port, retry={"max_attempts": 2}, listener={"protocols": ["http1", "h2c"]})
         requests = 100000
-        out = subprocess.run(["h2load", "-n", str(requests), "-c", "16", "-m", "32", "http://127.0.0.1:%d/" % proxy.port()],
-                             capture_output=True, text=True, errors="replace", timeout=180)
-        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
-        self.assertIn("status codes: %d 2xx" % requests, out.stdout)
-        text = ops.settled_metrics(self, proxy, "default", requests)
+        text = self.h2load_answered_2xx(proxy, requests)
         resends = ops.value(text, "onelayer_refused_resends_total", route="default")
         self.assertGreater(resends, requests // 300, "NGINX refused too few streams for the test to mean anything")
         self.assertEqual(ops.value(text, "onelayer_retries_total", route="default", reason="refused-stream"), None,
                          "a re-sent request was refused again (of %d re-sends)" % resends)
-        # The youngest connection with room takes each new stream: the older
-        # ones, left idle, are not kept beside it (the pool would otherwise
-        # keep every connection opened for re-sends until its idle timeout).
+        # One new connection replaces each refusing one: the pool does not
+        # keep extra ones opened for re-sends until their idle timeout.
+        self.assertLessEqual(ops.value(text, "onelayer_upstream_connections_active", protocol="h2"), 8)
+
+    def test_max_requests_per_connection_at_nginx_keepalive_requests_avoids_every_refusal(self):
+        # onelayer stops opening streams on a connection after 300, NGINX's
+        # own limit: NGINX never gets a stream above its GOAWAY, so nothing
+        # is refused and nothing is sent twice.
+        n = self.nginx(locations="keepalive_requests 300;")
+        proxy = self.proxy_to(n.port, retry={"max_attempts": 2}, listener={"protocols": ["http1", "h2c"]},
+                              upstream={"pool": {"max_requests_per_connection": 300}})
+        requests = 30000
+        text = self.h2load_answered_2xx(proxy, requests)
+        self.assertEqual(ops.value(text, "onelayer_refused_resends_total", route="default") or 0, 0)
+        self.assertGreaterEqual(ops.value(text, "onelayer_upstream_connections_total", protocol="h2"), requests // 300)
         self.assertLessEqual(ops.value(text, "onelayer_upstream_connections_active", protocol="h2"), 8)
 
     def test_origin_reloads_under_load_fail_no_request(self):

@@ -25,6 +25,16 @@ class ConnectionReuseTest(IntegrationTest):
         self.assertEqual(origin.connections_accepted, 1)
         self.assertEqual(set(origin.conn_ids()), {1})
 
+    def test_max_requests_per_connection_closes_an_upstream_connection_after_that_many(self):
+        origin = self.start_origin(handler=lambda a: h.respond(200, body=a.target.encode()))
+        proxy = self.proxy_for(origin, upstream={"pool": {"max_requests_per_connection": 3}})
+        with h.Conn(proxy.port()) as c:
+            for i in range(10):
+                r = c.request("GET", "/seq/%d" % i)
+                self.assertEqual((r.status, r.body), (200, b"/seq/%d" % i))
+        # Three requests on each connection, then a new one: 1-3, 4-6, 7-9, 10.
+        self.assertEqual(origin.conn_ids(), [1, 1, 1, 2, 2, 2, 3, 3, 3, 4])
+
     def test_pipelined_requests_are_answered_in_request_order(self):
         delays = {"/a": 0.3, "/b": 0.0, "/c": 0.15, "/d": 0.0}
         origin = self.start_origin(handler=lambda a: h.delay(

@@ -160,6 +160,7 @@ TEST_CASE("config: a minimal file gets every documented default") {
   CHECK(u.pool == PoolConfig{});
   CHECK(u.pool.idle_timeout == Millis{60'000});
   CHECK(u.pool.max_concurrent_streams == 1000);
+  CHECK(u.pool.max_requests_per_connection == 0);
   CHECK(u.retry_budget.ratio == 0.2);
   CHECK(u.retry_budget.min_per_second == 10);
   CHECK_FALSE(u.circuit_breaker.enabled);
@@ -171,6 +172,21 @@ TEST_CASE("config: pool.max_concurrent_streams is read as written") {
   ConfigPtr c = load_ok(text);
   CHECK(c->upstreams.at(0).pool.max_concurrent_streams == 2);
   CHECK(c->upstreams.at(0).pool.max_idle == 64);
+}
+
+TEST_CASE("config: pool.max_requests_per_connection is 0 (no limit) to 1e9 and round-trips") {
+  std::string text = kMinimal;
+  text += "    pool: { max_requests_per_connection: 300 }\n";
+  ConfigPtr c = load_ok(text);
+  CHECK(c->upstreams.at(0).pool.max_requests_per_connection == 300);
+  test::check_round_trip(*c);
+  for (const char* bad : {"-1", "1000000001", "x"}) {
+    std::string t = kMinimal;
+    t += std::string("    pool: { max_requests_per_connection: ") + bad + " }\n";
+    auto e = errors_of(t);
+    REQUIRE(e.size() == 1);
+    CHECK(e[0].find("upstreams[0].pool.max_requests_per_connection") != std::string::npos);
+  }
 }
 
 TEST_CASE("config: an empty retry block turns retries on with the documented defaults") {
