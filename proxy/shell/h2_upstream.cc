@@ -101,10 +101,10 @@ H2UpConn::~H2UpConn() {
 void H2UpConn::write_deferred() { flush(); }
 
 bool H2UpConn::has_free_slot() const {
-  // The stream count before want_close(), which asks nghttp2 twice: a busy
-  // endpoint's full connections are passed over for the count alone.
-  return !closing() && !no_new_streams_ && !spent_ && streams_.size() < session_.stream_limit() &&
-         !session_.want_close();
+  // The stream count before want_close() (in takes_streams), which asks
+  // nghttp2 twice: a busy endpoint's full connections are passed over for
+  // the count alone.
+  return streams_.size() < session_.stream_limit() && takes_streams();
 }
 
 bool H2UpConn::takes_streams() const {
@@ -281,7 +281,7 @@ void H2UpConn::become_ready() {
   connected_ = true;
   disarm_timer();
   size_t limit = session_.stream_limit();
-  ep_->h2_peer_stream_limit = static_cast<uint32_t>(std::min<size_t>(limit, UINT32_MAX));
+  ep_->h2_peer_stream_limit = static_cast<uint32_t>(limit);  // stream_limit() is a uint32_t
   if (limit == 0) {
     // The peer takes no streams now: its waiting streams are refused (they
     // go elsewhere after the retry backoff) rather than moved from one new

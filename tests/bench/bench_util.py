@@ -237,10 +237,22 @@ def run_wrk(args):
 
 # ---------------------------------------------------------------- configs
 
+def metric_sum(text, name, **labels):
+    """The sum of the samples `name` in Prometheus text whose labels include
+    `labels` (0 when there is none)."""
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        if all('%s="%s"' % (k, v) in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
 def onelayer_config(upstream_port, layer, workers, max_connections, budget_mode="requests",
                     listener_protocols=None, upstream_protocol=None,
                     retry_on=("connect-failure", "reset", "503"), idempotent=False, access_log=False,
-                    single_layer_headers=True):
+                    single_layer_headers=True, max_requests_per_connection=0):
     """The benchmark's onelayer config: retries configured (3 attempts on
     503/connect failure/reset, budget on) but not triggered by a healthy
     origin, keep-alive pool to the origin, admin and listener on port 0.
@@ -251,7 +263,8 @@ def onelayer_config(upstream_port, layer, workers, max_connections, budget_mode=
     too, so every proxy does the same work per request. Without
     single_layer_headers the route still retries, but writes none of the
     headers that tell inner hops about it (inner_hops: pass, no baggage, no
-    Via): what proxying alone costs, next to the full config."""
+    Via): what proxying alone costs, next to the full config.
+    max_requests_per_connection sets the upstream pool's (0: not written)."""
     listener_extra = f"\n    protocols: [{', '.join(listener_protocols)}]" if listener_protocols else ""
     if not access_log:
         listener_extra += "\n    access_log: false"
@@ -259,6 +272,8 @@ def onelayer_config(upstream_port, layer, workers, max_connections, budget_mode=
     retry_extra = "\n          idempotent: true" if idempotent else ""
     route_extra = "" if single_layer_headers else "\n        inner_hops: pass"
     top_extra = "" if single_layer_headers else "via: false\npropagate_baggage: false\n"
+    pool_extra = (", max_requests_per_connection: %d" % max_requests_per_connection
+                  if max_requests_per_connection else "")
     limits = "{ idle_timeout: 60s }"
     if max_connections:
         limits = "{ max_connections: %d, idle_timeout: 60s }" % max_connections
@@ -282,7 +297,7 @@ upstreams:
   - name: origin
     endpoints: [127.0.0.1:{upstream_port}]{upstream_extra}
     connect_timeout: 1s
-    pool: {{ max_idle: 256, idle_timeout: 60s }}
+    pool: {{ max_idle: 256, idle_timeout: 60s{pool_extra} }}
     retry_budget: {{ mode: {budget_mode}, ratio: 0.1, min_per_second: 5 }}
 """
 

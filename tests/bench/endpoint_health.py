@@ -38,6 +38,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 import harness as h  # noqa: E402
+sys.path.insert(0, HERE)
+from bench_util import metric_sum  # noqa: E402
 
 
 class ResettingEndpoint:
@@ -103,16 +105,6 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
-
-
-def metric_sum(text, name, **labels):
-    total = 0.0
-    for line in text.splitlines():
-        if not line.startswith(name + "{") and not line.startswith(name + " "):
-            continue
-        if all('%s="%s"' % (k, v) in line for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def run_load(port, total, concurrency):

@@ -40,7 +40,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -114,10 +113,7 @@ def start_onelayer(run, name, binary, origin, max_requests=0):
     d = os.path.join(run.tmp, name)
     os.makedirs(d)
     cfg = bench_util.onelayer_config(origin, "bench", 1, 16000, listener_protocols=["http1", "h2c"],
-                                    upstream_protocol="h2c")
-    if max_requests:
-        assert "pool: {" in cfg
-        cfg = cfg.replace("pool: {", "pool: { max_requests_per_connection: %d," % max_requests, 1)
+                                    upstream_protocol="h2c", max_requests_per_connection=max_requests)
     with open(os.path.join(d, "onelayer.yaml"), "w") as f:
         f.write(cfg)
     ports = os.path.join(d, "ports")
@@ -152,16 +148,9 @@ def onelayer_counts(admin):
     text = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % admin, timeout=5).read().decode()
 
     def total(name, **labels):
-        n = 0.0
-        for line in text.splitlines():
-            if not line.startswith(name + "{") and not line.startswith(name + " "):
-                continue
-            if all('%s="%s"' % kv in line for kv in labels.items()):
-                n += float(line.rsplit(" ", 1)[1])
-        return int(n)
+        return int(bench_util.metric_sum(text, name, **labels))
     return {"resent": total("onelayer_refused_resends_total"),
             "refused_again": total("onelayer_retries_total", reason="refused-stream"),
-            "502": total("onelayer_requests_total", code="502"),
             "connections": total("onelayer_upstream_connections_total", protocol="h2")}
 
 
@@ -229,9 +218,7 @@ def main():
             targets.insert(1, ("onelayer (--other)",) + start_onelayer(run, "onelayer-other", a.other, origin))
         for name, port, admin in targets:
             print("origin_rotation: %s, %d requests" % (name, a.requests), file=sys.stderr)
-            t0 = time.monotonic()
             res = drive(port, body, a.requests, master, a.reloads, a.reload_every)
-            res["wall"] = time.monotonic() - t0
             res["counts"] = onelayer_counts(admin) if admin else None
             rows.append((name, res))
     finally:
