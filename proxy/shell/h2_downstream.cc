@@ -77,10 +77,7 @@ void H2Downstream::on_input(const char* data, size_t len) {
   in_recv_ = true;
   bool ok = session_.recv(reinterpret_cast<const uint8_t*>(data), len, uv_now(worker_->loop()));
   in_recv_ = false;
-  if (!ok) {
-    spdlog::info("listener {}: HTTP/2 connection from {} ended: GOAWAY code {} ({})", listener_->name(),
-                 conn_->peer_ip(), session_.goaway_code(), session_.close_reason());
-  }
+  if (!ok) log_error_end();
   write_out();
   worker_->leave_read();
 }
@@ -131,7 +128,18 @@ void H2Downstream::write_out() {
   close_if_done();
 }
 
+// Once per connection that ends in an error GOAWAY: ours (found while
+// reading) or nghttp2's own (a protocol error it finds, known once its
+// GOAWAY is written).
+void H2Downstream::log_error_end() {
+  if (error_end_logged_ || session_.goaway_code() == H2Session::kNoError) return;
+  error_end_logged_ = true;
+  spdlog::info("listener {}: HTTP/2 connection from {} ended: GOAWAY code {} ({})", listener_->name(),
+               conn_->peer_ip(), session_.goaway_code(), session_.close_reason());
+}
+
 void H2Downstream::close_if_done() {
+  log_error_end();
   if (lost_ || !session_.want_close()) return;
   lost_ = true;
   worker_->timers().disarm(*this);

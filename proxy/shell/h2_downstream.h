@@ -81,6 +81,7 @@ class H2Downstream final : private H2Session::Handler, private TimerList::Entry,
   void arm_idle_timer();
   void note_settings(const char* data, size_t len);
   void close_if_done();
+  void log_error_end();  // the line for a connection ended by an error GOAWAY, once
   void wake_waiting_streams();
 
   // Frees buried streams (an entry of its own, apart from the idle timer).
@@ -110,6 +111,7 @@ class H2Downstream final : private H2Session::Handler, private TimerList::Entry,
   bool writing_ = false;     // inside write_out(): a nested call only asks for another round
   bool write_wanted_ = false;
   bool lost_ = false;        // the connection is gone or closing: nothing more is written
+  bool error_end_logged_ = false;  // log_error_end() has written its line
   const char* lost_reason_ = "client_closed";  // what the exchanges of streams it cut are told
 };
 

@@ -380,6 +380,20 @@ uint32_t fatal_code(int rv) {
   }
 }
 
+// Why nghttp2 ended the connection, for the log line: our words for the
+// floods it stops (nghttp2's own say only "Flooding was detected"), its
+// own for the rest.
+const char* fatal_reason(int rv) {
+  switch (rv) {
+    case NGHTTP2_ERR_FLOODED:
+      return "control frame flood (SETTINGS or PING acknowledgements piling up unread)";
+    case NGHTTP2_ERR_TOO_MANY_CONTINUATIONS:
+      return "CONTINUATION flood";
+    default:
+      return nghttp2_strerror(rv);
+  }
+}
+
 }  // namespace
 
 void H2Session::keep_field_list(Headers& fields) { give_back_field_list(Role::server, fields); }
@@ -704,7 +718,7 @@ struct H2Session::Callbacks {
             s.failed_ = true;
             s.close_reason_.assign(reinterpret_cast<const char*>(frame->goaway.opaque_data),
                                    frame->goaway.opaque_data_len);
-            if (s.close_reason_.empty()) s.close_reason_ = "protocol error";
+            if (s.close_reason_.empty()) s.close_reason_ = nghttp2_http2_strerror(frame->goaway.error_code);
           }
         }
         return 0;
@@ -1069,7 +1083,7 @@ bool H2Session::recv(const uint8_t* data, size_t len, uint64_t now_ms) {
   if (failed_) return false;
   now_ms_ = now_ms;
   ssize_t rv = nghttp2_session_mem_recv(session_, data, len);
-  if (rv < 0 && !failed_) fail(fatal_code(static_cast<int>(rv)), nghttp2_strerror(static_cast<int>(rv)));
+  if (rv < 0 && !failed_) fail(fatal_code(static_cast<int>(rv)), fatal_reason(static_cast<int>(rv)));
   return !failed_;
 }
 

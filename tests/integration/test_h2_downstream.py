@@ -33,8 +33,8 @@ import hpack  # noqa: E402  (comes with python3-h2)
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 FRAME_DATA, FRAME_HEADERS, FRAME_RST_STREAM, FRAME_SETTINGS = 0x0, 0x1, 0x3, 0x4
-FRAME_GOAWAY, FRAME_CONTINUATION = 0x7, 0x9
-NO_ERROR, ENHANCE_YOUR_CALM = 0x0, 0xB
+FRAME_PING, FRAME_GOAWAY, FRAME_WINDOW_UPDATE, FRAME_CONTINUATION = 0x6, 0x7, 0x8, 0x9
+NO_ERROR, PROTOCOL_ERROR, FLOW_CONTROL_ERROR, ENHANCE_YOUR_CALM = 0x0, 0x1, 0x3, 0xB
 FAST_RETRY = {"max_attempts": 2, "backoff": {"base": "1ms", "cap": "5ms", "jitter": "none"}}
 
 
@@ -526,11 +526,46 @@ class H2DownstreamTest(IntegrationTest):
 
     # -- defences -----------------------------------------------------------
 
-    def test_rapid_reset_flood_gets_goaway_enhance_your_calm_while_another_client_is_served(self):
+    # Most attacks below run while another client has a request in flight
+    # (the origin holds it 0.2 s): that request and a new one on the same
+    # connection are answered, and the attack's reason is logged.
+
+    def under_attack(self):
+        """An origin that holds each request 0.2 s, onelayer, and a client
+        whose request is in flight: (origin, proxy, that client, its stream)."""
         origin = self.start_origin(default=h.delay(0.2, h.respond(200)))
         proxy = self.proxy(origin)
         other = self.client(proxy)
-        before = other.request("GET", "/before")  # in flight during the flood
+        return origin, proxy, other, other.request("GET", "/before")
+
+    @staticmethod
+    def request_block(method, path, *fields):
+        return hpack.Encoder().encode([(b":method", method), (b":scheme", b"http"), (b":authority", b"t"),
+                                       (b":path", path)] + list(fields), huffman=False)
+
+    def assert_bystander_served(self, other, before):
+        self.assertTrue(other.pump(other.done(before)))
+        self.assertEqual(other.status(before), 200)
+        sid = other.request("GET", "/after")
+        self.assertTrue(other.pump(other.done(sid)))
+        self.assertEqual(other.status(sid), 200)
+        self.assertIsNone(other.goaway)
+
+    def assert_logged(self, proxy, reason):
+        line = re.compile(r"HTTP/2 connection from 127\.0\.0\.1 ended: GOAWAY code \d+ \(%s\)" % re.escape(reason))
+        self.assertTrue(h.wait_until(lambda: line.search(proxy.stderr()), 3.0), proxy.stderr()[-2000:])
+
+    def raw_attacker(self, proxy, rcvbuf=None):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.connect(("127.0.0.1", proxy.port()))
+        self.addCleanup(sock.close)
+        sock.settimeout(5)
+        return sock
+
+    def test_rapid_reset_flood_gets_goaway_enhance_your_calm_while_another_client_is_served(self):
+        _, proxy, other, before = self.under_attack()
         attacker = self.client(proxy)
         for _ in range(400):
             sid = attacker.conn.get_next_available_stream_id()
@@ -543,12 +578,8 @@ class H2DownstreamTest(IntegrationTest):
                 break
         codes = goaway_codes(read_frames(attacker.sock))
         self.assertIn(ENHANCE_YOUR_CALM, codes)
-        self.assertTrue(other.pump(other.done(before)))
-        self.assertEqual(other.status(before), 200)
-        sid = other.request("GET", "/served")
-        self.assertTrue(other.pump(other.done(sid)))
-        self.assertEqual(other.status(sid), 200)
-        self.assertIsNone(other.goaway)
+        self.assert_bystander_served(other, before)
+        self.assert_logged(proxy, "rapid reset")
 
     def test_continuation_flood_gets_goaway_enhance_your_calm(self):
         origin = self.start_origin()
@@ -621,11 +652,7 @@ class H2DownstreamTest(IntegrationTest):
     def test_settings_flood_from_a_client_that_does_not_read_gets_goaway_enhance_your_calm(self):
         origin = self.start_origin()
         proxy = self.proxy(origin)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # our side takes little
-        sock.connect(("127.0.0.1", proxy.port()))
-        self.addCleanup(sock.close)
-        sock.settimeout(5)
+        sock = self.raw_attacker(proxy, rcvbuf=4096)  # our side takes little
         sock.sendall(PREFACE + frame(FRAME_SETTINGS, 0, 0))
         one = frame(FRAME_SETTINGS, 0, 0, struct.pack(">HI", 0x4, 65535))
         try:
@@ -634,6 +661,7 @@ class H2DownstreamTest(IntegrationTest):
         except OSError:
             pass  # the server closed the connection once its GOAWAY was queued
         self.assertIn(ENHANCE_YOUR_CALM, goaway_codes(read_frames(sock, timeout=10)))
+        self.assert_logged(proxy, "control frame flood (SETTINGS or PING acknowledgements piling up unread)")
 
     def test_a_settings_frame_with_too_many_entries_gets_goaway_enhance_your_calm(self):
         origin = self.start_origin()
@@ -643,6 +671,83 @@ class H2DownstreamTest(IntegrationTest):
         entries = b"".join(struct.pack(">HI", 0x4, 65535) for _ in range(40))
         sock.sendall(PREFACE + frame(FRAME_SETTINGS, 0, 0, entries))
         self.assertIn(ENHANCE_YOUR_CALM, goaway_codes(read_frames(sock)))
+
+    def test_ping_flood_from_a_client_that_does_not_read_gets_goaway_while_another_client_is_served(self):
+        origin, proxy, other, before = self.under_attack()
+        sock = self.raw_attacker(proxy, rcvbuf=4096)  # takes few of the PING ACKs
+        sock.sendall(PREFACE + frame(FRAME_SETTINGS, 0, 0))
+        pings = b"".join(frame(FRAME_PING, 0, 0, struct.pack(">Q", i)) for i in range(1000))
+        try:
+            for _ in range(200):  # 200,000 PINGs, their ACKs never read
+                sock.sendall(pings)
+        except OSError:
+            pass  # closed once the GOAWAY was queued
+        frames = read_frames(sock, timeout=10)
+        self.assertIn(ENHANCE_YOUR_CALM, goaway_codes(frames))
+        # What it was sent back is bounded: far fewer ACKs than PINGs.
+        self.assertLess(sum(1 for t, flags, _, _ in frames if t == FRAME_PING and flags & 0x1), 20000)
+        self.assert_bystander_served(other, before)
+        self.assert_logged(proxy, "control frame flood (SETTINGS or PING acknowledgements piling up unread)")
+
+    def test_an_hpack_bomb_gets_goaway_enhance_your_calm_and_nothing_reaches_the_origin(self):
+        origin, proxy, other, before = self.under_attack()
+        sock = self.raw_attacker(proxy)
+        # A 4,000-byte value enters the dynamic table once (index 62); 200
+        # one-byte references to it decode to 800 KB, far over 4 x
+        # max_header_bytes (32 KiB), from a block of 4.3 KB.
+        block = self.request_block(b"GET", b"/bomb", (b"x-bomb", b"z" * 4000))
+        block += bytes([0x80 | 62]) * 200
+        self.assertLess(len(block), 4400)
+        sock.sendall(PREFACE + frame(FRAME_SETTINGS, 0, 0) + frame(FRAME_HEADERS, 0x5, 1, block))
+        self.assertIn(ENHANCE_YOUR_CALM, goaway_codes(read_frames(sock)))
+        self.assert_bystander_served(other, before)
+        self.assertNotIn("/bomb", [a.target for a in origin.snapshot()])
+        self.assert_logged(proxy, "header list over the hard cap (HPACK bomb)")
+
+    def test_a_flood_of_empty_data_frames_gets_goaway_and_its_upstream_request_is_cut(self):
+        origin, proxy, other, before = self.under_attack()
+        sock = self.raw_attacker(proxy)
+        block = self.request_block(b"POST", b"/empty")
+        # A request whose body never comes: DATA frames of no bytes that do
+        # not end the stream cost the server work and carry nothing.
+        sock.sendall(PREFACE + frame(FRAME_SETTINGS, 0, 0) + frame(FRAME_HEADERS, 0x4, 1, block) +
+                     frame(FRAME_DATA, 0, 1, b"x") + frame(FRAME_DATA, 0, 1) * 1000)
+        self.assertIn(ENHANCE_YOUR_CALM, goaway_codes(read_frames(sock)))
+        self.assert_bystander_served(other, before)
+        self.assert_logged(proxy, "empty frames flood")
+        # The upstream request, if it had begun, never got its body's end:
+        # the origin saw no complete POST.
+        self.assertNotIn("/empty", [a.target for a in origin.snapshot()])
+
+    def test_window_update_abuse_is_a_connection_or_stream_flow_control_error(self):
+        origin, proxy, other, before = self.under_attack()
+        start = PREFACE + frame(FRAME_SETTINGS, 0, 0) + frame(FRAME_HEADERS, 0x5, 1, self.request_block(b"GET", b"/w"))
+        # A zero increment, on the connection or on a stream: PROTOCOL_ERROR.
+        for stream in (0, 1):
+            sock = self.raw_attacker(proxy)
+            sock.sendall(start + frame(FRAME_WINDOW_UPDATE, 0, stream, struct.pack(">I", 0)))
+            self.assertIn(PROTOCOL_ERROR, goaway_codes(read_frames(sock)))
+        # Increments that push the connection's window past 2^31-1:
+        # GOAWAY FLOW_CONTROL_ERROR.
+        sock = self.raw_attacker(proxy)
+        sock.sendall(start + frame(FRAME_WINDOW_UPDATE, 0, 0, struct.pack(">I", 0x7FFFFFFF)))
+        self.assertIn(FLOW_CONTROL_ERROR, goaway_codes(read_frames(sock)))
+        # The same on one stream ends that stream only (RST_STREAM
+        # FLOW_CONTROL_ERROR); the connection goes on serving.
+        client = self.client(proxy)
+        sid = client.request("GET", "/slow")
+        client.sock.sendall(frame(FRAME_WINDOW_UPDATE, 0, sid, struct.pack(">I", 0x7FFFFFFF)))
+        self.assertTrue(client.pump(lambda: client.streams[sid]["reset"] is not None))
+        self.assertEqual(client.streams[sid]["reset"], FLOW_CONTROL_ERROR)
+        sid = client.request("GET", "/next")
+        self.assertTrue(client.pump(client.done(sid)))
+        self.assertEqual(client.status(sid), 200)
+        self.assert_bystander_served(other, before)
+        # nghttp2 finds these itself; each connection it ends still leaves
+        # its line, with nghttp2's reason or the code's name.
+        self.assert_logged(proxy, "WINDOW_UPDATE: window_size_increment == 0")
+        self.assertEqual(len(re.findall(r"GOAWAY code 1 \(WINDOW_UPDATE", proxy.stderr())), 2)
+        self.assert_logged(proxy, "FLOW_CONTROL_ERROR")
 
 
 
