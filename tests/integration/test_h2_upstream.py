@@ -554,6 +554,26 @@ class H2UpstreamTest(IntegrationTest):
         self.assertEqual((r.status, r.body), (200, b"second try"))
         self.assertEqual([(q.path, q.conn_id) for q in o.snapshot()][1:], [("/item", 2), ("/item", 3)])
 
+    def test_an_origin_that_breaks_the_protocol_gets_goaway_a_warning_and_a_get_goes_again_elsewhere(self):
+        # On its first connection the origin answers with a zero-increment
+        # WINDOW_UPDATE (a connection error, RFC 9113 6.9): onelayer ends
+        # that connection with GOAWAY PROTOCOL_ERROR, says so in a warning,
+        # and the GET in flight, failed as a reset, goes again on a new one.
+        def handler(r):
+            if r.conn_id == 1:
+                r._conn.sock.sendall(b"\x00\x00\x04\x08\x00\x00\x00\x00\x00" + b"\x00\x00\x00\x00")
+            else:
+                r.respond(200, [], b"second connection")
+        o = self.h2origin(handler)
+        proxy = self.proxy_to(o.port, retry={"max_attempts": 2})
+        r = get(proxy.port(), "/item")
+        self.assertEqual((r.status, r.body), (200, b"second connection"))
+        self.assertEqual([(q.path, q.conn_id) for q in o.snapshot()], [("/item", 1), ("/item", 2)])
+        line = ("upstream 127.0.0.1:%d: HTTP/2 connection ended by onelayer: GOAWAY code 1 "
+                "(WINDOW_UPDATE: window_size_increment == 0); its streams fail as resets" % o.port)
+        self.assertTrue(h.wait_until(lambda: line in proxy.stderr(), 3.0), proxy.stderr()[-2000:])
+        self.assertEqual(proxy.stderr().count("HTTP/2 connection ended by onelayer"), 1)
+
     def test_a_response_length_above_2_53_is_a_502_bad_upstream_response(self):
         # (Some body, then a reset: a HEADERS that ended the stream with a
         # length would be refused by the HTTP/2 layer itself.)
