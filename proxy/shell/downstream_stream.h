@@ -59,6 +59,15 @@ class DownstreamStream {
                                    bool request_complete) = 0;
   // Response bytes written but not yet taken by the client (backpressure).
   virtual size_t queued_bytes() const = 0;
+  // Above high water the exchange pauses its upstream until the queue is
+  // below low water. One HTTP/1.1 connection carries one response at a
+  // time; an HTTP/2 connection carries up to max_concurrent_streams, each
+  // with its own queue, so its streams keep less each (a client that reads
+  // none of them would otherwise hold that many times as much).
+  struct ResponseWatermarks {
+    size_t high, low;
+  };
+  virtual ResponseWatermarks response_watermarks() const { return {256 * 1024, 64 * 1024}; }
   // The exchange paused its upstream for this stream's queue: it wants
   // on_down_drained() once the client has taken bytes. HTTP/1 calls that on
   // every completed write anyway; HTTP/2 calls it only for the streams

@@ -472,7 +472,7 @@ void Exchange::on_up_drained() {
 
 void Exchange::on_down_drained() {
   if (!attempt_.stream || !response_started_) return;
-  if (down_->queued_bytes() < kLowWater) {
+  if (down_->queued_bytes() < down_->response_watermarks().low) {
     response_paused_ = false;
     attempt_.stream->resume_response();
   } else if (response_paused_) {
@@ -723,7 +723,7 @@ int Exchange::on_up_body(const char* data, size_t len) {
     down_->abort_stream("client_closed");
     return -1;
   }
-  if (down_->queued_bytes() > kHighWater && attempt_.stream) {
+  if (down_->queued_bytes() > down_->response_watermarks().high && attempt_.stream) {
     attempt_.stream->pause_response();
     response_paused_ = true;
     down_->notify_when_drained();

@@ -22,6 +22,11 @@ namespace onelayer {
 
 namespace {
 
+// A stream's response queue: the exchange pauses its upstream above the
+// first, resumes below the second (response_watermarks()).
+constexpr size_t kH2ResponseHighWater = 64 * 1024;
+constexpr size_t kH2ResponseLowWater = 16 * 1024;
+
 // What a head costs on the wire, roughly (HPACK makes it less): for the
 // access log's bytes_out.
 uint64_t head_size(const H2Session::Head& h) {
@@ -305,6 +310,14 @@ void H2DownStream::account_refusal(int status, const char* reason, const char* d
 }
 
 size_t H2DownStream::queued_bytes() const { return session().queued_bytes(id_); }
+
+// One default stream window of the client's (64 KiB): the client cannot
+// take more than its window before it reads, and what the upstream sends
+// meanwhile waits in the upstream stream's own window (64 KiB, not
+// consumed while paused).
+H2DownStream::ResponseWatermarks H2DownStream::response_watermarks() const {
+  return {kH2ResponseHighWater, kH2ResponseLowWater};
+}
 
 void H2DownStream::release_request_body() {
   held_ = false;

@@ -492,6 +492,51 @@ class H2DownstreamTest(IntegrationTest):
         self.assertTrue(c.pump(c.done(stalled), timeout=10))
         self.assertEqual(bytes(c.streams[stalled]["data"]), big)
 
+    def test_a_client_that_reads_none_of_its_streams_holds_little_of_each_in_the_proxy(self):
+        # 40 streams of 1 MiB from an h2c origin to a client that takes
+        # none of them (their windows stay shut; the connection's is kept
+        # open). What the origin could send on each is what onelayer holds
+        # for it plus the client's 64 KiB window: the stream's response
+        # queue stops the upstream at 64 KiB (one upstream DATA frame more
+        # may arrive), and the upstream stream's own window (64 KiB) is not
+        # reopened while it waits. A queue of 256 KiB, the HTTP/1.1 one,
+        # let the origin send about 400 KiB per stream.
+        from h2_origin import H2Origin
+        big = h.pattern_block(64 * 1024) * 16
+        up = H2Origin(lambda r: r.respond(200, [], big))
+        self.addCleanup(up.stop)
+        proxy = self.proxy_for(up, upstream={"protocol": "h2c"})
+        c = self.client(proxy)
+        sids = []
+        for i in range(40):
+            sid = c.request("GET", "/big%d" % i)
+            c.held.add(sid)
+            sids.append(sid)
+
+        def sent_per_stream():
+            with up.lock:
+                unsent = dict(up.unsent)
+            return [len(big) - left for left in unsent.values()]
+        # Wait until the origin's sending has stopped: two equal readings.
+        last, deadline = None, time.monotonic() + 15
+        while time.monotonic() < deadline:
+            c.pump(lambda: False, timeout=0.3)
+            now = sent_per_stream()
+            if len(now) == 40 and now == last:
+                break
+            last = now
+        self.assertEqual(len(last), 40, "not every request reached the origin")
+        self.assertGreater(min(last), 64 * 1024, "the client's windows were not filled")
+        # 64 KiB at the client + 64 KiB queued + a 16 KiB frame + 64 KiB
+        # in the upstream window, and the frames' rounding.
+        self.assertLessEqual(max(last), 216 * 1024, last)
+        for sid in sids:
+            self.assertFalse(c.streams[sid]["ended"])
+            c.release(sid)
+        self.assertTrue(c.pump(c.done(*sids), timeout=30))
+        for sid in sids:
+            self.assertEqual(bytes(c.streams[sid]["data"]), big)
+
     def test_a_slow_upstream_stalls_only_the_request_body_it_reads(self):
         # The origin reads 16 KiB every 50 ms: a 1 MiB body streams (past
         # buffer_limit) at its pace while another stream is answered at once.
