@@ -78,13 +78,17 @@ def need_port(port, what):
         sys.exit("origin_rotation: %s did not listen on %d" % (what, port))
 
 
-def start_origin(run, keepalive_requests):
+def start_nginx_origin(run, server, top="", http=""):
+    """NGINX on a free port, one worker, no access log: `server` is the
+    body of its one server block after the listen line (h2c with prior
+    knowledge), `top` and `http` go at the top of the file and of its http
+    block. Returns (port, the master process)."""
     port, = bench_util.free_ports(1)
     d = os.path.join(run.tmp, "origin")
-    os.makedirs(d)
+    os.makedirs(d, exist_ok=True)
     conf = os.path.join(d, "nginx.conf")
     with open(conf, "w") as f:
-        f.write("""load_module %(echo)s;
+        f.write("""%(top)s
 worker_processes 1;
 daemon off;
 pid %(d)s/nginx.pid;
@@ -97,16 +101,21 @@ http {
   fastcgi_temp_path %(d)s/fastcgi;
   uwsgi_temp_path %(d)s/uwsgi;
   scgi_temp_path %(d)s/scgi;
+  %(http)s
   server {
     listen 127.0.0.1:%(port)d http2 backlog=4096;
-    keepalive_requests %(kr)d;
-    location / { echo_read_request_body; echo -n "ok"; }
+    %(server)s
   }
 }
-""" % {"echo": ECHO_MODULE, "d": d, "port": port, "kr": keepalive_requests})
+""" % {"top": top, "d": d, "port": port, "http": http, "server": server})
     master = run.start("origin", ["nginx", "-p", d + "/", "-c", conf, "-e", d + "/error.log"])
     need_port(port, "the NGINX origin")
     return port, master
+
+
+def start_origin(run, keepalive_requests):
+    return start_nginx_origin(run, 'keepalive_requests %d;\n    location / { echo_read_request_body; echo -n "ok"; }'
+                              % keepalive_requests, top="load_module %s;" % ECHO_MODULE)
 
 
 def start_onelayer(run, name, binary, origin, max_requests=0):
