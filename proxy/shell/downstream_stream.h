@@ -64,10 +64,13 @@ class DownstreamStream {
   // time; an HTTP/2 connection carries up to max_concurrent_streams, each
   // with its own queue, so its streams keep less each (a client that reads
   // none of them would otherwise hold that many times as much).
-  struct ResponseWatermarks {
+  struct Watermarks {
     size_t high, low;
   };
-  virtual ResponseWatermarks response_watermarks() const { return {256 * 1024, 64 * 1024}; }
+  // What one message may queue on its way through, either way: the
+  // default for a response, and the exchange's for a request body.
+  static constexpr Watermarks kMessageWatermarks{256 * 1024, 64 * 1024};
+  virtual Watermarks response_watermarks() const { return kMessageWatermarks; }
   // The exchange paused its upstream for this stream's queue: it wants
   // on_down_drained() once the client has taken bytes. HTTP/1 calls that on
   // every completed write anyway; HTTP/2 calls it only for the streams

@@ -23,8 +23,10 @@
 
 namespace onelayer {
 
-static constexpr size_t kHighWater = 256 * 1024;  // stop reading the other side above this
-static constexpr size_t kLowWater = 64 * 1024;    // and resume below this
+// A request body's: stop reading the client above the first, resume below
+// the second (a response's are its DownstreamStream's).
+static constexpr size_t kHighWater = DownstreamStream::kMessageWatermarks.high;
+static constexpr size_t kLowWater = DownstreamStream::kMessageWatermarks.low;
 
 static int64_t steady_ms(TimePoint t) {
   return std::chrono::duration_cast<Millis>(t.time_since_epoch()).count();

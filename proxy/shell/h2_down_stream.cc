@@ -315,7 +315,7 @@ size_t H2DownStream::queued_bytes() const { return session().queued_bytes(id_); 
 // take more than its window before it reads, and what the upstream sends
 // meanwhile waits in the upstream stream's own window (64 KiB, not
 // consumed while paused).
-H2DownStream::ResponseWatermarks H2DownStream::response_watermarks() const {
+H2DownStream::Watermarks H2DownStream::response_watermarks() const {
   return {kH2ResponseHighWater, kH2ResponseLowWater};
 }
 

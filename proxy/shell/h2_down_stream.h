@@ -59,7 +59,7 @@ class H2DownStream final : public DownstreamStream {
   void send_proxy_response(int status, const char* reason, const Headers& extra, bool head_request,
                            bool request_complete) override;
   size_t queued_bytes() const override;
-  ResponseWatermarks response_watermarks() const override;
+  Watermarks response_watermarks() const override;
   void notify_when_drained() override;
   uint64_t response_bytes() const override { return response_bytes_; }
   void hold_request_body() override { held_ = true; }
