@@ -132,8 +132,7 @@ void H2Downstream::write_out() {
 // reading) or nghttp2's own (a protocol error it finds, known once its
 // GOAWAY is written).
 void H2Downstream::log_error_end() {
-  if (error_end_logged_ || session_.goaway_code() == H2Session::kNoError) return;
-  error_end_logged_ = true;
+  if (!session_.take_error_end()) return;
   spdlog::info("listener {}: HTTP/2 connection from {} ended: GOAWAY code {} ({})", listener_->name(),
                conn_->peer_ip(), session_.goaway_code(), session_.close_reason());
 }

@@ -111,7 +111,6 @@ class H2Downstream final : private H2Session::Handler, private TimerList::Entry,
   bool writing_ = false;     // inside write_out(): a nested call only asks for another round
   bool write_wanted_ = false;
   bool lost_ = false;        // the connection is gone or closing: nothing more is written
-  bool error_end_logged_ = false;  // log_error_end() has written its line
   const char* lost_reason_ = "client_closed";  // what the exchanges of streams it cut are told
 };
 

@@ -170,6 +170,13 @@ class H2Session {
   // "" while none.
   uint32_t goaway_code() const { return goaway_code_; }
   const std::string& close_reason() const { return close_reason_; }
+  // True once, the first time it is asked after the session chose an error
+  // GOAWAY (ours or nghttp2's): the connection's owner logs it then.
+  bool take_error_end() {
+    if (error_end_taken_ || goaway_code_ == kNoError) return false;
+    error_end_taken_ = true;
+    return true;
+  }
 
   // Client: opens a stream. Returns its id, or 0 when refused: the peer's
   // SETTINGS_MAX_CONCURRENT_STREAMS is reached, a GOAWAY was sent or
@@ -352,6 +359,7 @@ class H2Session {
   bool failed_ = false;       // terminate()d or a fatal error: no more events
   bool send_broken_ = false;
   bool error_goaway_written_ = false;  // nghttp2_session_mem_send failed: nothing more to write
+  bool error_end_taken_ = false;       // take_error_end() said true
   int32_t last_submitted_ = 0;
   int32_t drain_last_stream_id_ = 0;
   PerMessageFields per_message_{};  // this connection's

@@ -481,8 +481,7 @@ void H2UpConn::flush() {
   if (session_.want_close()) {
     // A GOAWAY we sent (the peer misbehaved) or the session's end: close
     // once it is written.
-    if (session_.goaway_code() != H2Session::kNoError && !error_end_logged_) {
-      error_end_logged_ = true;
+    if (session_.take_error_end()) {
       spdlog::warn("upstream {}: HTTP/2 connection ended by onelayer: GOAWAY code {} ({}); its streams fail as resets",
                    ep_->label, session_.goaway_code(), session_.close_reason());
     }

@@ -168,7 +168,6 @@ class H2UpConn final : public Conn, private H2Session::Handler, private Deferred
   bool no_new_streams_ = false;  // the peer sent GOAWAY or refused a stream
   bool spent_ = false;           // carried pool.max_requests_per_connection streams
   bool close_when_flushed_ = false;
-  bool error_end_logged_ = false;  // the warning for an error GOAWAY of ours is written
   bool counted_ = true;           // in the upstream connection gauge
 };
 
