@@ -76,6 +76,13 @@ class DownstreamStream {
   // every completed write anyway; HTTP/2 calls it only for the streams
   // that asked, so a write does not visit every stream of the connection.
   virtual void notify_when_drained() {}
+  // Whether the exchange hears on_down_body_sent(n) as the response body
+  // bytes it queued leave the queue (HTTP/2: framed within the client's
+  // windows). Then an HTTP/2 upstream's window is given back only as the
+  // client takes the body, and a stream whose client reads nothing holds
+  // no more than that window. HTTP/1.1 writes at once: the watermarks
+  // alone bound its queue.
+  virtual bool reports_body_sent() const { return false; }
   // Bytes of this exchange's answer written so far, framing included (the
   // access log's bytes_out).
   virtual uint64_t response_bytes() const = 0;

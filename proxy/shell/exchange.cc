@@ -482,8 +482,15 @@ void Exchange::on_down_drained() {
   }
 }
 
+void Exchange::on_down_body_sent(size_t n) {
+  const size_t from_upstream = std::min(n, response_window_owed_);
+  response_window_owed_ -= from_upstream;
+  if (from_upstream > 0 && attempt_.stream) attempt_.stream->response_body_sent(from_upstream);
+}
+
 void Exchange::drop_upstream(bool reset) {
   grpc_head_held_ = false;  // a held head goes with its attempt
+  response_window_owed_ = 0;
   cancel_member();
   if (UpstreamStream* s = attempt_.stream) {
     attempt_.stream = nullptr;
@@ -725,6 +732,7 @@ int Exchange::on_up_body(const char* data, size_t len) {
     down_->abort_stream("client_closed");
     return -1;
   }
+  if (down_->reports_body_sent()) response_window_owed_ += len;
   if (down_->queued_bytes() > down_->response_watermarks().high && attempt_.stream) {
     attempt_.stream->pause_response();
     response_paused_ = true;

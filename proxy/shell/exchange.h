@@ -56,6 +56,10 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   void on_request_trailers(const Headers& trailers);
   void on_request_end();
   void on_down_drained();
+  // `n` bytes of the response body left the downstream's queue
+  // (DownstreamStream::reports_body_sent): the upstream stream's window
+  // reopens by as much of them as came from it.
+  void on_down_body_sent(size_t n);
   // The request turned out malformed or too large after its head was taken:
   // answer `status`/`reason` here. When bytes of it already went upstream
   // (a body past buffer_limit streams), that connection is reset, and the
@@ -71,6 +75,7 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   void on_stream_moved(UpstreamStream* s) override { attempt_.stream = s; }
   bool needs_http1() const override { return wants_upgrade(); }
   bool follows_refusal() const override;
+  bool reopens_response_window() const override { return down_->reports_body_sent(); }
   void on_connect_failed(int err, bool dns) override;
   void on_tls_failed(const std::string& why, bool verify) override;
   int on_up_head(MessageHead& head) override;
@@ -195,6 +200,9 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   // opened since the refusal (H2UpConn::for_new_stream).
   uint32_t refused_after_ = 0;
   bool response_paused_ = false;  // the upstream's response waits for the client's queue
+  // Body bytes of the attempt's response queued downstream whose upstream
+  // window is still to be given back (reopens_response_window()).
+  size_t response_window_owed_ = 0;
   bool finished_ = false;
   bool resp_no_body_ = false;
   bool mark_exhausted_ = false;

@@ -128,6 +128,10 @@ void H2DownStream::on_drained() {
   if (ex_) ex_->on_down_drained();
 }
 
+void H2DownStream::on_body_sent(size_t n) {
+  if (ex_) ex_->on_down_body_sent(n);
+}
+
 void H2DownStream::notify_when_drained() {
   if (drain_notice_wanted_) return;
   drain_notice_wanted_ = true;
@@ -191,6 +195,10 @@ bool H2DownStream::send_response_head(const MessageHead& head, const ResponseMet
 bool H2DownStream::send_response_body(std::string_view bytes) {
   if (ended_) return false;
   if (head_pending_ && !submit_pending_head(false)) return false;
+  if (!counting_sent_) {
+    counting_sent_ = true;
+    session().count_framed(id_);
+  }
   if (!session().send_data(id_, bytes)) return false;
   response_bytes_ += bytes.size();
   conn_->write_out();

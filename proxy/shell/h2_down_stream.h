@@ -42,6 +42,8 @@ class H2DownStream final : public DownstreamStream {
   // The connection wrote bytes: an exchange that paused its upstream for
   // this stream's queue (and asked by notify_when_drained) may resume it.
   void on_drained();
+  // `n` bytes of the response body left the stream's queue (framed).
+  void on_body_sent(size_t n);
   // The session answered this stream's head 431 itself (over
   // max_header_bytes; `partial`: what it decoded): counted and logged.
   void note_codec_refusal(const H2Session::Head& partial);
@@ -61,6 +63,7 @@ class H2DownStream final : public DownstreamStream {
   size_t queued_bytes() const override;
   Watermarks response_watermarks() const override;
   void notify_when_drained() override;
+  bool reports_body_sent() const override { return true; }
   uint64_t response_bytes() const override { return response_bytes_; }
   void hold_request_body() override { held_ = true; }
   void release_request_body() override;
@@ -102,6 +105,7 @@ class H2DownStream final : public DownstreamStream {
   bool head_pending_ = false;     // pending_head_ waits for body bytes, the end or flush()
   bool ended_ = false;            // our side is ended (or reset)
   bool grpc_ = false;             // a gRPC call: onelayer's own answers are gRPC (docs/grpc.md)
+  bool counting_sent_ = false;    // the session counts this stream's framed body bytes
 };
 
 }  // namespace onelayer

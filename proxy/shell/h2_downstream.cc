@@ -125,7 +125,17 @@ void H2Downstream::write_out() {
     }
   } while (write_wanted_ && !lost_);
   writing_ = false;
+  report_body_sent();
   close_if_done();
+}
+
+// Outside the flush (nghttp2 is not in a callback of this session) and
+// taken whole: a stream's exchange gives its upstream window back, which
+// may write to the upstream and, through it, come back here.
+void H2Downstream::report_body_sent() {
+  if (!session_.has_framed()) return;
+  for (auto [id, n] : session_.take_framed())
+    if (H2DownStream* s = find(id)) s->on_body_sent(n);
 }
 
 // Once per connection that ends in an error GOAWAY: ours (found while

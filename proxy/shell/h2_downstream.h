@@ -83,6 +83,8 @@ class H2Downstream final : private H2Session::Handler, private TimerList::Entry,
   void close_if_done();
   void log_error_end();  // the line for a connection ended by an error GOAWAY, once
   void wake_waiting_streams();
+  // The body bytes the last flushes framed, told to their streams.
+  void report_body_sent();
 
   // Frees buried streams (an entry of its own, apart from the idle timer).
   struct Reaper : TimerList::Entry {

@@ -470,6 +470,7 @@ struct H2Session::Stream {
   std::string out;
   size_t out_off = 0;
   bool local_reset = false;   // reset_stream(), or our RST NO_ERROR after a full response
+  bool count_framed = false;  // H2Session::count_framed()
   uint32_t refused_code = 0;  // we reset it for the peer's fault: the Handler hears this code
   void* owner = nullptr;      // set_stream_owner()
   std::unique_ptr<HeldHead> held;  // our head from a field block, until nghttp2 has encoded it
@@ -768,7 +769,13 @@ struct H2Session::Callbacks {
     if (!st) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     size_t avail = st->out.size() - st->out_off;
     size_t n = std::min(avail, length);
-    if (n > 0) std::memcpy(buf, st->out.data() + st->out_off, n);
+    if (n > 0) {
+      std::memcpy(buf, st->out.data() + st->out_off, n);
+      if (st->count_framed) {
+        if (!s.framed_.empty() && s.framed_.back().first == id) s.framed_.back().second += n;
+        else s.framed_.emplace_back(id, n);
+      }
+    }
     st->out_off += n;
     if (st->out_off == st->out.size()) {
       st->out.clear();
@@ -1251,6 +1258,10 @@ bool H2Session::reset_stream(int32_t stream, uint32_t error_code) {
   if (failed_ || !st || st->local_reset) return false;
   st->local_reset = true;
   return nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, stream, error_code) == 0;
+}
+
+void H2Session::count_framed(int32_t stream) {
+  if (Stream* st = find(stream)) st->count_framed = true;
 }
 
 void H2Session::consume(int32_t stream, size_t n) {

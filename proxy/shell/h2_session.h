@@ -217,6 +217,16 @@ class H2Session {
   bool send_trailers(int32_t stream, const Headers& trailers);  // ends our side
   bool end_stream(int32_t stream);                              // ends our side
   size_t queued_bytes(int32_t stream) const;  // queued by send_data, not yet sent
+  // Body bytes that left a stream's send_data queue for the connection's
+  // output (nghttp2 framed them, within the peer's windows), counted for
+  // the streams given to count_framed() and handed over by take_framed()
+  // as (stream, bytes), oldest first. An owner that stands between two
+  // windows (a proxied response) reopens the other one by as much: what it
+  // holds for a stream is then that window, however slowly the peer reads.
+  using FramedBytes = std::vector<std::pair<int32_t, size_t>>;
+  void count_framed(int32_t stream);
+  bool has_framed() const { return !framed_.empty(); }
+  FramedBytes take_framed() { return std::exchange(framed_, {}); }
   // The owner's own pointer for a stream (its object for it), found as
   // cheaply as the session finds the stream; nullptr when none was set or
   // the stream is gone.
@@ -308,6 +318,7 @@ class H2Session {
 
   Role role_;
   bool front_field_ = false;  // leave_front_field()
+  FramedBytes framed_;        // count_framed() streams' bytes framed since take_framed()
   Handler* handler_;
   Limits limits_;
   nghttp2_session* session_ = nullptr;

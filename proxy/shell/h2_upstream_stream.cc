@@ -221,13 +221,19 @@ void H2UpStream::resume_response() {
   if (conn_) conn_->flush();  // the WINDOW_UPDATE for what was handed on
 }
 
+void H2UpStream::response_body_sent(size_t n) {
+  if (!conn_ || id_ == 0) return;
+  conn_->session().consume(id_, n);
+  conn_->flush();  // the WINDOW_UPDATE, when the stream's window is half spent
+}
+
 void H2UpStream::deliver_held() {
   if (!held_.empty()) {
     std::string bytes;
     bytes.swap(held_);
     int rc = r_->on_up_body(bytes.data(), bytes.size());
     if (released_) return;
-    if (conn_ && id_ != 0) conn_->session().consume(id_, bytes.size());
+    if (conn_ && id_ != 0 && !r_->reopens_response_window()) conn_->session().consume(id_, bytes.size());
     if (rc < 0) {
       stopped_ = true;
       if (stream_open() && conn_) conn_->session().reset_stream(id_, H2Session::kCancel);
@@ -339,7 +345,7 @@ void H2UpStream::on_data(const uint8_t* data, size_t len) {
   }
   int rc = 0;
   if (!call([&] { rc = r_->on_up_body(reinterpret_cast<const char*>(data), len); })) return;
-  if (conn_) conn_->session().consume(id_, len);
+  if (conn_ && !r_->reopens_response_window()) conn_->session().consume(id_, len);
   if (rc < 0) {
     stopped_ = true;
     if (stream_open() && conn_) conn_->session().reset_stream(id_, H2Session::kCancel);

@@ -52,6 +52,7 @@ class H2UpStream final : public UpstreamStream {
   size_t queued_bytes() const override;
   void pause_response() override;
   void resume_response() override;
+  void response_body_sent(size_t n) override;
   void release(bool reusable) override;
   void cancel(bool reset = false) override;
 

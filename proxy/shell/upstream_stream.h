@@ -58,6 +58,10 @@ class UpstreamStream {
     // The attempt follows one whose HTTP/2 stream the upstream refused: it
     // goes on a connection opened since the endpoint's latest refusal.
     virtual bool follows_refusal() const { return false; }
+    // The exchange gives an HTTP/2 response's window back itself, by
+    // response_body_sent() as the client takes the body; otherwise the
+    // stream does as soon as on_up_body() has taken the bytes.
+    virtual bool reopens_response_window() const { return false; }
     virtual void on_connect_failed(int err, bool dns) = 0;
     // TLS handshake failed (`verify`: the certificate did not verify).
     virtual void on_tls_failed(const std::string& why, bool verify) = 0;
@@ -105,6 +109,10 @@ class UpstreamStream {
   // Backpressure on the response (the client reads slowly).
   virtual void pause_response() = 0;
   virtual void resume_response() = 0;
+  // `n` bytes of the response body went on to the client
+  // (Receiver::reopens_response_window): HTTP/2 reopens the stream's
+  // window by as much; HTTP/1.1 has no window.
+  virtual void response_body_sent(size_t /*n*/) {}
   // After on_up_end: the stream is done; `reusable` (the whole request went
   // and the response ended cleanly): its connection goes back to the pool.
   // The stream object is gone after this call.

@@ -95,6 +95,7 @@ class FakeDownstream final : public DownstreamStream {
   bool held = false;
   bool refuse_heads = false;  // send_response_head: this response cannot reach the client
   WireProtocol wire = WireProtocol::http1;  // what protocol() answers
+  bool reports_sent = false;  // what reports_body_sent() answers (HTTP/2's)
 
   WireProtocol protocol() const override { return wire; }
   const std::string& peer_ip() const override { return peer_; }
@@ -122,6 +123,7 @@ class FakeDownstream final : public DownstreamStream {
     proxy_responses.push_back({status, reason, extra, request_complete});
   }
   size_t queued_bytes() const override { return queued; }
+  bool reports_body_sent() const override { return reports_sent; }
   uint64_t response_bytes() const override { return body.size(); }
   void hold_request_body() override { held = true; }
   void release_request_body() override { held = false; }
@@ -152,6 +154,7 @@ class FakeUpstream final : public UpstreamStream {
   Headers trailers;      // the request's trailers (with the head, or at its end)
   int trailer_calls = 0;  // send_request_trailers calls
   int pauses = 0, resumes = 0;
+  std::vector<size_t> window_given;  // response_body_sent() calls
   int releases = 0, cancels = 0;
   bool released_reusable = false;
   bool cancelled_with_reset = false;
@@ -192,6 +195,10 @@ class FakeUpstream final : public UpstreamStream {
   size_t queued_bytes() const override { return queued; }
   void pause_response() override { ++pauses; }
   void resume_response() override { ++resumes; }
+  void response_body_sent(size_t n) override {
+    CHECK_FALSE(gone());
+    window_given.push_back(n);
+  }
   void release(bool reusable) override {
     CHECK_FALSE(gone());
     ++releases;
@@ -670,6 +677,44 @@ TEST_CASE("exchange: a slow client pauses the upstream's response and a drained 
   CHECK(t.down.body.size() == 2 * chunk.size());
   CHECK(t.down.done == 1);
   CHECK(u.releases == 1);
+}
+
+TEST_CASE("exchange: an HTTP/2 client's response window goes back upstream as the client takes the body, no sooner") {
+  Harness t;
+  t.down.reports_sent = true;
+  Exchange& ex = t.get();
+  FakeUpstream& u = t.response_started(0);
+  CHECK(u.r->reopens_response_window());
+  const std::string chunk(16 * 1024, 'x');
+  CHECK(u.r->on_up_body(chunk.data(), chunk.size()) == 0);
+  CHECK(u.r->on_up_body(chunk.data(), chunk.size()) == 0);
+  CHECK(u.window_given.empty());  // queued, not yet taken
+  ex.on_down_body_sent(10000);
+  ex.on_down_body_sent(chunk.size());
+  CHECK(u.window_given == std::vector<size_t>{10000, chunk.size()});
+  // Bytes that did not come from the upstream (more than it sent) give
+  // back nothing more.
+  ex.on_down_body_sent(2 * chunk.size());
+  CHECK(u.window_given == std::vector<size_t>{10000, chunk.size(), chunk.size() - 10000});
+  ex.on_down_body_sent(100);
+  CHECK(u.window_given.size() == 3);
+  CHECK(u.pauses == 0);
+  u.r->on_up_end(true);
+  CHECK(u.releases == 1);
+  ex.on_down_body_sent(100);  // the stream is gone: nothing is given to it
+  CHECK(u.window_given.size() == 3);
+}
+
+TEST_CASE("exchange: an HTTP/1.1 client's response window is the upstream stream's to give back") {
+  Harness t;
+  Exchange& ex = t.get();
+  FakeUpstream& u = t.response_started(0);
+  CHECK_FALSE(u.r->reopens_response_window());
+  const std::string chunk(1000, 'x');
+  CHECK(u.r->on_up_body(chunk.data(), chunk.size()) == 0);
+  ex.on_down_body_sent(chunk.size());
+  CHECK(u.window_given.empty());
+  u.r->on_up_end(true);
 }
 
 TEST_CASE("exchange: connect failures until the attempts run out: 502 marked x-retry-exhausted") {

@@ -552,6 +552,45 @@ TEST_CASE("h2 flow control: a stream nobody consumes stops at its window, anothe
   CHECK(p.srec.streams[slow].ended);
 }
 
+TEST_CASE("h2 framed body bytes are counted for the streams that ask, as the peer's window lets them out") {
+  H2Session::Limits lim;
+  lim.stream_window_bytes = 16 * 1024;
+  Pair p(lim);
+  int32_t counted = p.client.submit_request(get("/counted"), true);
+  int32_t other = p.client.submit_request(get("/other"), true);
+  p.crec.hold.insert(counted);  // the client reads none of it yet
+  p.pump();
+  const std::string big(40 * 1024, 'b');
+  for (int32_t id : {counted, other}) {
+    CHECK(p.server.submit_response(id, status(200), false));
+    CHECK(p.server.send_data(id, big));
+    CHECK(p.server.end_stream(id));
+  }
+  p.server.count_framed(counted);
+  CHECK_FALSE(p.server.has_framed());
+  p.pump();
+  // The counted stream: exactly the client's window went out; the other
+  // stream, all of it, uncounted.
+  CHECK(p.crec.streams[other].body == big);
+  H2Session::FramedBytes framed = p.server.take_framed();
+  size_t total = 0;
+  for (auto [id, n] : framed) {
+    CHECK(id == counted);
+    total += n;
+  }
+  CHECK(total == lim.stream_window_bytes);
+  CHECK(total == big.size() - p.server.queued_bytes(counted));
+  CHECK_FALSE(p.server.has_framed());  // taken whole
+  // The client takes what it has: the rest goes out and is counted.
+  p.crec.hold.erase(counted);
+  p.client.consume(counted, p.crec.streams[counted].body.size());
+  p.pump();
+  CHECK(p.crec.streams[counted].body == big);
+  total = 0;
+  for (auto [id, n] : p.server.take_framed()) total += id == counted ? n : 0;
+  CHECK(total == big.size() - lim.stream_window_bytes);
+}
+
 TEST_CASE("h2 client streams are found before nghttp2 opens them, and after, whichever leaves first") {
   Pair p;
   p.pump();  // SETTINGS both ways
