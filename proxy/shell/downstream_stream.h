@@ -59,18 +59,21 @@ class DownstreamStream {
                                    bool request_complete) = 0;
   // Response bytes written but not yet taken by the client (backpressure).
   virtual size_t queued_bytes() const = 0;
-  // Above high water the exchange pauses its upstream until the queue is
-  // below low water. One HTTP/1.1 connection carries one response at a
+  // What one message may queue on its way through, either way. A
+  // response: above high water queued here the exchange pauses its
+  // upstream until the queue is below low water. A request body that
+  // streams: above high water queued towards the upstream the exchange
+  // holds this client's side (hold_request_body) until that queue is below
+  // low water. One HTTP/1.1 connection carries one message each way at a
   // time; an HTTP/2 connection carries up to max_concurrent_streams, each
-  // with its own queue, so its streams keep less each (a client that reads
-  // none of them would otherwise hold that many times as much).
+  // with its own queues, so its streams keep less each (a client that
+  // reads none of its responses, or uploads to an upstream that reads
+  // slowly, would otherwise hold that many times as much).
   struct Watermarks {
     size_t high, low;
   };
-  // What one message may queue on its way through, either way: the
-  // default for a response, and the exchange's for a request body.
   static constexpr Watermarks kMessageWatermarks{256 * 1024, 64 * 1024};
-  virtual Watermarks response_watermarks() const { return kMessageWatermarks; }
+  virtual Watermarks message_watermarks() const { return kMessageWatermarks; }
   // The exchange paused its upstream for this stream's queue: it wants
   // on_down_drained() once the client has taken bytes. HTTP/1 calls that on
   // every completed write anyway; HTTP/2 calls it only for the streams

@@ -23,11 +23,6 @@
 
 namespace onelayer {
 
-// A request body's: stop reading the client above the first, resume below
-// the second (a response's are its DownstreamStream's).
-static constexpr size_t kHighWater = DownstreamStream::kMessageWatermarks.high;
-static constexpr size_t kLowWater = DownstreamStream::kMessageWatermarks.low;
-
 static int64_t steady_ms(TimePoint t) {
   return std::chrono::duration_cast<Millis>(t.time_since_epoch()).count();
 }
@@ -449,7 +444,7 @@ void Exchange::on_request_body(const char* data, size_t len) {
     body_.hold(bytes);
   }
   size_t queued = body_.queued() + (attempt_.stream ? attempt_.stream->queued_bytes() : 0);
-  if (!body_.replayable() && queued > kHighWater) down_->hold_request_body();
+  if (!body_.replayable() && queued > down_->message_watermarks().high) down_->hold_request_body();
 }
 
 void Exchange::on_request_trailers(const Headers& trailers) {
@@ -469,12 +464,13 @@ void Exchange::on_request_end() {
 
 void Exchange::on_up_drained() {
   if (!attempt_.stream) return;
-  if (down_->request_body_held() && attempt_.stream->queued_bytes() < kLowWater) down_->release_request_body();
+  if (down_->request_body_held() && attempt_.stream->queued_bytes() < down_->message_watermarks().low)
+    down_->release_request_body();
 }
 
 void Exchange::on_down_drained() {
   if (!attempt_.stream || !response_started_) return;
-  if (down_->queued_bytes() < down_->response_watermarks().low) {
+  if (down_->queued_bytes() < down_->message_watermarks().low) {
     response_paused_ = false;
     attempt_.stream->resume_response();
   } else if (response_paused_) {
@@ -733,7 +729,7 @@ int Exchange::on_up_body(const char* data, size_t len) {
     return -1;
   }
   if (down_->reports_body_sent()) response_window_owed_ += len;
-  if (down_->queued_bytes() > down_->response_watermarks().high && attempt_.stream) {
+  if (down_->queued_bytes() > down_->message_watermarks().high && attempt_.stream) {
     attempt_.stream->pause_response();
     response_paused_ = true;
     down_->notify_when_drained();

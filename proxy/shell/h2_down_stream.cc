@@ -22,10 +22,9 @@ namespace onelayer {
 
 namespace {
 
-// A stream's response queue: the exchange pauses its upstream above the
-// first, resumes below the second (response_watermarks()).
-constexpr size_t kH2ResponseHighWater = 64 * 1024;
-constexpr size_t kH2ResponseLowWater = 16 * 1024;
+// What one stream's messages may queue, either way (message_watermarks()).
+constexpr size_t kH2StreamHighWater = 64 * 1024;
+constexpr size_t kH2StreamLowWater = 16 * 1024;
 
 // What a head costs on the wire, roughly (HPACK makes it less): for the
 // access log's bytes_out.
@@ -323,8 +322,8 @@ size_t H2DownStream::queued_bytes() const { return session().queued_bytes(id_); 
 // take more than its window before it reads, and what the upstream sends
 // meanwhile waits in the upstream stream's own window (64 KiB, not
 // consumed while paused).
-H2DownStream::Watermarks H2DownStream::response_watermarks() const {
-  return {kH2ResponseHighWater, kH2ResponseLowWater};
+H2DownStream::Watermarks H2DownStream::message_watermarks() const {
+  return {kH2StreamHighWater, kH2StreamLowWater};
 }
 
 void H2DownStream::release_request_body() {

@@ -61,7 +61,7 @@ class H2DownStream final : public DownstreamStream {
   void send_proxy_response(int status, const char* reason, const Headers& extra, bool head_request,
                            bool request_complete) override;
   size_t queued_bytes() const override;
-  Watermarks response_watermarks() const override;
+  Watermarks message_watermarks() const override;
   void notify_when_drained() override;
   bool reports_body_sent() const override { return true; }
   uint64_t response_bytes() const override { return response_bytes_; }

@@ -209,7 +209,8 @@ class _Connection:
             req = self.requests.get(ev.stream_id)
             if req:
                 req.body += ev.data
-            self.h2.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            if self.origin.reads_bodies:
+                self.h2.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             if ev.stream_ended and req:
                 self.origin.handler(req)
         elif isinstance(ev, h2.events.TrailersReceived):
@@ -296,10 +297,13 @@ class H2Origin(LoopbackServer):
     """``handler(request)`` runs on the connection's thread once a request is
     complete; the default answers 200 with the request body echoed.
     ``settings_delay`` maps a connection number (from 1) to seconds its
-    first SETTINGS frame waits."""
+    first SETTINGS frame waits. With ``reads_bodies=False`` it never gives
+    back the windows of the request bodies it receives: a client can send
+    it no more than one window's worth on a connection."""
 
-    def __init__(self, handler=None, max_concurrent_streams=100, settings_delay=None):
+    def __init__(self, handler=None, max_concurrent_streams=100, settings_delay=None, reads_bodies=True):
         self.handler = handler or (lambda r: r.respond(200, [("content-type", "text/plain")], r.body))
+        self.reads_bodies = reads_bodies
         self.max_concurrent_streams = max_concurrent_streams
         self.settings_delay = dict(settings_delay or {})
         self.resets = []   # (connection, stream id, error code) the client sent

@@ -537,6 +537,43 @@ class H2DownstreamTest(IntegrationTest):
         for sid in sids:
             self.assertEqual(bytes(c.streams[sid]["data"]), big)
 
+    def test_an_upload_to_an_upstream_that_reads_none_of_it_holds_little_in_the_proxy(self):
+        # A 1 MiB POST (past buffer_limit: it streams) to an h2c origin that
+        # never opens its windows again. What the client could send is what
+        # onelayer holds for the stream plus the origin's 64 KiB: the
+        # stream's queue towards the upstream holds the client's side above
+        # 64 KiB (and one frame, and the client's 64 KiB window in flight,
+        # may still arrive). The HTTP/1.1 queue of 256 KiB let the client
+        # send about 350 KiB. Another request on the same connection is
+        # answered meanwhile.
+        from h2_origin import H2Origin
+        up = H2Origin(lambda r: r.respond(200, [], b"ok"), reads_bodies=False)
+        self.addCleanup(up.stop)
+        proxy = self.proxy_for(up, upstream={"protocol": "h2c"}, route={"retry": {"buffer_limit": "16KiB"}})
+        c = self.client(proxy)
+        sid = c.conn.get_next_available_stream_id()
+        c.conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":authority", "t"), (":path", "/up")])
+        c.streams[sid] = {"headers": None, "data": bytearray(), "trailers": None, "ended": False, "reset": None}
+        body = b"u" * (1024 * 1024)
+        sent, last_progress = 0, time.monotonic()
+        # Send what the windows allow until they stay shut for a second.
+        while time.monotonic() - last_progress < 1.0:
+            room = min(c.conn.local_flow_control_window(sid), c.conn.max_outbound_frame_size, len(body) - sent)
+            if room > 0:
+                c.conn.send_data(sid, body[sent:sent + room])
+                sent += room
+                c.flush()
+                last_progress = time.monotonic()
+            c.pump(lambda: False, timeout=0.05)
+        self.assertGreater(sent, 128 * 1024, "the origin's and the client's windows were not filled")
+        # 64 KiB at the origin + 64 KiB queued + a 16 KiB frame + 64 KiB in
+        # the client's window, and the frames' rounding.
+        self.assertLessEqual(sent, 216 * 1024)
+        quick = c.request("GET", "/quick")
+        self.assertTrue(c.pump(c.done(quick), timeout=5))
+        self.assertEqual(c.status(quick), 200)
+        self.assertFalse(c.streams[sid]["ended"])
+
     def test_a_slow_upstream_stalls_only_the_request_body_it_reads(self):
         # The origin reads 16 KiB every 50 ms: a 1 MiB body streams (past
         # buffer_limit) at its pace while another stream is answered at once.

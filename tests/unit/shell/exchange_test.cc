@@ -96,6 +96,7 @@ class FakeDownstream final : public DownstreamStream {
   bool refuse_heads = false;  // send_response_head: this response cannot reach the client
   WireProtocol wire = WireProtocol::http1;  // what protocol() answers
   bool reports_sent = false;  // what reports_body_sent() answers (HTTP/2's)
+  Watermarks marks = kMessageWatermarks;  // what message_watermarks() answers
 
   WireProtocol protocol() const override { return wire; }
   const std::string& peer_ip() const override { return peer_; }
@@ -124,6 +125,7 @@ class FakeDownstream final : public DownstreamStream {
   }
   size_t queued_bytes() const override { return queued; }
   bool reports_body_sent() const override { return reports_sent; }
+  Watermarks message_watermarks() const override { return marks; }
   uint64_t response_bytes() const override { return body.size(); }
   void hold_request_body() override { held = true; }
   void release_request_body() override { held = false; }
@@ -839,6 +841,28 @@ TEST_CASE("exchange: a body past buffer_limit streams, is held back under backpr
   t.check_proxy_answer(502, "upstream_reset");
   CHECK_FALSE(t.down.proxy_responses[0].request_complete);
   t.check_no_more_attempts(1);
+}
+
+TEST_CASE("exchange: a streaming body is held at its client side's own watermarks (an HTTP/2 stream's 64/16 KiB)") {
+  Harness t;
+  t.down.marks = {64 * 1024, 16 * 1024};
+  Exchange& ex = t.begin(kRouteMain, request_head("PUT", "/big", {{"Content-Length", "1048576"}}));
+  FakeUpstream& u = t.connect(0);
+  const std::string chunk(1024, 'b');
+  u.queued = 64 * 1024;  // at the mark, not above it
+  ex.on_request_body(chunk.data(), chunk.size());
+  CHECK_FALSE(t.down.held);
+  u.queued = 64 * 1024 + 1;
+  ex.on_request_body(chunk.data(), chunk.size());
+  CHECK(t.down.held);
+  u.queued = 16 * 1024;  // not below the low mark yet
+  u.r->on_up_drained();
+  CHECK(t.down.held);
+  u.queued = 16 * 1024 - 1;
+  u.r->on_up_drained();
+  CHECK_FALSE(t.down.held);
+  CHECK(u.body.size() == 2 * chunk.size());
+  u.r->on_up_error(UV_ECONNRESET);
 }
 
 TEST_CASE("exchange: the client going away during the backoff stops the retry") {
