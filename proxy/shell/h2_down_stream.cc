@@ -318,10 +318,12 @@ void H2DownStream::account_refusal(int status, const char* reason, const char* d
 
 size_t H2DownStream::queued_bytes() const { return session().queued_bytes(id_); }
 
-// One default stream window of the client's (64 KiB): the client cannot
-// take more than its window before it reads, and what the upstream sends
-// meanwhile waits in the upstream stream's own window (64 KiB, not
-// consumed while paused).
+// One default stream window (64 KiB), either way: a client cannot take
+// more than its window before it reads, nor send more than ours before we
+// consume. A response from an HTTP/2 upstream never reaches the mark (its
+// window is given back only as this stream frames it: reports_body_sent);
+// one from an HTTP/1.1 upstream pauses there. A streaming request body is
+// held there while the upstream takes it slowly.
 H2DownStream::Watermarks H2DownStream::message_watermarks() const {
   return {kH2StreamHighWater, kH2StreamLowWater};
 }
