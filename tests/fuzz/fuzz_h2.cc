@@ -20,6 +20,9 @@
 //   on_closed) per stream, nothing after it;
 // - flow control bounds memory: a stream whose body is never consumed has
 //   received at most the initial 65,535-byte window;
+// - the response bytes counted as framed (count_framed, asked for every
+//   answered stream) are only those streams', never an empty count, and
+//   never more than was queued (3,000 bytes each);
 // - every request head translates (shell/h2_request_head.cc) into a
 //   MessageHead or a reason: HTTP/2.0, `:authority` as the one Host field
 //   and first, cookies in one field, chunked exactly when a body of unknown
@@ -110,11 +113,24 @@ struct StreamState {
   uint64_t unconsumed = 0;
 };
 
+constexpr size_t kAnswerBody = 3000;
+
 struct Owner : H2Session::Handler {
   H2Session* session = nullptr;
   bool answer = false;
   bool hold = false;
   std::map<int32_t, StreamState> streams;
+  std::map<int32_t, uint64_t> framed;  // take_framed() totals per stream
+
+  void take_framed() {
+    for (auto [id, n] : session->take_framed()) {
+      FUZZ_REQUIRE(n > 0);
+      FUZZ_REQUIRE(answer && streams.count(id) && streams[id].head);
+      framed[id] += n;
+      FUZZ_REQUIRE(framed[id] <= kAnswerBody);
+    }
+    FUZZ_REQUIRE(!session->has_framed());
+  }
 
   StreamState& live(int32_t id) {
     StreamState& s = streams[id];
@@ -133,7 +149,8 @@ struct Owner : H2Session::Handler {
     r.status = 200;
     r.fields = {{"content-type", "text/plain"}, {"x-path", head.path}};
     FUZZ_REQUIRE(session->submit_response(id, r, false));
-    session->send_data(id, std::string(3000, 'r'));
+    session->count_framed(id);
+    session->send_data(id, std::string(kAnswerBody, 'r'));
     session->send_trailers(id, {{"grpc-status", "0"}});
   }
   void on_data(int32_t id, const uint8_t* data, size_t len) override {
@@ -194,8 +211,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   {
     H2Session session(H2Session::Role::server, &owner, limits);
     owner.session = &session;
-    uint64_t now = fuzz::feed_in_pieces(session, in, piece, reads, out, [](size_t) {});
+    uint64_t now = fuzz::feed_in_pieces(session, in, piece, reads, out, [&](size_t) { owner.take_framed(); });
     session.flush(out);
+    owner.take_framed();
     int64_t goaway = check_frames(out);
     if (goaway > 0) FUZZ_REQUIRE(session.want_close());  // an error GOAWAY ends the session
     if (session.want_close() && session.goaway_code() != H2Session::kNoError) {
