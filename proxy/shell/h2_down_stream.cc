@@ -194,10 +194,6 @@ bool H2DownStream::send_response_head(const MessageHead& head, const ResponseMet
 bool H2DownStream::send_response_body(std::string_view bytes) {
   if (ended_) return false;
   if (head_pending_ && !submit_pending_head(false)) return false;
-  if (!counting_sent_) {
-    counting_sent_ = true;
-    session().count_framed(id_);
-  }
   if (!session().send_data(id_, bytes)) return false;
   response_bytes_ += bytes.size();
   conn_->write_out();

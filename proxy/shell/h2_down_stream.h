@@ -105,7 +105,6 @@ class H2DownStream final : public DownstreamStream {
   bool head_pending_ = false;     // pending_head_ waits for body bytes, the end or flush()
   bool ended_ = false;            // our side is ended (or reset)
   bool grpc_ = false;             // a gRPC call: onelayer's own answers are gRPC (docs/grpc.md)
-  bool counting_sent_ = false;    // the session counts this stream's framed body bytes
 };
 
 }  // namespace onelayer

@@ -235,6 +235,7 @@ void H2Downstream::on_head(int32_t stream, H2Session::Head& head, bool end_strea
   first_stream_ = raw;
   ++stream_count_;
   session_.set_stream_owner(stream, raw);
+  session_.count_framed(stream);  // for report_body_sent()
   raw->on_head(head, end_stream);
 }
 
