@@ -227,13 +227,17 @@ void H2UpStream::response_body_sent(size_t n) {
   conn_->flush();  // the WINDOW_UPDATE, when the stream's window is half spent
 }
 
+void H2UpStream::consume_taken(size_t n) {
+  if (conn_ && id_ != 0 && !r_->reopens_response_window()) conn_->session().consume(id_, n);
+}
+
 void H2UpStream::deliver_held() {
   if (!held_.empty()) {
     std::string bytes;
     bytes.swap(held_);
     int rc = r_->on_up_body(bytes.data(), bytes.size());
     if (released_) return;
-    if (conn_ && id_ != 0 && !r_->reopens_response_window()) conn_->session().consume(id_, bytes.size());
+    consume_taken(bytes.size());
     if (rc < 0) {
       stopped_ = true;
       if (stream_open() && conn_) conn_->session().reset_stream(id_, H2Session::kCancel);
@@ -345,7 +349,7 @@ void H2UpStream::on_data(const uint8_t* data, size_t len) {
   }
   int rc = 0;
   if (!call([&] { rc = r_->on_up_body(reinterpret_cast<const char*>(data), len); })) return;
-  if (conn_ && !r_->reopens_response_window()) conn_->session().consume(id_, len);
+  consume_taken(len);
   if (rc < 0) {
     stopped_ = true;
     if (stream_open() && conn_) conn_->session().reset_stream(id_, H2Session::kCancel);

@@ -106,6 +106,9 @@ class H2UpStream final : public UpstreamStream {
   void finish_with_conn();  // detaches from the connection, resets a live stream
   void gone();
   void deliver_held();
+  // Reopens the window for `n` response bytes the receiver has taken,
+  // unless it gives the window back itself (reopens_response_window).
+  void consume_taken(size_t n);
   // Ends our side of the open stream: the trailing HEADERS, or END_STREAM.
   void end_request(const Headers& trailers);
   bool stream_open() const { return id_ != 0 && !finished_; }
