@@ -22,6 +22,11 @@ constexpr size_t kSocketHighWater = 64 * 1024;
 constexpr size_t kPrefaceBytes = 24;
 constexpr size_t kFrameHeaderBytes = 9;
 
+// A drain's final GOAWAY goes when the client acknowledges the PING sent
+// with the first, or this long after it at most (a client that never
+// answers; the drain's own timeout still bounds the whole).
+constexpr uint64_t kDrainNoticeMs = 1000;
+
 const Listener* listener_config(Worker* w, const WorkerListener* l) {
   const GenerationPtr& g = w->generation();
   int i = g->listener_index(l->name());
@@ -43,6 +48,7 @@ H2Session::Limits limits_for(Worker* w, const WorkerListener* l) {
 H2Downstream::H2Downstream(DownConn* conn, Worker* w, WorkerListener* listener)
     : conn_(conn), worker_(w), listener_(listener), session_(H2Session::Role::server, this, limits_for(w, listener)) {
   reaper_.owner = this;
+  drain_notice_.owner = this;
   session_.leave_front_field();  // for Host (translate_h2_request)
   Limits lim;
   if (const Listener* cfg = listener_config(w, listener)) lim = cfg->limits;
@@ -179,8 +185,17 @@ void H2Downstream::on_connection_lost(const char* reason) {
 
 void H2Downstream::drain() {
   if (lost_) return;
-  session_.drain();
+  // Before the client's SETTINGS it has sent no stream to protect.
+  if (settings_seen_ && session_.announce_drain()) worker_->timers().arm(drain_notice_, kDrainNoticeMs, on_drain_notice_timer);
+  else session_.drain();
   write_out();
+}
+
+void H2Downstream::on_drain_notice_timer(TimerList::Entry* e) {
+  H2Downstream* self = static_cast<DrainNotice*>(e)->owner;
+  if (self->lost_) return;
+  self->session_.drain();  // nothing when the PING's answer already did it
+  self->write_out();
 }
 
 void H2Downstream::arm_idle_timer() {

@@ -45,8 +45,11 @@ class H2Downstream final : private H2Session::Handler, private TimerList::Entry,
   // EOF, a read or write error, or a forced close: every open stream ends
   // (its exchange is aborted with `reason`). The connection closes itself.
   void on_connection_lost(const char* reason);
-  // Graceful drain: GOAWAY NO_ERROR; open streams finish, then the
-  // connection closes.
+  // Graceful drain, in two steps (H2Session::announce_drain): a GOAWAY
+  // that still takes the streams the client has on their way, then, once
+  // the client acknowledges the PING behind it or kDrainNoticeMs later,
+  // GOAWAY NO_ERROR with the last stream taken; open streams finish, then
+  // the connection closes.
   void drain();
 
   // For the streams.
@@ -90,6 +93,12 @@ class H2Downstream final : private H2Session::Handler, private TimerList::Entry,
   struct Reaper : TimerList::Entry {
     H2Downstream* owner = nullptr;
   };
+  // The bound on the wait between a drain's two GOAWAYs (an entry of its
+  // own: the idle timer may run meanwhile).
+  struct DrainNotice : TimerList::Entry {
+    H2Downstream* owner = nullptr;
+  };
+  static void on_drain_notice_timer(TimerList::Entry* e);
 
   DownConn* conn_;
   Worker* worker_;
@@ -104,6 +113,7 @@ class H2Downstream final : private H2Session::Handler, private TimerList::Entry,
   std::vector<std::unique_ptr<H2DownStream>> reaping_;  // buried_ being freed (on_reap)
   std::vector<int32_t> drain_waiters_;  // streams to wake after a write
   Reaper reaper_;
+  DrainNotice drain_notice_;
   std::string out_;      // flush() output, reused
   uint64_t header_timeout_ms_ = 0, idle_timeout_ms_ = 0;
   uint64_t bytes_seen_ = 0;          // input so far, until the first SETTINGS is complete

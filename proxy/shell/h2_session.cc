@@ -19,6 +19,11 @@ namespace {
 
 constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
+// announce_drain(): the notice's stream identifier (2^31-1, RFC 9113 6.8)
+// and the opaque data of the PING that follows it.
+constexpr int32_t kLargestStreamId = 0x7fffffff;
+constexpr uint8_t kDrainPing[8] = {'o', 'l', '-', 'd', 'r', 'a', 'i', 'n'};
+
 // `n` is the name `literal`: its length, then one memcmp of a length known
 // at compile time (inlined as a load or two), whatever the compiler decides
 // about std::string_view's own comparison.
@@ -631,6 +636,13 @@ struct H2Session::Callbacks {
       case NGHTTP2_SETTINGS:
         if (!(frame->hd.flags & NGHTTP2_FLAG_ACK)) s.peer_settings_received_ = true;
         return 0;
+      case NGHTTP2_PING:
+        // The answer to announce_drain()'s PING: what the client sent before
+        // it read the first GOAWAY is in; the final one can go.
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) && s.drain_ping_sent_ &&
+            std::memcmp(frame->ping.opaque_data, kDrainPing, sizeof kDrainPing) == 0)
+          s.drain();
+        return 0;
       case NGHTTP2_GOAWAY:
         s.goaway_received_ = true;
         if (s.handler_) s.handler_->on_goaway(frame->goaway.last_stream_id, frame->goaway.error_code);
@@ -707,7 +719,25 @@ struct H2Session::Callbacks {
           s.charge_early_reset();
         return 0;
       }
+      case NGHTTP2_PING:
+        // Its answer counts only from now on (a client cannot end the
+        // first step early with a made-up one).
+        if (!(frame->hd.flags & NGHTTP2_FLAG_ACK) &&
+            std::memcmp(frame->ping.opaque_data, kDrainPing, sizeof kDrainPing) == 0)
+          s.drain_ping_sent_ = true;
+        return 0;
       case NGHTTP2_GOAWAY:
+        // announce_drain()'s notice (the largest stream identifier): streams
+        // are still taken until drain()'s GOAWAY. Its PING is submitted
+        // now, once the notice is written, so that it comes behind it on
+        // the wire (nghttp2 writes PINGs ahead of the frames it has queued)
+        // and its answer after everything the client sent before it read
+        // the notice.
+        if (frame->goaway.last_stream_id == kLargestStreamId && frame->goaway.error_code == NGHTTP2_NO_ERROR &&
+            !s.goaway_sent_) {
+          nghttp2_submit_ping(session, NGHTTP2_FLAG_NONE, kDrainPing);
+          return 0;
+        }
         s.goaway_sent_ = true;
         if (frame->goaway.error_code != NGHTTP2_NO_ERROR && !s.error_goaway_written_) {
           // The code on the wire is the one reported (nghttp2 may have
@@ -1267,6 +1297,13 @@ void H2Session::count_framed(int32_t stream) {
 void H2Session::consume(int32_t stream, size_t n) {
   if (failed_ || n == 0) return;
   nghttp2_session_consume_stream(session_, stream, n);
+}
+
+bool H2Session::announce_drain() {
+  if (role_ != Role::server || failed_ || goaway_sent_ || drain_announced_) return false;
+  if (nghttp2_submit_shutdown_notice(session_) != 0) return false;
+  drain_announced_ = true;  // its PING follows once the notice is written (on_frame_send)
+  return true;
 }
 
 void H2Session::drain() {

@@ -245,6 +245,16 @@ class H2Session {
   // streams finish, new ones are refused. want_close() turns true once
   // none is left.
   void drain();
+  // The first of a server's two GOAWAYs (RFC 9113 6.8): GOAWAY NO_ERROR
+  // with the largest stream identifier (the client opens no more streams,
+  // and those already on their way are still taken) and a PING behind it.
+  // The client's acknowledgement of that PING comes after whatever it sent
+  // before it read the GOAWAY, so on it the session calls drain() itself:
+  // the final GOAWAY names the last stream taken, and nothing the client
+  // sent in good faith is refused. The owner calls drain() after a bound
+  // of its own for a client that never acknowledges. False (nothing sent)
+  // for a client session or once a GOAWAY has gone.
+  bool announce_drain();
   // GOAWAY with an error code: the connection ends after it is written.
   void terminate(uint32_t error_code, std::string_view reason);
   // The connection is gone (EOF, read error): every open stream gets
@@ -365,6 +375,8 @@ class H2Session {
   uint32_t goaway_code_ = kNoError;
   std::string close_reason_;
   bool goaway_sent_ = false;
+  bool drain_announced_ = false;  // announce_drain() said yes
+  bool drain_ping_sent_ = false;  // its PING is written: the answer to it ends the first step
   bool goaway_received_ = false;
   bool peer_settings_received_ = false;
   bool failed_ = false;       // terminate()d or a fatal error: no more events

@@ -20,6 +20,10 @@
 //   on_closed) per stream, nothing after it;
 // - flow control bounds memory: a stream whose body is never consumed has
 //   received at most the initial 65,535-byte window;
+// - the owner announces a drain (announce_drain) on the head of a stream
+//   whose id is 5 mod 8: the notice GOAWAY (NO_ERROR, the largest stream
+//   id) is written only then, before any other GOAWAY, and the drain's
+//   PING once, after it (unless an error GOAWAY ends the session);
 // - the response bytes counted as framed (count_framed, asked for every
 //   answered stream) are only those streams', never an empty count, and
 //   never more than was queued (3,000 bytes each);
@@ -119,6 +123,7 @@ struct Owner : H2Session::Handler {
   H2Session* session = nullptr;
   bool answer = false;
   bool hold = false;
+  bool announced = false;  // announce_drain() said yes
   std::map<int32_t, StreamState> streams;
   std::map<int32_t, uint64_t> framed;  // take_framed() totals per stream
 
@@ -144,6 +149,7 @@ struct Owner : H2Session::Handler {
     s.head = true;
     FUZZ_REQUIRE(!head.method.empty());
     check_translations(head, end_stream);
+    if (id % 8 == 5 && session->announce_drain()) announced = true;
     if (!answer) return;
     H2Session::Head r;
     r.status = 200;
@@ -174,17 +180,30 @@ struct Owner : H2Session::Handler {
   void on_goaway(int32_t, uint32_t) override {}
 };
 
-// Checks the frame sequence (the server's SETTINGS first); returns the code
-// of the first GOAWAY with an error code, 0 when every GOAWAY said
-// NO_ERROR, -1 when there was none.
-int64_t check_frames(std::string_view out) {
+// Checks the frame sequence (the server's SETTINGS first) and the drain's
+// notice (`announced`: the owner asked for one); returns the code of the
+// first GOAWAY with an error code, 0 when every GOAWAY said NO_ERROR, -1
+// when there was none.
+int64_t check_frames(std::string_view out, bool announced) {
   int64_t goaway = -1;
-  fuzz::for_each_frame(out, [&](uint8_t type, uint8_t, const uint8_t* payload, size_t len) {
+  bool notice = false, drain_ping = false;
+  fuzz::for_each_frame(out, [&](uint8_t type, uint8_t flags, const uint8_t* payload, size_t len) {
+    if (type == 6 && !(flags & 1) && len == 8 &&
+        std::string_view(reinterpret_cast<const char*>(payload), 8) == "ol-drain") {
+      FUZZ_REQUIRE(notice && !drain_ping);  // behind the notice, once
+      drain_ping = true;
+    }
     if (type != 7) return;
     FUZZ_REQUIRE(len >= 8);
     uint32_t code = fuzz::be32(payload + 4);
+    if ((fuzz::be32(payload) & 0x7fffffff) == 0x7fffffff && code == 0) {
+      FUZZ_REQUIRE(announced && !notice && goaway == -1);
+      notice = true;
+    }
     if (goaway <= 0) goaway = code;
   });
+  // The notice's PING follows it unless an error GOAWAY ended the session.
+  if (notice && goaway <= 0) FUZZ_REQUIRE(drain_ping);
   return goaway;
 }
 
@@ -214,7 +233,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint64_t now = fuzz::feed_in_pieces(session, in, piece, reads, out, [&](size_t) { owner.take_framed(); });
     session.flush(out);
     owner.take_framed();
-    int64_t goaway = check_frames(out);
+    int64_t goaway = check_frames(out, owner.announced);
     if (goaway > 0) FUZZ_REQUIRE(session.want_close());  // an error GOAWAY ends the session
     if (session.want_close() && session.goaway_code() != H2Session::kNoError) {
       FUZZ_REQUIRE(goaway == session.goaway_code());

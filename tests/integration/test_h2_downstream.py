@@ -42,30 +42,44 @@ def frame(ftype, flags, stream, payload=b""):
     return struct.pack(">I", len(payload))[1:] + bytes([ftype, flags]) + struct.pack(">I", stream) + payload
 
 
+class FrameStream:
+    """What the server sends on `sock`, as frames: (type, flags, stream,
+    payload, seconds since `t0`) in `frames`, kept across reads."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.frames = []
+        self.pending = b""
+
+    def read(self, seconds, until=lambda frames: False, t0=None):
+        """Reads for `seconds`, until the server closes the connection, or
+        until `until(frames)` is true; returns every frame so far."""
+        t0 = time.monotonic() if t0 is None else t0
+        self.sock.settimeout(0.05)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not until(self.frames):
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                break
+            if not chunk:
+                break
+            buf = self.pending + chunk
+            while len(buf) >= 9 and len(buf) >= 9 + int.from_bytes(buf[0:3], "big"):
+                n = int.from_bytes(buf[0:3], "big")
+                self.frames.append((buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + n],
+                                    time.monotonic() - t0))
+                buf = buf[9 + n:]
+            self.pending = buf
+        return self.frames
+
+
 def read_frames(sock, timeout=5.0):
     """Every frame the server sends until it closes the connection (or
     `timeout` passes): a list of (type, flags, stream, payload)."""
-    sock.settimeout(0.2)
-    buf = b""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            chunk = sock.recv(65536)
-        except socket.timeout:
-            continue
-        except OSError:
-            break
-        if not chunk:
-            break
-        buf += chunk
-    frames = []
-    while len(buf) >= 9:
-        length = int.from_bytes(buf[0:3], "big")
-        if len(buf) < 9 + length:
-            break
-        frames.append((buf[3], buf[4], int.from_bytes(buf[5:9], "big") & 0x7FFFFFFF, buf[9:9 + length]))
-        buf = buf[9 + length:]
-    return frames
+    return [f[:4] for f in FrameStream(sock).read(timeout)]
 
 
 def goaway_codes(frames):
@@ -441,6 +455,72 @@ class H2DownstreamTest(IntegrationTest):
         self.assertEqual(out.count("finished"), 3, out)
         self.assertGreater(out.rindex(":status: 200"), goaway, "the answers came before the GOAWAY")
         self.assertEqual(proxy.stop(), 0)
+
+    def drain_client(self, proxy):
+        """A raw h2c client (preface, SETTINGS and its ACK sent) and the
+        FrameStream.read of what the proxy sends it."""
+        sock = socket.create_connection(("127.0.0.1", proxy.port()), timeout=5)
+        self.addCleanup(sock.close)
+        sock.sendall(PREFACE + frame(FRAME_SETTINGS, 0, 0) + frame(FRAME_SETTINGS, 0x1, 0))
+        return sock, FrameStream(sock).read
+
+    @staticmethod
+    def get_block(path):
+        return hpack.Encoder().encode([(":method", "GET"), (":scheme", "http"), (":authority", "t"),
+                                       (":path", path)])
+
+    @staticmethod
+    def goaways_in(frames):
+        return [(int.from_bytes(p[0:4], "big") & 0x7FFFFFFF, int.from_bytes(p[4:8], "big"))
+                for t, _, _, p, _ in frames if t == FRAME_GOAWAY]
+
+    def test_a_request_sent_as_the_drain_starts_is_answered_not_refused(self):
+        origin = self.start_origin(default=h.respond(200, body=b"served"))
+        proxy = self.proxy(origin)
+        sock, read = self.drain_client(proxy)
+        sock.sendall(frame(FRAME_HEADERS, 0x4 | 0x1, 1, self.get_block("/first")))
+        ended = lambda s: lambda fs: any(t == FRAME_DATA and st == s and f & 0x1 for t, f, st, _, _ in fs)
+        read(5, ended(1))
+        proxy.signal(signal.SIGTERM)
+        # The drain's first GOAWAY is in the client's socket, unread: the
+        # client sends its next request as if it had not arrived yet (the two
+        # crossed on the wire).
+        import select
+        self.assertTrue(select.select([sock], [], [], 5)[0], "nothing after SIGTERM")
+        sock.sendall(frame(FRAME_HEADERS, 0x4 | 0x1, 3, self.get_block("/raced")))
+        frames = read(5, lambda fs: any(t == FRAME_PING and not f & 0x1 for t, f, _, _, _ in fs))
+        ping = [p for t, f, _, p, _ in frames if t == FRAME_PING and not f & 0x1]
+        self.assertEqual(len(ping), 1, frames)
+        # The notice (the largest stream id) came first, the PING behind it.
+        kinds = [t for t, _, _, _, _ in frames]
+        self.assertLess(kinds.index(FRAME_GOAWAY), kinds.index(FRAME_PING))
+        self.assertEqual(self.goaways_in(frames), [(0x7FFFFFFF, NO_ERROR)])
+        sock.sendall(frame(FRAME_PING, 0x1, 0, ping[0]))  # the answer
+        frames = read(5, lambda fs: ended(3)(fs) and len(self.goaways_in(fs)) == 2)
+        # The final GOAWAY names the raced stream, which is answered.
+        self.assertEqual(self.goaways_in(frames), [(0x7FFFFFFF, NO_ERROR), (3, NO_ERROR)])
+        self.assertTrue(any(t == FRAME_DATA and st == 3 and p == b"served" for t, _, st, p, _ in frames), frames)
+        self.assertFalse([f for f in frames if f[0] == FRAME_RST_STREAM], frames)
+        self.assertEqual([a.target for a in origin.wait_for(2)], ["/first", "/raced"])
+        self.assertEqual(proxy.stop(), 0)
+
+    def test_a_client_that_never_answers_the_drain_ping_gets_the_final_goaway_within_a_second(self):
+        origin = self.start_origin(default=h.delay(2.0, h.respond(200, body=b"late")))
+        proxy = self.proxy(origin, drain_timeout="8s")
+        sock, read = self.drain_client(proxy)
+        sock.sendall(frame(FRAME_HEADERS, 0x4 | 0x1, 1, self.get_block("/slow")))
+        origin.wait_for(1)
+        t0 = time.monotonic()
+        proxy.signal(signal.SIGTERM)
+        frames = read(4, lambda fs: len(self.goaways_in(fs)) == 2, t0=t0)
+        goaways = [(self.goaways_in([f])[0], f[4]) for f in frames if f[0] == FRAME_GOAWAY]
+        self.assertEqual([g for g, _ in goaways], [(0x7FFFFFFF, NO_ERROR), (1, NO_ERROR)])
+        self.assertLess(goaways[0][1], 0.5)
+        self.assertGreater(goaways[1][1] - goaways[0][1], 0.8)  # the bound, no answer to the PING
+        self.assertLess(goaways[1][1] - goaways[0][1], 2.0)
+        # The open stream still finishes.
+        frames = read(5, lambda fs: any(t == FRAME_DATA and p == b"late" for t, _, _, p, _ in fs))
+        self.assertTrue(any(t == FRAME_DATA and p == b"late" for t, _, _, p, _ in frames), frames)
 
     def test_an_idle_connection_gets_goaway_and_is_closed(self):
         origin = self.start_origin()

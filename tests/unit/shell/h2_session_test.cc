@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <set>
@@ -636,6 +637,23 @@ TEST_CASE("h2 client streams are found before nghttp2 opens them, and after, whi
   CHECK(p.crec.streams[late].resets == 1);
 }
 
+// The server answers each of `ids` (200, body "done"): the client gets them
+// all, and with no stream left both sides of a drained connection close.
+static void answer_done(Pair& p, std::initializer_list<int32_t> ids) {
+  for (int32_t id : ids) {
+    CHECK(p.server.submit_response(id, status(200), false));
+    CHECK(p.server.send_data(id, "done"));
+    CHECK(p.server.end_stream(id));
+  }
+  p.pump();
+  for (int32_t id : ids) {
+    CHECK(p.crec.streams[id].body == "done");
+    CHECK(p.crec.streams[id].closed);
+  }
+  CHECK(p.server.want_close());
+  CHECK(p.client.want_close());
+}
+
 TEST_CASE("h2 GOAWAY drain: open streams finish, new ones are refused") {
   Pair p;
   int32_t a = p.client.submit_request(post("/a"), false);
@@ -665,20 +683,81 @@ TEST_CASE("h2 GOAWAY drain: open streams finish, new ones are refused") {
     CHECK(p.client.end_stream(id));
   }
   p.pump();
-  for (int32_t id : {a, b}) {
-    CHECK(p.srec.streams[id].body == "body");
-    CHECK(p.server.submit_response(id, status(200), false));
-    CHECK(p.server.send_data(id, "done"));
-    CHECK(p.server.end_stream(id));
-  }
-  p.pump();
-  for (int32_t id : {a, b}) {
-    CHECK(p.crec.streams[id].body == "done");
-    CHECK(p.crec.streams[id].closed);
-  }
-  CHECK(p.server.want_close());
-  CHECK(p.client.want_close());
+  for (int32_t id : {a, b}) CHECK(p.srec.streams[id].body == "body");
+  answer_done(p, {a, b});
   CHECK(p.server.goaway_code() == H2Session::kNoError);
+}
+
+TEST_CASE("h2 drain in two steps: a stream on its way when the first GOAWAY goes is taken") {
+  Pair p;
+  int32_t a = p.client.submit_request(post("/a"), false);
+  p.pump();
+  // The client sends one more request before it reads anything the drain writes.
+  int32_t late = p.client.submit_request(get("/late"), true);
+  std::string in_flight;
+  p.client.flush(in_flight);
+  CHECK(p.server.announce_drain());
+  CHECK_FALSE(p.server.announce_drain());  // once
+  CHECK_FALSE(p.client.announce_drain());  // a server's step only
+  std::string notice;
+  p.server.flush(notice);
+  p.server.recv(reinterpret_cast<const uint8_t*>(in_flight.data()), in_flight.size(), 0);
+  CHECK(p.srec.streams[late].head_seen);  // taken: the final GOAWAY has not gone
+  p.client.recv(reinterpret_cast<const uint8_t*>(notice.data()), notice.size(), 0);
+  CHECK(p.crec.goaways == 1);
+  CHECK(p.crec.goaway_last == 0x7fffffff);  // the notice: no new streams, none refused
+  CHECK(p.crec.goaway_code == H2Session::kNoError);
+  CHECK_FALSE(p.client.can_submit_request());
+  // The client's answer to the PING brings the final GOAWAY, naming `late`.
+  p.pump();
+  CHECK(p.crec.goaways == 2);
+  CHECK(p.crec.goaway_last == late);
+  CHECK(p.crec.goaway_code == H2Session::kNoError);
+  CHECK(p.crec.streams[late].resets == 0);
+  CHECK_FALSE(p.server.want_close());  // both still open
+
+  CHECK(p.client.send_data(a, "body"));
+  CHECK(p.client.end_stream(a));
+  p.pump();
+  answer_done(p, {a, late});
+}
+
+TEST_CASE("h2 drain in two steps: only the answer to its own PING ends the first step") {
+  Attack at;
+  REQUIRE(at.feed(client_start() + frame(SETTINGS, ACK, 0, "") + headers(1, request_block(), END_HEADERS | END_STREAM)));
+  REQUIRE(at.server.announce_drain());
+  // An answer made up before the drain's PING is even written changes nothing.
+  REQUIRE(at.feed(frame(PING, ACK, 0, "ol-drain"), 0, false));
+  at.take();
+  std::string drain_ping;
+  bool notice_first = false;
+  for (const Frame& f : at.frames) {
+    if (f.type == GOAWAY) {
+      CHECK(f.u32(0) == 0x7fffffff);
+      CHECK(f.u32(4) == H2Session::kNoError);
+      notice_first = drain_ping.empty();
+    }
+    if (f.type == PING && !(f.flags & ACK)) drain_ping = f.payload;
+  }
+  REQUIRE(drain_ping.size() == 8);
+  CHECK(notice_first);  // the PING behind the notice: its answer comes after what crossed it
+  CHECK(at.count(GOAWAY) == 1);
+  // Another PING's answer (a client's own, say) changes nothing.
+  REQUIRE(at.feed(frame(PING, ACK, 0, "12345678") + headers(3, request_block("/3"), END_HEADERS | END_STREAM)));
+  CHECK(at.count(GOAWAY) == 1);
+  CHECK(at.rec.streams[3].head_seen);
+  // The drain's own: the final GOAWAY, with the last stream taken.
+  REQUIRE(at.feed(frame(PING, ACK, 0, drain_ping)));
+  REQUIRE(at.count(GOAWAY) == 2);
+  CHECK(at.frames.back().type == GOAWAY);
+  CHECK(at.frames.back().u32(0) == 3);
+  CHECK(at.frames.back().u32(4) == H2Session::kNoError);
+  // A stream above it is not taken (nghttp2 drops it once that GOAWAY is
+  // written; the GOAWAY's last stream tells the client it was not
+  // processed, safe to retry elsewhere).
+  REQUIRE(at.feed(headers(5, request_block("/5"), END_HEADERS | END_STREAM)));
+  CHECK_FALSE(at.rec.streams.count(5));
+  CHECK_FALSE(at.server.announce_drain());  // a GOAWAY has gone
 }
 
 TEST_CASE("h2 RST_STREAM from either side reaches the other's handler") {
