@@ -186,8 +186,10 @@ void H2Downstream::on_connection_lost(const char* reason) {
 void H2Downstream::drain() {
   if (lost_) return;
   // Before the client's SETTINGS it has sent no stream to protect.
-  if (settings_seen_ && session_.announce_drain()) worker_->timers().arm(drain_notice_, kDrainNoticeMs, on_drain_notice_timer);
-  else session_.drain();
+  if (settings_seen_ && session_.announce_drain())
+    worker_->timers().arm(drain_notice_, kDrainNoticeMs, on_drain_notice_timer);
+  else
+    session_.drain();
   write_out();
 }
 

@@ -724,7 +724,8 @@ TEST_CASE("h2 drain in two steps: a stream on its way when the first GOAWAY goes
 
 TEST_CASE("h2 drain in two steps: only the answer to its own PING ends the first step") {
   Attack at;
-  REQUIRE(at.feed(client_start() + frame(SETTINGS, ACK, 0, "") + headers(1, request_block(), END_HEADERS | END_STREAM)));
+  REQUIRE(at.feed(client_start() + frame(SETTINGS, ACK, 0, "") +
+                  headers(1, request_block(), END_HEADERS | END_STREAM)));
   REQUIRE(at.server.announce_drain());
   // An answer made up before the drain's PING is even written changes nothing.
   REQUIRE(at.feed(frame(PING, ACK, 0, "ol-drain"), 0, false));
