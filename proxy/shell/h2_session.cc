@@ -24,6 +24,11 @@ constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 constexpr int32_t kLargestStreamId = 0x7fffffff;
 constexpr uint8_t kDrainPing[8] = {'o', 'l', '-', 'd', 'r', 'a', 'i', 'n'};
 
+// A PING frame (either way) that carries announce_drain()'s opaque data.
+bool is_drain_ping(const nghttp2_frame* frame) {
+  return std::memcmp(frame->ping.opaque_data, kDrainPing, sizeof kDrainPing) == 0;
+}
+
 // `n` is the name `literal`: its length, then one memcmp of a length known
 // at compile time (inlined as a load or two), whatever the compiler decides
 // about std::string_view's own comparison.
@@ -639,9 +644,7 @@ struct H2Session::Callbacks {
       case NGHTTP2_PING:
         // The answer to announce_drain()'s PING: what the client sent before
         // it read the first GOAWAY is in; the final one can go.
-        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) && s.drain_ping_sent_ &&
-            std::memcmp(frame->ping.opaque_data, kDrainPing, sizeof kDrainPing) == 0)
-          s.drain();
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) && s.drain_ping_sent_ && is_drain_ping(frame)) s.drain();
         return 0;
       case NGHTTP2_GOAWAY:
         s.goaway_received_ = true;
@@ -722,9 +725,7 @@ struct H2Session::Callbacks {
       case NGHTTP2_PING:
         // Its answer counts only from now on (a client cannot end the
         // first step early with a made-up one).
-        if (!(frame->hd.flags & NGHTTP2_FLAG_ACK) &&
-            std::memcmp(frame->ping.opaque_data, kDrainPing, sizeof kDrainPing) == 0)
-          s.drain_ping_sent_ = true;
+        if (!(frame->hd.flags & NGHTTP2_FLAG_ACK) && is_drain_ping(frame)) s.drain_ping_sent_ = true;
         return 0;
       case NGHTTP2_GOAWAY:
         // announce_drain()'s notice (the largest stream identifier): streams

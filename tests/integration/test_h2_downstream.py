@@ -465,11 +465,6 @@ class H2DownstreamTest(IntegrationTest):
         return sock, FrameStream(sock).read
 
     @staticmethod
-    def get_block(path):
-        return hpack.Encoder().encode([(":method", "GET"), (":scheme", "http"), (":authority", "t"),
-                                       (":path", path)])
-
-    @staticmethod
     def goaways_in(frames):
         return [(int.from_bytes(p[0:4], "big") & 0x7FFFFFFF, int.from_bytes(p[4:8], "big"))
                 for t, _, _, p, _ in frames if t == FRAME_GOAWAY]
@@ -478,7 +473,7 @@ class H2DownstreamTest(IntegrationTest):
         origin = self.start_origin(default=h.respond(200, body=b"served"))
         proxy = self.proxy(origin)
         sock, read = self.drain_client(proxy)
-        sock.sendall(frame(FRAME_HEADERS, 0x4 | 0x1, 1, self.get_block("/first")))
+        sock.sendall(frame(FRAME_HEADERS, 0x4 | 0x1, 1, self.request_block(b"GET", b"/first")))
         ended = lambda s: lambda fs: any(t == FRAME_DATA and st == s and f & 0x1 for t, f, st, _, _ in fs)
         read(5, ended(1))
         proxy.signal(signal.SIGTERM)
@@ -487,7 +482,7 @@ class H2DownstreamTest(IntegrationTest):
         # crossed on the wire).
         import select
         self.assertTrue(select.select([sock], [], [], 5)[0], "nothing after SIGTERM")
-        sock.sendall(frame(FRAME_HEADERS, 0x4 | 0x1, 3, self.get_block("/raced")))
+        sock.sendall(frame(FRAME_HEADERS, 0x4 | 0x1, 3, self.request_block(b"GET", b"/raced")))
         frames = read(5, lambda fs: any(t == FRAME_PING and not f & 0x1 for t, f, _, _, _ in fs))
         ping = [p for t, f, _, p, _ in frames if t == FRAME_PING and not f & 0x1]
         self.assertEqual(len(ping), 1, frames)
@@ -508,7 +503,7 @@ class H2DownstreamTest(IntegrationTest):
         origin = self.start_origin(default=h.delay(2.0, h.respond(200, body=b"late")))
         proxy = self.proxy(origin, drain_timeout="8s")
         sock, read = self.drain_client(proxy)
-        sock.sendall(frame(FRAME_HEADERS, 0x4 | 0x1, 1, self.get_block("/slow")))
+        sock.sendall(frame(FRAME_HEADERS, 0x4 | 0x1, 1, self.request_block(b"GET", b"/slow")))
         origin.wait_for(1)
         t0 = time.monotonic()
         proxy.signal(signal.SIGTERM)
