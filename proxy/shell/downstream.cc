@@ -636,6 +636,33 @@ void DownConn::abort_connection(const char* reason) {
   close_handles();
 }
 
+// A response cut after its head (the upstream reset or closed). The head
+// may still be in pending_head, held for the first body bytes, when the
+// reset came in the same read: closing at once would leave the client a
+// connection closed on no answer at all, which it may take as never
+// served and send again (RFC 9112 9.3.1). It gets the head and the bytes
+// framed so far, then the close, which its framing shows as a truncation.
+void DownConn::abort_stream(const char* reason) {
+  if (closing()) return;
+  if (ex_) {
+    ex_->abort(reason);
+    worker_->retire(std::move(ex_));
+  }
+  if (!response_ || response_->pending_head.empty()) {
+    close_handles();
+    return;
+  }
+  std::string& p = response_->pending_head;
+  response_->bytes += p.size();
+  const int rc = worker_->write(this, p);
+  p.clear();
+  if (rc < 0) {
+    close_handles();
+    return;
+  }
+  close_when_flushed();
+}
+
 void DownConn::drain() {
   if (lingering_) {  // its answer is out: no need to wait for the client's EOF now
     close_handles();

@@ -46,7 +46,9 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   void release_request_body() override { release_reading(); }
   bool request_body_held() const override { return !want_read_; }
   void exchange_done() override;
-  void abort_stream(const char* reason) override { abort_connection(reason); }
+  // The response is cut after its head: what of it is framed but not
+  // written yet goes first, then the connection closes.
+  void abort_stream(const char* reason) override;
   DownConn* http1_connection() override { return this; }
 
   void abort_connection(const char* reason = "client_closed");

@@ -557,9 +557,19 @@ bool Exchange::end_failed_attempt(int status, const char* reason, UpstreamEndpoi
   if (ended != nullptr) *ended = now;
   drop_upstream();
   if (response_started_) {
-    // Bytes went downstream already: the only honest signal is a close.
     error_reason_ = reason;
     status_ = status_ ? status_ : status;
+    if (resp_no_body_) {
+      // A HEAD answer, a 204 or a 304: the head the client was given is the
+      // whole response, and the upstream failing after it (an HTTP/2 reset
+      // before END_STREAM) takes nothing from it. It ends as sent; cutting
+      // it would leave an HTTP/1.1 client whose head was not written yet
+      // with a connection closed on no answer, which it may send again.
+      down_->send_response_end();
+      finish();
+      return false;
+    }
+    // Bytes went downstream already: the only honest signal is a close.
     finish_aborted();
     return false;
   }

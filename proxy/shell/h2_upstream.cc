@@ -391,6 +391,14 @@ void H2UpConn::close_now() {
 
 void H2UpConn::arm_idle() {
   if (closing()) return;
+  if (in_flush_) {
+    // The last stream left from inside the session's flush (its attempt
+    // ended as the frame closing it went out): closing here would drop the
+    // output still being gathered, a GOAWAY of ours among it. flush()
+    // decides once that is written.
+    idle_after_flush_ = true;
+    return;
+  }
   if (no_new_streams_ || spent_ || worker_->draining() || session_.want_close()) {
     close_now();
     return;
@@ -467,16 +475,37 @@ void H2UpConn::flush() {
   if (closing() || !tcp_up_) return;
   if (in_read_) return;  // on_read flushes once the read is done
   if (worker_->defer_write(this)) return;  // after the poll, once for all streams
+  if (in_flush_) {
+    // Called back from inside the session's flush below (a stream closed
+    // as its RST_STREAM or refused HEADERS left, and its attempt ended):
+    // a second nghttp2_session_mem_send there is not allowed, and this
+    // one's out_.clear() would drop what the first has gathered while
+    // that one writes the second's bytes again.
+    flush_again_ = true;
+    return;
+  }
   if (write_queue() > kMaxWriteQueue) return;  // on_write_done flushes again
-  out_.clear();
-  session_.flush(out_);
-  for (H2UpStream* s : streams_) s->mark_sent();
-  if (!out_.empty()) {
-    int rc = worker_->write(this, out_);
-    if (rc < 0) {
-      lose(rc);
-      return;
+  in_flush_ = true;
+  do {
+    flush_again_ = false;
+    out_.clear();
+    session_.flush(out_);
+    for (H2UpStream* s : streams_) s->mark_sent();
+    if (!out_.empty()) {
+      int rc = worker_->write(this, out_);
+      if (rc < 0) {
+        in_flush_ = false;
+        lose(rc);
+        return;
+      }
     }
+  } while (flush_again_ && !closing() && write_queue() <= kMaxWriteQueue);
+  in_flush_ = false;
+  if (closing()) return;
+  if (idle_after_flush_) {
+    idle_after_flush_ = false;
+    if (streams_.empty() && connected_ && !session_.want_close()) arm_idle();
+    if (closing()) return;
   }
   if (session_.want_close()) {
     // A GOAWAY we sent (the peer misbehaved) or the session's end: close

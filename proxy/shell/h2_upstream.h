@@ -165,6 +165,12 @@ class H2UpConn final : public Conn, private H2Session::Handler, private Deferred
   bool connected_ = false;  // and the peer's SETTINGS came: streams may open
   bool reading_ = false;
   bool in_read_ = false;
+  // Inside flush(): nghttp2's callbacks of that flush can end an attempt
+  // whose stream leaving asks for a flush again; that one only asks
+  // (flush_again_), the running one goes on.
+  bool in_flush_ = false;
+  bool flush_again_ = false;
+  bool idle_after_flush_ = false;  // arm_idle() was called inside flush()
   bool no_new_streams_ = false;  // the peer sent GOAWAY or refused a stream
   bool spent_ = false;           // carried pool.max_requests_per_connection streams
   bool close_when_flushed_ = false;

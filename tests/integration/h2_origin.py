@@ -25,6 +25,7 @@ except ImportError:  # python3-h2 is Debian's; ctest's interpreter may be anothe
 
 REFUSED_STREAM = 0x7
 CANCEL = 0x8
+PROTOCOL_ERROR = 0x1
 INTERNAL_ERROR = 0x2
 
 
@@ -40,6 +41,13 @@ class Request:
         self.body = b""
         self.trailers = None  # the request's trailing HEADERS, (name, value) pairs
         self.processed = False  # the handler answered it (not refused)
+        self.finished = False  # its last frame (END_STREAM or RST_STREAM) went out
+        self.arrived_at = time.monotonic()  # its HEADERS were read
+        self.finished_at = None
+
+    def finish(self):
+        self.finished = True
+        self.finished_at = time.monotonic()
 
     def field(self, name, default=None):
         for n, v in self.fields:
@@ -73,9 +81,49 @@ class Request:
         self.processed = True
         self._conn.respond(self.stream_id, status, headers, partial, None, reset=code)
 
+    def respond_slowly(self, status, headers, pieces, pause):
+        """The head now, then each of ``pieces`` as a DATA frame ``pause``
+        seconds after the one before, END_STREAM with the last. Nothing
+        more goes once the connection is ending."""
+        self.processed = True
+        self._conn.h2.send_headers(self.stream_id, [(":status", str(status))] + list(headers))
+
+        def piece(i=0):
+            if self._conn.closing:
+                return
+            try:
+                self._conn.h2.send_data(self.stream_id, pieces[i], end_stream=i == len(pieces) - 1)
+            except Exception:  # the stream went away (reset by the client)
+                return
+            if i == len(pieces) - 1:
+                self.finish()
+            else:
+                self.later(pause, lambda: piece(i + 1))
+        self.later(pause, piece)
+
     def refuse(self):
         """RST_STREAM REFUSED_STREAM: not processed (RFC 9113 8.7)."""
-        self._conn.reset(self.stream_id, REFUSED_STREAM)
+        self.reset(REFUSED_STREAM)
+
+    def reset(self, code=INTERNAL_ERROR):
+        """RST_STREAM ``code`` before any response."""
+        self._conn.reset(self.stream_id, code)
+        self.finish()
+
+    def connection_requests(self):
+        """Every request its connection received so far, itself included."""
+        return list(self._conn.requests.values())
+
+    @property
+    def connection_ending(self):
+        """Whether its connection sent GOAWAY or is being dropped: nothing
+        can be answered on it any more."""
+        return self._conn.closing
+
+    @property
+    def goaway_last_stream_id(self):
+        """The last-stream-id of the GOAWAY its connection sent, or None."""
+        return self._conn.goaway_last
 
     def later(self, seconds, fn):
         self._conn.later(seconds, fn)
@@ -105,12 +153,15 @@ class _Connection:
         self.pending = {}  # stream id -> [bytes left, trailers, reset code]
         self.timers = []   # (when, fn)
         self.closing = False
+        self.goaway_last = None
 
     def respond(self, sid, status, headers, body, trailers, reset=None):
         fields = [(":status", str(status))] + list(headers)
         no_body = not body and trailers is None and reset is None
         self.h2.send_headers(sid, fields, end_stream=no_body)
-        if not no_body:
+        if no_body:
+            self.requests[sid].finish()
+        else:
             self.pending[sid] = [memoryview(bytes(body)), trailers, reset]
         self.pump()
 
@@ -122,6 +173,7 @@ class _Connection:
 
     def goaway(self, last_stream_id, close):
         self.h2.close_connection(error_code=0, last_stream_id=last_stream_id)
+        self.goaway_last = last_stream_id
         self.closing = close
 
     def pump(self):
@@ -149,6 +201,7 @@ class _Connection:
                 self.h2.send_headers(sid, list(trailers), end_stream=True)
             else:
                 self.h2.end_stream(sid)
+            self.requests[sid].finish()
 
     def flush(self):
         out = self.h2.data_to_send()
@@ -224,6 +277,8 @@ class _Connection:
             with self.origin.lock:
                 self.origin.resets.append((self.conn_id, ev.stream_id, ev.error_code))
         elif isinstance(ev, h2.events.ConnectionTerminated):
+            with self.origin.lock:
+                self.origin.goaways.append((self.conn_id, ev.error_code))
             self.closing = True
 
 
@@ -307,6 +362,7 @@ class H2Origin(LoopbackServer):
         self.max_concurrent_streams = max_concurrent_streams
         self.settings_delay = dict(settings_delay or {})
         self.resets = []   # (connection, stream id, error code) the client sent
+        self.goaways = []  # (connection, error code) of each GOAWAY the client sent
         self.unsent = {}   # (connection, stream id) -> response bytes its window holds back
         self.listen()
 

@@ -815,29 +815,33 @@ class H2ResponseRulesTest(IntegrationTest):
         self.assertEqual((got.status, got.header("content-length"), got.body), (200, "5", b"012"))
         self.assertEqual(rec, ("200", "upstream_reset", "1"))
 
-    def test_data_on_a_response_that_has_no_body_closes_the_client_connection_after_the_head(self):
-        # The head is complete on its own (HEAD, 204, 304) and goes to the
-        # client; the DATA is refused: none of it is passed on, and the
-        # client's connection is closed after the head.
-        for name, method, respond, status, length in [
+    def test_data_on_a_response_that_has_no_body_is_refused_and_the_client_gets_the_head_whole(self):
+        # The head is complete on its own and goes to the client whole; the
+        # DATA is refused (the origin's stream is reset): none of it is
+        # passed on. A HEAD answer, a 204 or a 304 is all head: the client's
+        # connection serves its next request. A 200 whose content-length: 0
+        # makes it complete is a response with a body, found broken after
+        # its head: the client's connection is closed after it.
+        for name, method, respond, status, length, goes_on in [
                 ("HEAD answered with DATA", "HEAD",
-                 lambda w: w.head(S200, ("content-length", "5")).data(b"hello", end_stream=True), 200, "5"),
+                 lambda w: w.head(S200, ("content-length", "5")).data(b"hello", end_stream=True), 200, "5", True),
                 ("204 with DATA", "GET", lambda w: w.head((":status", "204")).data(b"hello", end_stream=True), 204,
-                 None),
+                 None, True),
                 ("304 with DATA", "GET", lambda w: w.head((":status", "304")).data(b"hello", end_stream=True), 304,
-                 None),
-                # A 200 whose content-length: 0 makes it complete with its
-                # head: it goes to the client whole before its DATA is seen.
+                 None, True),
                 ("content-length: 0 with DATA", "GET",
-                 lambda w: w.head(S200, ("content-length", "0")).data(b"hello", end_stream=True), 200, "0")]:
+                 lambda w: w.head(S200, ("content-length", "0")).data(b"hello", end_stream=True), 200, "0", False)]:
             with self.subTest(case=name):
                 origin, proxy = self.through(respond)
                 with h.Conn(proxy.port()) as c:
                     r = c.request(method, "/case", host="svc.test")
                     self.assertEqual((r.status, r.header("content-length"), r.body), (status, length, b""))
-                    self.assertTrue(c.closed_by_peer(3.0), "the client connection stayed open")
-                    self.assertEqual(bytes(c.reader.buf), b"")
-                self.fine_after(origin, proxy)
+                    if goes_on:
+                        self.fine_after(origin, proxy, c)
+                    else:
+                        self.assertTrue(c.closed_by_peer(3.0), "the client connection stayed open")
+                        self.assertEqual(bytes(c.reader.buf), b"")
+                        self.fine_after(origin, proxy)
                 self.assertEqual((origin.resets, origin.goaways), ([(1, 1, PROTOCOL_ERROR)], []))
                 self.assertEqual(self.record(proxy), (str(status), "upstream_reset", "1"))
 

@@ -20,6 +20,7 @@ from harness import IntegrationTest
 import h2_origin
 from h2_origin import H2Origin
 import ops_helpers as ops
+from test_h2_downstream import H2Client
 import tls_helpers as tls
 
 
@@ -542,6 +543,87 @@ class H2UpstreamTest(IntegrationTest):
         body = raw[raw.index(b"\r\n\r\n") + 4:]
         self.assertEqual(body, b"p" * 1000, "the client must see the cut: fewer bytes than announced")
 
+    def test_an_origin_reset_right_after_the_head_gives_an_http11_client_the_head_then_the_close(self):
+        # HEADERS and RST_STREAM come in one read, no body between: the head
+        # was still held for the first body bytes when the reset came. The
+        # client must see it and then the truncation, not a connection
+        # closed on no answer, which it could take as never served.
+        o = self.h2origin(lambda r: r.respond_then_reset(200, [("content-length", "100")], b""))
+        proxy = self.proxy_to(o.port)
+        for i in range(5):
+            raw, closed = h.raw_exchange(proxy.port(), h.build_request("GET", "/cut%d" % i, host="svc.test"),
+                                         timeout=5.0)
+            self.assertTrue(closed, "the client connection must end: the body cannot be completed")
+            self.assertTrue(raw.startswith(b"HTTP/1.1 200"), raw[:100])
+            self.assertTrue(raw.endswith(b"\r\n\r\n"), "nothing after the head: %r" % raw[-40:])
+            self.assertIn(b"content-length: 100\r\n", raw.lower())
+        recs = ops.access_records(proxy, 5)
+        self.assertEqual({(r["status"], r["error"]) for r in recs}, {("200", "upstream_reset")})
+
+    def test_a_head_answer_reset_after_its_head_is_whole_and_the_connection_goes_on(self):
+        # A response to HEAD (as a 204 or a 304) is all head: an origin that
+        # resets the stream after it takes nothing from it. The client gets
+        # it whole and its connection serves the next request.
+        def handler(r):
+            if r.method == "HEAD":
+                r.respond_then_reset(200, [("content-length", "5")], b"")
+            else:
+                r.respond(200, [], b"after")
+        o = self.h2origin(handler)
+        proxy = self.proxy_to(o.port)
+        with h.Conn(proxy.port()) as c:
+            r = c.request("HEAD", "/head", host="svc.test")
+            self.assertEqual((r.status, r.header("content-length"), r.body), (200, "5", b""))
+            r = c.request("GET", "/next", host="svc.test")
+            self.assertEqual((r.status, r.body), (200, b"after"))
+        # An HTTP/2 client gets its stream ended, not reset.
+        c = H2Client(proxy.port())
+        self.addCleanup(c.close)
+        sid = c.request("HEAD", "/head2", authority="svc.test")
+        self.assertTrue(c.pump(c.done(sid), timeout=5.0))
+        self.assertEqual((c.status(sid), c.streams[sid]["ended"], c.streams[sid]["reset"]), (200, True, None))
+        recs = ops.access_records(proxy, 2, lambda x: x.get("path") in ("/head", "/head2"))
+        self.assertEqual([(x["status"], x["error"]) for x in recs], [("200", "upstream_reset")] * 2)
+
+    def test_streams_reset_while_the_connection_writes_leave_its_frames_whole(self):
+        # A HEAD answered with a body is refused with RST_STREAM
+        # PROTOCOL_ERROR, and that stream closes as the RST_STREAM is
+        # written, while DATA of large uploads beside it waits in the same
+        # output (the origin's windows let it go bit by bit). The attempt
+        # ending then must not start a second write of the session's output
+        # from inside the first: that sent frames twice and cut others, and
+        # the origin saw garbage and failed the connection.
+        def handler(r):
+            if r.method == "HEAD":
+                r.respond(200, [("content-length", "6")], b"broken")
+            else:
+                r.respond(200, [], b"took %d" % len(r.body))
+        o = self.h2origin(handler)
+        proxy = self.proxy_to(o.port)
+        clients = [H2Client(proxy.port()) for _ in range(3)]
+        for c in clients:
+            self.addCleanup(c.close)
+        upload = b"u" * 16000  # one DATA frame; the nine of a round pass the origin's 64 KiB window
+        for round_ in range(15):  # one HEAD each: fewer than max_stream_errors (20) in all
+            sent = []  # (client, stream, is a POST)
+            for n, c in enumerate(clients):
+                for i in range(3):
+                    sent.append((c, c.request("POST", "/up%d-%d-%d" % (round_, n, i), authority="svc.test",
+                                              body=upload), True))
+                    if n == 0 and i == 0:
+                        sent.append((c, c.request("HEAD", "/head%d" % round_, authority="svc.test"), False))
+            deadline = time.monotonic() + 10
+            while not all(c.done(sid)() for c, sid, _ in sent) and time.monotonic() < deadline:
+                for c in clients:
+                    c.pump(c.done(*[sid for cc, sid, _ in sent if cc is c]), timeout=0.05)
+            for c, sid, is_post in sent:
+                s = c.streams[sid]
+                self.assertEqual((round_, c.status(sid), s["reset"]), (round_, 200, None))
+                if is_post:
+                    self.assertEqual(bytes(s["data"]), b"took 16000")
+        self.assertEqual(o.errors, [], "the origin received broken frames")
+        self.assertEqual(o.accepted, 1, "one upstream connection carried every stream")
+
     def test_a_lost_connection_fails_its_streams_a_get_is_retried_and_a_post_is_not(self):
         seen = set()
 
@@ -581,6 +663,8 @@ class H2UpstreamTest(IntegrationTest):
                 "(WINDOW_UPDATE: window_size_increment == 0); its streams fail as resets" % o.port)
         self.assertTrue(h.wait_until(lambda: line in proxy.stderr(), 3.0), proxy.stderr()[-2000:])
         self.assertEqual(proxy.stderr().count("HTTP/2 connection ended by onelayer"), 1)
+        # The GOAWAY itself reached the origin before the connection closed.
+        self.assertEqual(o.goaways, [(1, h2_origin.PROTOCOL_ERROR)])
 
     def test_a_response_length_above_2_53_is_a_502_bad_upstream_response(self):
         # (Some body, then a reset: a HEADERS that ended the stream with a

@@ -12,38 +12,24 @@ ONELAYER_BIN (the binary; default <repo>/build/onelayer), ONELAYER_SANITIZED=1
 Exit status 0 when every check holds, 1 otherwise; a summary is printed.
 """
 
-import argparse
 import os
 import random
 import re
-import socket
 import sys
 import threading
 import time
-import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 import fault_origin as fo  # noqa: E402
 import harness as h  # noqa: E402
+from soak_checks import MAX_ATTEMPTS, FaultPlan, drive, http1_client, options, report, stop_proxy  # noqa: E402
 
 FAULTS = [("ok", 60), ("503", 8), ("503-retry-after", 3), ("500", 3), ("rst-before-head", 6),
           ("close-before-head", 3), ("rst-after-head", 3), ("timeout", 2), ("slow-body", 5),
           ("close-after-response", 5), ("garbage", 2)]
 METHODS = ["GET", "GET", "GET", "HEAD", "PUT", "DELETE", "POST", "POST", "PATCH"]
-MAX_ATTEMPTS = 3
-RETRYABLE = {"503", "503-retry-after", "rst-before-head", "close-before-head", "timeout"}
-
-
-def fault_for(seed, rid, attempt):
-    r = random.Random(zlib.crc32(("%d/%s/%d" % (seed, rid, attempt)).encode()))
-    x = r.uniform(0, sum(w for _, w in FAULTS))
-    for name, w in FAULTS:
-        if x < w:
-            return name
-        x -= w
-    return "ok"
 
 
 def action_for(name, rid):
@@ -78,43 +64,19 @@ def expected_outcomes(method, keyed, faults):
     return {503, 502, 504}
 
 
-def percentile_slope(samples):
-    """Least-squares slope of (t, value) in value units per second."""
-    n = len(samples)
-    if n < 3:
-        return 0.0
-    mt = sum(t for t, _ in samples) / n
-    mv = sum(v for _, v in samples) / n
-    num = sum((t - mt) * (v - mv) for t, v in samples)
-    den = sum((t - mt) ** 2 for t, _ in samples) or 1.0
-    return num / den
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", "120")))
-    ap.add_argument("--short", action="store_true", help="20-second CI mode")
-    ap.add_argument("--clients", type=int, default=16)
-    ap.add_argument("--seed", type=int, default=int(os.environ.get("SOAK_SEED", "4242")))
-    args = ap.parse_args()
-    seconds = 20.0 if args.short else args.seconds
-    sanitized = os.environ.get("ONELAYER_SANITIZED") == "1"
-    binary = os.environ.get("ONELAYER_BIN") or os.path.join(HERE, "..", "..", "build", "onelayer")
-    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
-        print("soak: no onelayer binary at %s (set ONELAYER_BIN)" % binary, file=sys.stderr)
-        return 1
+    args = options(__doc__, HERE, clients=16)
+    seconds = args.seconds
     print("soak: %.0fs, %d clients, seed %d (SOAK_SEED=%d to replay), binary %s" % (
-        seconds, args.clients, args.seed, args.seed, binary), flush=True)
+        seconds, args.clients, args.seed, args.seed, args.binary), flush=True)
 
-    attempts = {}
     lock = threading.Lock()
     seed = args.seed
+    plan_faults = FaultPlan(FAULTS, seed)
 
     def handler(arrival):
         rid = arrival.header("x-request-id") or "?"
-        with lock:
-            k = attempts[rid] = attempts.get(rid, 0) + 1
-        arrival.rid, arrival.fault = rid, fault_for(seed, rid, k)
+        arrival.rid, arrival.fault = rid, plan_faults.next(rid)
         return action_for(arrival.fault, rid)
 
     origin = fo.FaultOrigin(handler, name="soak-origin")
@@ -125,12 +87,11 @@ def main():
                "backoff": {"base": "5ms", "cap": "50ms", "jitter": "full"}},
         upstream={"connect_timeout": "300ms", "retry_budget": {"ratio": 0.5, "min_per_second": 200}},
         limits={"idle_timeout": "5s", "header_timeout": "2s"})
-    proxy = h.Proxy(config, binary=binary)
+    proxy = h.Proxy(config, binary=args.binary)
     failures = []
     try:
         proxy.start()
         port = proxy.port()
-        stop = threading.Event()
         counter = [0]
         plan = {}
         outcomes = {}
@@ -145,69 +106,27 @@ def main():
                 keyed = method in ("POST", "PATCH") and plan_rng.random() < 0.5
             rid = "s%07d" % i
             plan[rid] = (method, keyed)
-            return rid, method, keyed
+            headers = [("X-Request-Id", rid)] + ([("Idempotency-Key", "k-" + rid)] if keyed else [])
+            body = b"payload " + rid.encode() if method in ("POST", "PUT", "PATCH") else b""
+            return rid, method, headers, body
 
-        def client():
-            conn = None
-            while not stop.is_set():
-                rid, method, keyed = next_request()
-                headers = [("X-Request-Id", rid)] + ([("Idempotency-Key", "k-" + rid)] if keyed else [])
-                body = b"payload " + rid.encode() if method in ("POST", "PUT", "PATCH") else b""
-                try:
-                    if conn is None:
-                        conn = h.Conn(port, timeout=10)
-                    r = conn.request(method, "/soak/" + rid, headers=headers, body=body)
-                    outcome = r.status
-                    if r.wants_close():
-                        conn.close()
-                        conn = None
-                except h.IncompleteMessage as e:
-                    outcome = "cut" if e.partial is not None else "closed"
-                    conn.close()
-                    conn = None
-                except (OSError, h.ProtocolError) as e:
-                    outcome = "error:%s" % type(e).__name__
-                    if conn is not None:
-                        conn.close()
-                    conn = None
-                with lock:
-                    outcomes[rid] = outcome
-            if conn is not None:
-                conn.close()
+        def record(rid, outcome, _response):
+            with lock:
+                outcomes[rid] = outcome
 
-        threads = [threading.Thread(target=client, daemon=True) for _ in range(args.clients)]
-        t0 = time.monotonic()
-        for t in threads:
-            t.start()
-        warm_after = min(10.0, seconds * 0.25)
-        samples = []
-        warm = None
-        while time.monotonic() - t0 < seconds:
-            time.sleep(1.0)
-            if not proxy.running():
-                failures.append("the proxy exited with %s during the soak" % proxy.proc.poll())
-                break
-            now = time.monotonic() - t0
-            rss, fds = proxy.rss_kb(), len(os.listdir("/proc/%d/fd" % proxy.proc.pid))
-            if now >= warm_after:
-                if warm is None:
-                    warm = (rss, fds)
-                samples.append((now, rss, fds))
-        stop.set()
-        for t in threads:
-            t.join(30)
+        def client(stop):
+            http1_client(port, stop, next_request, record)
+
+        watch, t0, _ = drive(proxy, [client] * args.clients, args, failures, 30)
         time.sleep(0.5)
         elapsed = time.monotonic() - t0
 
         if proxy.running():
-            # Let pooled/idle connections settle before the final reading.
-            rss_end, fds_end = proxy.rss_kb(), len(os.listdir("/proc/%d/fd" % proxy.proc.pid))
             health = proxy.admin_get("/healthz").status
             if health != 200:
                 failures.append("/healthz answered %d at the end" % health)
             metrics = proxy.admin_get("/metrics").body.decode("utf-8", "replace")
         else:
-            rss_end = fds_end = None
             metrics = ""
 
         # Outcomes against injected faults.
@@ -239,17 +158,7 @@ def main():
             len(outcomes), elapsed, len(outcomes) / max(elapsed, 1e-9), len(arrivals)))
         print("soak: faults injected %s" % dict(sorted(injected.items())))
         print("soak: outcomes %s" % dict(sorted(counts.items(), key=lambda kv: str(kv[0]))))
-        if warm and rss_end is not None:
-            slope = percentile_slope([(t, r) for t, r, _ in samples])
-            print("soak: RSS %d KiB after warm-up, %d KiB at the end (slope %.1f KiB/s); "
-                  "descriptors %d -> %d" % (warm[0], rss_end, slope, warm[1], fds_end))
-            if not sanitized:
-                if rss_end > warm[0] + max(8 * 1024, warm[0] // 4):
-                    failures.append("RSS grew from %d KiB to %d KiB" % (warm[0], rss_end))
-                if slope * seconds > 8 * 1024:
-                    failures.append("RSS keeps growing: %.1f KiB/s" % slope)
-            if fds_end > warm[1] + 80:
-                failures.append("open descriptors grew from %d to %d" % (warm[1], fds_end))
+        watch.judge(failures)
         if any(str(o).startswith(("error:", "closed")) for o in outcomes.values()):
             failures.append("requests without a response: %r" % {
                 k: v for k, v in counts.items() if str(k).startswith(("error:", "closed"))})
@@ -264,10 +173,7 @@ def main():
             failures.append("the origin received malformed requests: %r" % origin.errors[:5])
         if metrics and int(answered) < len(outcomes):
             failures.append("onelayer_requests_total %d < %d requests answered" % (answered, len(outcomes)))
-        if proxy.running():
-            code = proxy.stop(expect_code=None, timeout=15)
-            if code != 0:
-                failures.append("exit code %s after SIGTERM" % code)
+        stop_proxy(proxy, failures)
     except Exception as e:  # report, never hang the CI step
         failures.append("soak aborted: %r" % e)
     finally:
@@ -275,12 +181,7 @@ def main():
         proxy.cleanup()
         origin.stop()
         refused_sock.close()
-    if failures:
-        print("soak: FAILED\n  " + "\n  ".join(failures), flush=True)
-        print(diagnostics, flush=True)
-        return 1
-    print("soak: ok", flush=True)
-    return 0
+    return report(failures, diagnostics)
 
 
 if __name__ == "__main__":
