@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command: installs what is missing, builds, and runs every test.
 #   1. the whole unit + integration suite under AddressSanitizer and
-#      UndefinedBehaviorSanitizer (build-asan/);
+#      UndefinedBehaviorSanitizer (build-asan/), with a 20-second HTTP/2 soak;
 #   2. every libFuzzer target for a bounded time (FUZZ_SECONDS, default 30);
 #   3. the whole suite on the release build (build/), plus the benchmark and
 #      soak smoke runs and the container image test; its ctest summary

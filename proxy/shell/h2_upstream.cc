@@ -189,6 +189,21 @@ void H2UpConn::start_connect() {
             [](TimerList::Entry* t) { Conn::of<H2UpConn>(t)->fail_connect(UV_ETIMEDOUT, false); });
 }
 
+namespace {
+
+// Tells each stream taken from a connection (take_streams()) with `tell`,
+// all of them held meanwhile: one told may release another (see
+// H2UpStream::hold()), which is then not told and freed at the end.
+template <class Tell>
+void tell_each(const std::vector<H2UpStream*>& taken, Tell&& tell) {
+  for (H2UpStream* s : taken) s->hold();
+  for (H2UpStream* s : taken)
+    if (!s->released()) tell(s);
+  for (H2UpStream* s : taken) s->unhold();
+}
+
+}  // namespace
+
 std::vector<H2UpStream*> H2UpConn::take_streams() {
   std::vector<H2UpStream*> all;
   all.swap(streams_);
@@ -203,7 +218,7 @@ std::vector<H2UpStream*> H2UpConn::take_streams() {
 void H2UpConn::fail_connect(int err, bool dns) {
   if (closing()) return;
   close_now();
-  for (H2UpStream* s : take_streams()) s->on_connect_failed(err, dns);
+  tell_each(take_streams(), [&](H2UpStream* s) { s->on_connect_failed(err, dns); });
 }
 
 // Usable once the TLS handshake (h2) is done and the peer's SETTINGS arrive
@@ -254,7 +269,7 @@ void H2UpConn::hand_over_to_http1() {
   UpConn* first = nullptr;
   if (fd >= 0) first = UpConn::take_over(worker_, ep_, addr_used_, tls_ctx_, std::move(tls_), fd, connect_timeout_);
   close_now();
-  for (H2UpStream* s : waiting) {
+  tell_each(waiting, [&](H2UpStream* s) {
     UpstreamStream::Receiver* r = s->receiver();
     UpstreamStream* next;
     if (first && s == waiting.front()) {
@@ -265,14 +280,14 @@ void H2UpConn::hand_over_to_http1() {
     }
     s->move_attempt_to(next);
     if (next != first && next->ready()) r->on_connected();  // a pooled connection: the request goes now
-  }
+  });
   if (first) first->start_taken_over();
 }
 
 void H2UpConn::fail_tls(const std::string& why, bool verify) {
   if (closing()) return;
   close_now();
-  for (H2UpStream* s : take_streams()) s->on_tls_failed(why, verify);
+  tell_each(take_streams(), [&](H2UpStream* s) { s->on_tls_failed(why, verify); });
 }
 
 // The peer's SETTINGS came: streams beyond its limit move to another
@@ -372,7 +387,7 @@ void H2UpConn::lose(int err) {
   spdlog::debug("upstream {}: HTTP/2 connection lost with {} streams: {}", ep_->label, streams_.size(),
                 uv_strerror(err));
   close_now();
-  for (H2UpStream* s : take_streams()) s->on_lost(err);
+  tell_each(take_streams(), [&](H2UpStream* s) { s->on_lost(err); });
 }
 
 void H2UpConn::close_now() {

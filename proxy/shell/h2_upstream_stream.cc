@@ -105,6 +105,10 @@ bool H2UpStream::call(F&& f) {
   return !released_;
 }
 
+void H2UpStream::unhold() {
+  if (--busy_ == 0 && released_) delete this;
+}
+
 bool H2UpStream::ready() const { return conn_ && !conn_->closing() && conn_->connected(); }
 
 bool H2UpStream::closing() const { return !conn_ || conn_->closing(); }

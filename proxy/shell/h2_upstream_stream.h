@@ -78,6 +78,14 @@ class H2UpStream final : public UpstreamStream {
   void move_attempt_to(UpstreamStream* next);
   Receiver* receiver() const { return r_; }
   bool head_request() const { return head_request_; }
+  // A connection telling several of its streams at once (they left it
+  // together: the connection failed or was lost) holds each until all
+  // were told: telling one may end the exchange of another (the answer
+  // to its client fails, and that client connection's other exchanges
+  // end), which releases that stream meanwhile. unhold() frees it then.
+  void hold() { ++busy_; }
+  void unhold();
+  bool released() const { return released_; }
   void on_connected();
   void on_connect_failed(int err, bool dns);
   void on_tls_failed(const std::string& why, bool verify);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Bounded soak of onelayer over HTTP/2: for a fixed time, HTTP/2 clients
 (python3-h2, several streams at once on each connection, some of them
-cancelled part way) and HTTP/1.1 keep-alive clients send mixed requests
+cancelled part way, now and then a connection closed with streams open) and HTTP/1.1 keep-alive clients send mixed requests
 through one listener to an h2c upstream whose origin (tests/integration/
 h2_origin.py) injects a fault chosen per attempt: 503 with and without
 Retry-After, 500, RST_STREAM REFUSED_STREAM, RST_STREAM before and after the
@@ -56,6 +56,7 @@ H2_CONNECTIONS = 6
 H2_STREAMS = 8          # at once on each client connection
 HTTP1_CLIENTS = 4
 CANCEL_SHARE = 0.03     # HTTP/2 requests the client resets part way
+ABANDON_SHARE = 0.01    # HTTP/2 requests whose client then closes its connection at once
 STREAM_LIMIT_S = 10.0   # a stream unanswered this long is a hang
 PER_TRY_TIMEOUT = "500ms"
 LATE_S = 0.4            # an answer this long after the client sent its request may come too late
@@ -190,7 +191,7 @@ class H2ClientConnection:
             del self.out[:n]
 
     def start(self):
-        rid, method, headers, body, cancel_after = self.next_request(self.rng)
+        rid, method, headers, body, give_up = self.next_request(self.rng)
         sid = self.conn.get_next_available_stream_id()
         fields = [(":method", method), (":scheme", "http"), (":authority", "soak.test"),
                   (":path", "/soak/" + rid)] + [(n.lower(), v) for n, v in headers]
@@ -200,8 +201,8 @@ class H2ClientConnection:
         if body:
             self.conn.send_data(sid, body, end_stream=True)
         now = time.monotonic()
-        self.streams[sid] = {"rid": rid, "head": None, "body": bytearray(), "trailers": None,
-                             "started": now, "cancel_at": None if cancel_after is None else now + cancel_after}
+        self.streams[sid] = {"rid": rid, "head": None, "body": bytearray(), "trailers": None, "started": now,
+                             "give_up": None if give_up is None else (give_up[0], now + give_up[1])}
 
     def end(self, sid, outcome):
         s = self.streams.pop(sid)
@@ -217,8 +218,13 @@ class H2ClientConnection:
                 break
             now = time.monotonic()
             for sid, s in list(self.streams.items()):
-                if s["cancel_at"] is not None and now >= s["cancel_at"]:
-                    self.cancel(sid, "cancelled")
+                if sid not in self.streams:
+                    continue  # abandoned with its connection just now
+                if s["give_up"] is not None and now >= s["give_up"][1]:
+                    if s["give_up"][0] == "cancel":
+                        self.cancel(sid, "cancelled")
+                    else:  # the client goes away: its connection closes with its streams open
+                        self.lost("abandoned")
                 elif now - s["started"] > STREAM_LIMIT_S:
                     self.cancel(sid, "hung")
             self.flush()
@@ -247,8 +253,9 @@ class H2ClientConnection:
         self.end(sid, outcome)
 
     def lost(self, outcome):
-        """The proxy closed the connection or sent GOAWAY (it has no reason
-        to in a soak): what is open ends with `outcome`; a new connection."""
+        """The connection ends with what is open on it (`outcome`), and a
+        new one starts: the client closed it ("abandoned"), or the proxy
+        closed it or sent GOAWAY (it has no reason to in a soak)."""
         for sid in list(self.streams):
             self.end(sid, outcome)
         self.sock.close()
@@ -326,19 +333,21 @@ def main():
         responses = {}
         plan_lock = threading.Lock()
 
-        def next_request(rng, cancellable=True):
+        def next_request(rng, http2=True):
             with plan_lock:
                 i = counter[0]
                 counter[0] += 1
             method = rng.choice(METHODS)
             keyed = method in ("POST", "PATCH") and rng.random() < 0.5
-            cancel_after = rng.uniform(0, 0.05) if cancellable and rng.random() < CANCEL_SHARE else None
+            x = rng.random() if http2 else 1.0
+            give_up = (("cancel" if x < CANCEL_SHARE else "abandon", rng.uniform(0, 0.05))
+                       if x < CANCEL_SHARE + ABANDON_SHARE else None)
             rid = "s%07d" % i
             with plan_lock:
                 plan[rid] = (method, keyed, time.monotonic())
             headers = [("X-Request-Id", rid)] + ([("Idempotency-Key", "k-" + rid)] if keyed else [])
             body = b"payload " + rid.encode() if method in ("POST", "PUT", "PATCH") else b""
-            return rid, method, headers, body, cancel_after
+            return rid, method, headers, body, give_up
 
         def record(rid, outcome, response):
             with lock:
@@ -351,7 +360,7 @@ def main():
 
         def h1_client(n):
             rng = random.Random(seed * 1000 + 500 + n)
-            return lambda stop: http1_client(port, stop, lambda: next_request(rng, cancellable=False)[:4], record)
+            return lambda stop: http1_client(port, stop, lambda: next_request(rng, http2=False)[:4], record)
 
         clients = [h2_client(n) for n in range(H2_CONNECTIONS)] + [h1_client(n) for n in range(HTTP1_CLIENTS)]
         watch, t0, stopped_at = drive(proxy, clients, args, failures, STREAM_LIMIT_S + 20)
@@ -385,7 +394,7 @@ def main():
             arr = by_rid.get(rid, [])
             fates = [fate(a, sent_at) for a in arr]
             counts[outcome] = counts.get(outcome, 0) + 1
-            if outcome == "cancelled":
+            if outcome in ("cancelled", "abandoned"):
                 pass  # the client gave up; what it got is not judged
             elif outcome not in expected_outcomes(method, fates):
                 mismatches.append((rid, method, keyed, fates, outcome, where(arr, sent_at),
