@@ -648,19 +648,14 @@ void DownConn::abort_stream(const char* reason) {
     ex_->abort(reason);
     worker_->retire(std::move(ex_));
   }
-  if (!response_ || response_->pending_head.empty()) {
+  const bool held = response_ && !response_->pending_head.empty();
+  flush();  // closes the connection when the write fails
+  if (closing()) return;
+  if (held) {
+    close_when_flushed();
+  } else {
     close_handles();
-    return;
   }
-  std::string& p = response_->pending_head;
-  response_->bytes += p.size();
-  const int rc = worker_->write(this, p);
-  p.clear();
-  if (rc < 0) {
-    close_handles();
-    return;
-  }
-  close_when_flushed();
 }
 
 void DownConn::drain() {

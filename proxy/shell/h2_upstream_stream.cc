@@ -93,20 +93,17 @@ void h2_request(const OutgoingRequest& req, std::string_view scheme, H2Request& 
 H2UpStream::H2UpStream(H2UpConn* conn, Receiver* r, bool head_request)
     : conn_(conn), r_(r), connect_timeout_(conn->connect_timeout()), head_request_(head_request) {}
 
-template <class F>
-bool H2UpStream::call(F&& f) {
-  ++busy_;
-  f();
-  --busy_;
-  if (released_ && busy_ == 0) {
-    delete this;
-    return false;
-  }
-  return !released_;
-}
-
 void H2UpStream::unhold() {
   if (--busy_ == 0 && released_) delete this;
+}
+
+template <class F>
+bool H2UpStream::call(F&& f) {
+  hold();
+  f();
+  const bool kept = !released_;
+  unhold();
+  return kept;
 }
 
 bool H2UpStream::ready() const { return conn_ && !conn_->closing() && conn_->connected(); }

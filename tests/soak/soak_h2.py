@@ -399,8 +399,8 @@ def main():
             elif outcome not in expected_outcomes(method, fates):
                 mismatches.append((rid, method, keyed, fates, outcome, where(arr, sent_at),
                                    "sent at %.1f s of %.1f" % (sent_at - t0, stopped_at - t0)))
-            elif outcome == 200 and crosses(responses.get(rid), rid, fates[-1], method):
-                crossed.append((rid, fates, crosses(responses.get(rid), rid, fates[-1], method)))
+            elif outcome == 200 and (why := crosses(responses.get(rid), rid, fates[-1], method)):
+                crossed.append((rid, fates, why))
             processed = [f for f in fates if f.replace("late-", "") not in NOT_PROCESSED]
             if method in ("POST", "PATCH") and not keyed and len(processed) > 1:
                 dup_keyless.append((rid, fates, where(arr, sent_at)))
