@@ -480,6 +480,9 @@ struct H2Session::Stream {
   std::string out;
   size_t out_off = 0;
   bool local_reset = false;   // reset_stream(), or our RST NO_ERROR after a full response
+  bool head_framed = false;   // our head went out (or was dropped)
+  bool reset_after_head = false;  // reset_stream_after_head(): the RST waits for head_framed
+  uint32_t reset_code = 0;        // and its code
   bool count_framed = false;  // H2Session::count_framed()
   uint32_t refused_code = 0;  // we reset it for the peer's fault: the Handler hears this code
   void* owner = nullptr;      // set_stream_owner()
@@ -698,6 +701,7 @@ struct H2Session::Callbacks {
     int32_t id = frame->hd.stream_id;
     if (frame->hd.type == NGHTTP2_HEADERS) {
       s.release_held(id);  // encoded: no pointer into it left
+      s.head_framed(id);
       // A request's HEADERS: nghttp2 has opened the stream (with our user data).
       if (s.unopened_from_ < s.unopened_.size()) s.forget_unopened(id);
     }
@@ -761,7 +765,9 @@ struct H2Session::Callbacks {
 
   static int on_frame_not_send(nghttp2_session*, const nghttp2_frame* frame, int, void* ud) {
     H2Session& s = self(ud);
-    if (frame->hd.type == NGHTTP2_HEADERS) s.release_held(frame->hd.stream_id);
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+    s.release_held(frame->hd.stream_id);
+    s.head_framed(frame->hd.stream_id);
     return 0;
   }
 
@@ -1289,6 +1295,25 @@ bool H2Session::reset_stream(int32_t stream, uint32_t error_code) {
   if (failed_ || !st || st->local_reset) return false;
   st->local_reset = true;
   return nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, stream, error_code) == 0;
+}
+
+bool H2Session::reset_stream_after_head(int32_t stream, uint32_t error_code) {
+  Stream* st = find(stream);
+  if (failed_ || !st || st->local_reset) return false;
+  if (!st->head_submitted || st->head_framed) return reset_stream(stream, error_code);
+  st->local_reset = true;  // no more body: send_data() and send_trailers() refuse
+  st->reset_after_head = true;
+  st->reset_code = error_code;
+  return true;
+}
+
+void H2Session::head_framed(int32_t stream) {
+  Stream* st = find(stream);
+  if (!st) return;
+  st->head_framed = true;
+  if (!st->reset_after_head) return;
+  st->reset_after_head = false;
+  nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, stream, st->reset_code);
 }
 
 void H2Session::count_framed(int32_t stream) {

@@ -238,6 +238,11 @@ class H2Session {
   void* stream_owner(int32_t stream) const;
   // RST_STREAM; the Handler gets on_closed() for it (not on_reset()).
   bool reset_stream(int32_t stream, uint32_t error_code = kCancel);
+  // The same, after the response head submitted for `stream` has gone out:
+  // nghttp2 drops a head not yet framed when the stream is reset, and a
+  // client should see an answer that came before the upstream failed.
+  // Nothing more of the body goes once this is called.
+  bool reset_stream_after_head(int32_t stream, uint32_t error_code);
   // The owner passed on n body bytes of `stream`: its window reopens.
   void consume(int32_t stream, size_t n);
 
@@ -314,6 +319,7 @@ class H2Session {
   static std::unique_ptr<HeldHead> take_held_head();
   static void give_back_held_head(std::unique_ptr<HeldHead> h);
   void release_held(int32_t stream);  // its head is encoded (or never will be)
+  void head_framed(int32_t stream);  // our head of `stream` went out (or was dropped): a held reset goes
   bool can_answer(int32_t stream) const;
   void resume(Stream& s);
   int headers_received(int32_t id, bool end_stream);  // a header block is complete

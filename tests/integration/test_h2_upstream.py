@@ -560,6 +560,29 @@ class H2UpstreamTest(IntegrationTest):
         recs = ops.access_records(proxy, 5)
         self.assertEqual({(r["status"], r["error"]) for r in recs}, {("200", "upstream_reset")})
 
+    def test_an_origin_reset_right_after_a_head_without_length_gives_an_http2_client_the_head_then_the_reset(self):
+        # A head without a length is held for what follows it (it might end
+        # the stream in one HEADERS frame). The origin's reset coming next
+        # must not swallow it: the HTTP/2 client sees the status, then
+        # RST_STREAM INTERNAL_ERROR, and its connection goes on.
+        o = self.h2origin(lambda r: r.respond_then_reset(200, [("x-answered", "yes")], b"")
+                          if r.path.startswith("/cut") else r.respond(200, [], b"fine"))
+        proxy = self.proxy_to(o.port)
+        c = H2Client(proxy.port())
+        self.addCleanup(c.close)
+        for i in range(3):
+            sid = c.request("GET", "/cut%d" % i, authority="svc.test")
+            self.assertTrue(c.pump(c.done(sid), timeout=5.0))
+            s = c.streams[sid]
+            self.assertEqual((c.status(sid), s["reset"], s["ended"]), (200, h2_origin.INTERNAL_ERROR, False))
+            self.assertEqual(c.header(sid, "x-answered"), "yes")
+            self.assertEqual(bytes(s["data"]), b"")
+        sid = c.request("GET", "/after", authority="svc.test")
+        self.assertTrue(c.pump(c.done(sid), timeout=5.0))
+        self.assertEqual((c.status(sid), bytes(c.streams[sid]["data"])), (200, b"fine"))
+        recs = ops.access_records(proxy, 3, lambda x: x.get("path", "").startswith("/cut"))
+        self.assertEqual({(r["status"], r["error"]) for r in recs}, {("200", "upstream_reset")})
+
     def test_a_head_answer_reset_after_its_head_is_whole_and_the_connection_goes_on(self):
         # A response to HEAD (as a 204 or a 304) is all head: an origin that
         # resets the stream after it takes nothing from it. The client gets
