@@ -821,6 +821,44 @@ TEST_CASE("h2 server: a response head from a field block, checked and filtered a
   CHECK_FALSE(at.server.send_data(1, "late"));
 }
 
+TEST_CASE("h2 server: reset_stream_after_head writes a head not yet written, then the RST_STREAM, and no body") {
+  Attack at;
+  REQUIRE(at.feed(client_start() + headers(1, request_block()) + headers(3, request_block())));
+  H2FieldBlock block;
+  block.put("x-answered", "yes");
+  // Stream 1: head submitted, not written yet. A plain reset_stream() makes
+  // nghttp2 drop that head; reset_stream_after_head() waits for it.
+  CHECK(at.server.submit_response(1, 200, block, false));
+  CHECK(at.server.reset_stream_after_head(1, H2Session::kInternalError));
+  CHECK_FALSE(at.server.send_data(1, "late"));
+  CHECK_FALSE(at.server.reset_stream_after_head(1, H2Session::kInternalError));  // once
+  // Stream 3: the same with a plain reset: no head, the RST alone.
+  CHECK(at.server.submit_response(3, 200, block, false));
+  CHECK(at.server.reset_stream(3, H2Session::kInternalError));
+  at.take();
+  std::vector<std::pair<uint8_t, uint32_t>> order;
+  for (const Frame& f : at.frames)
+    if (f.stream == 1 || f.stream == 3) order.emplace_back(f.type, f.stream);
+  CHECK(order == std::vector<std::pair<uint8_t, uint32_t>>{{HEADERS, 1}, {RST_STREAM, 3}, {RST_STREAM, 1}});
+  const Frame* head = at.last_headers(1);
+  REQUIRE(head);
+  CHECK(head->fields == Headers{{":status", "200"}, {"x-answered", "yes"}});
+  CHECK_FALSE((head->flags & END_STREAM));
+  CHECK(at.count(RST_STREAM, H2Session::kInternalError) == 2);
+  CHECK(at.count(DATA) == 0);
+
+  // A head already written: the reset goes at once.
+  Attack written;
+  REQUIRE(written.feed(client_start() + headers(1, request_block())));
+  CHECK(written.server.submit_response(1, 200, block, false));
+  written.take();
+  REQUIRE(written.last_headers(1));
+  CHECK(written.server.reset_stream_after_head(1, H2Session::kInternalError));
+  written.take();
+  CHECK(written.count(RST_STREAM, H2Session::kInternalError) == 1);
+  CHECK(written.count(HEADERS) == 1);
+}
+
 TEST_CASE("h2 a complete response before the request ended is followed by RST_STREAM NO_ERROR") {
   Attack at;
   at.rec.answer_heads = false;
