@@ -162,6 +162,10 @@ def main():
         if any(str(o).startswith(("error:", "closed")) for o in outcomes.values()):
             failures.append("requests without a response: %r" % {
                 k: v for k, v in counts.items() if str(k).startswith(("error:", "closed"))})
+        unrecorded = sorted(set(plan) - set(outcomes))
+        if unrecorded:
+            failures.append("%d requests sent and never ended at their client, e.g. %r" % (
+                len(unrecorded), unrecorded[:5]))
         if mismatches:
             failures.append("%d outcomes not explained by the injected faults, e.g. %r" % (
                 len(mismatches), mismatches[:5]))

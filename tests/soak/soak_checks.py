@@ -8,6 +8,7 @@ import random
 import sys
 import threading
 import time
+import traceback
 import zlib
 
 import harness as h
@@ -62,7 +63,19 @@ def drive(proxy, clients, args, failures, join_s):
     watching the proxy, then stops them (the returned Event, set) and waits
     up to `join_s` for them. Returns (watch, start, stop time)."""
     stop = threading.Event()
-    threads = [threading.Thread(target=c, args=(stop,), daemon=True) for c in clients]
+
+    def guarded(client):
+        # A client that raises (a protocol error its library saw in the
+        # proxy's bytes, say) is a failure of the run, not a thread that
+        # quietly stops sending.
+        def run(stop):
+            try:
+                client(stop)
+            except Exception:  # noqa: BLE001 (any of them fails the run)
+                failures.append("a client failed: " + traceback.format_exc(limit=4).strip().replace("\n", " | "))
+        return run
+
+    threads = [threading.Thread(target=guarded(c), args=(stop,), daemon=True) for c in clients]
     t0 = time.monotonic()
     for t in threads:
         t.start()

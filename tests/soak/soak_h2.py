@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Bounded soak of onelayer over HTTP/2: for a fixed time, HTTP/2 clients
 (python3-h2, several streams at once on each connection, some of them
-cancelled part way, now and then a connection closed with streams open) and HTTP/1.1 keep-alive clients send mixed requests
+cancelled part way, some with their window kept shut for a while, now and
+then a connection closed with streams open or not read for a moment) and
+HTTP/1.1 keep-alive clients send mixed requests
 through one listener to an h2c upstream whose origin (tests/integration/
 h2_origin.py) injects a fault chosen per attempt: 503 with and without
 Retry-After, 500, RST_STREAM REFUSED_STREAM, RST_STREAM before and after the
-response head, no answer (the per-try timeout), slow bodies, trailers,
+response head, no answer (the per-try timeout), slow bodies, bodies
+larger than a stream window (192 KiB), trailers,
 bodies longer than their content-length or on a HEAD answer (which onelayer
 refuses with RST_STREAM PROTOCOL_ERROR), and
 now and then a GOAWAY or a dropped connection, which ends every other
@@ -17,9 +20,10 @@ what happened to the request's attempts at the origin; a response carries
 another request's id (in its x-echo-id field, body or trailers); a key-less
 POST/PATCH is processed twice (a refused stream does not count: it was not
 processed); a request reaches the origin more than max_attempts times plus
-the one re-send of a refused stream; the proxy's client connections are not
-all gone a few seconds after the clients close them; RSS or descriptors grow
-(as soak.py).
+the one re-send of a refused stream; a client stops on an exception or a
+request never ends at its client; the slow readers never filled a stream
+window; the proxy's client connections are not all gone a few seconds
+after the clients close them; RSS or descriptors grow (as soak.py).
 
 Usage: soak_h2.py [--seconds N] [--short] [--seed N]
   --short        20-second mode for CI (same as --seconds 20)
@@ -50,12 +54,18 @@ from soak_checks import MAX_ATTEMPTS, FaultPlan, drive, http1_client, options, r
 
 FAULTS = [("ok", 52), ("ok-trailers", 6), ("503", 8), ("503-retry-after", 3), ("500", 3),
           ("refuse", 5), ("reset-before-head", 5), ("reset-after-head", 3), ("timeout", 2),
-          ("slow-body", 5), ("malformed", 2), ("goaway", 0.4), ("drop", 0.4)]
+          ("slow-body", 5), ("big", 3), ("malformed", 2), ("goaway", 0.4), ("drop", 0.4)]
 METHODS = ["GET", "GET", "GET", "HEAD", "PUT", "DELETE", "POST", "POST", "PATCH"]
 H2_CONNECTIONS = 6
 H2_STREAMS = 8          # at once on each client connection
 HTTP1_CLIENTS = 4
 CANCEL_SHARE = 0.03     # HTTP/2 requests the client resets part way
+BIG_BODY = 192 * 1024   # the "big" answer: three stream windows
+HOLD_SHARE = 0.15       # HTTP/2 streams whose window the client keeps shut for a while
+HOLD_S = (0.05, 0.3)    # how long (uniform), from the stream's first DATA
+READ_PAUSE_EVERY_S = (1.0, 3.0)  # each HTTP/2 client connection stops reading now and then
+READ_PAUSE_S = (0.05, 0.25)      # for this long
+STREAM_WINDOW = 65535   # the client's (python3-h2's default)
 ABANDON_SHARE = 0.01    # HTTP/2 requests whose client then closes its connection at once
 STREAM_LIMIT_S = 10.0   # a stream unanswered this long is a hang
 PER_TRY_TIMEOUT = "500ms"
@@ -73,7 +83,7 @@ NOT_PROCESSED = {"refuse", "refused"}
 # written: nghttp2 drops a HEADERS frame not yet written when its stream is
 # reset).
 CUT = {"cut"}
-FINAL = {"ok": {200}, "ok-trailers": {200}, "slow-body": {200}, "500": {500},
+FINAL = {"ok": {200}, "ok-trailers": {200}, "slow-body": {200}, "big": {200}, "500": {500},
          "reset-after-head": CUT, "lost-after-head": CUT, "malformed": CUT}
 
 
@@ -143,6 +153,12 @@ def answer(req, fault, rid):
             req.respond(200, head)
         else:
             req.respond_slowly(200, head, [b"slow ", rid.encode(), b" end"], 0.01)
+    elif fault == "big":
+        # Larger than the client's stream window: onelayer must hold the
+        # origin's stream to what its client drains (some clients keep
+        # their windows shut or stop reading for a while).
+        big = body(big_body(rid))
+        req.respond(200, head + [("content-length", str(BIG_BODY))], big)
     elif fault == "malformed":
         # More body than content-length says, or a body on a HEAD answer.
         req.respond(200, head + [("content-length", "2")], b"longer than 2")
@@ -155,9 +171,18 @@ def answer(req, fault, rid):
         req.drop_connection()
 
 
+def big_body(rid):
+    """BIG_BODY bytes that name `rid` all along (a piece of another
+    request's body in it would show)."""
+    line = ("big %s " % rid).encode()
+    return (line * (BIG_BODY // len(line) + 1))[:BIG_BODY]
+
+
 def expected_body(fault, rid, method):
     if method == "HEAD":
         return b""
+    if fault == "big":
+        return big_body(rid)
     return {"ok": b"ok " + rid.encode(), "ok-trailers": b"ok " + rid.encode(),
             "slow-body": b"slow " + rid.encode() + b" end"}.get(fault)
 
@@ -168,8 +193,9 @@ class H2ClientConnection:
     streams and closes. A lost connection ends its open streams ("closed",
     or "goaway" above a GOAWAY's last-stream-id) and another is opened."""
 
-    def __init__(self, port, stop, next_request, record, rng):
+    def __init__(self, port, stop, next_request, record, rng, counts):
         self.port, self.stop, self.next_request, self.record, self.rng = port, stop, next_request, record, rng
+        self.counts = counts  # held, held_full, read_pauses: shared by the connections
 
     def connect(self):
         self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
@@ -201,8 +227,26 @@ class H2ClientConnection:
         if body:
             self.conn.send_data(sid, body, end_stream=True)
         now = time.monotonic()
+        hold = self.rng.uniform(*HOLD_S) if self.rng.random() < HOLD_SHARE else None
         self.streams[sid] = {"rid": rid, "head": None, "body": bytearray(), "trailers": None, "started": now,
-                             "give_up": None if give_up is None else (give_up[0], now + give_up[1])}
+                             "give_up": None if give_up is None else (give_up[0], now + give_up[1]),
+                             "hold": hold, "held_until": None, "unacked": 0}
+
+    def release_held(self, now):
+        """Reopens the windows of held streams whose time is up."""
+        for sid, s in self.streams.items():
+            if s["held_until"] is None or now < s["held_until"]:
+                continue
+            s["hold"] = s["held_until"] = None
+            self.counts["held"] += 1
+            if s["unacked"] >= STREAM_WINDOW:
+                self.counts["held_full"] += 1  # the proxy had to stop this stream
+            if s["unacked"]:
+                try:
+                    self.conn.increment_flow_control_window(s["unacked"], stream_id=sid)
+                except h2.exceptions.StreamClosedError:
+                    pass  # it ended meanwhile, in bytes not read yet
+                s["unacked"] = 0
 
     def end(self, sid, outcome):
         s = self.streams.pop(sid)
@@ -210,6 +254,11 @@ class H2ClientConnection:
 
     def run(self):
         self.connect()
+        # Now and then the client stops reading its socket for a moment:
+        # what the proxy has for it waits in the proxy, whose upstream
+        # streams must then wait as well.
+        paused_until = 0.0
+        next_pause = time.monotonic() + self.rng.uniform(*READ_PAUSE_EVERY_S)
         while True:
             if not self.stop.is_set():
                 while len(self.streams) < H2_STREAMS:
@@ -227,7 +276,15 @@ class H2ClientConnection:
                         self.lost("abandoned")
                 elif now - s["started"] > STREAM_LIMIT_S:
                     self.cancel(sid, "hung")
+            self.release_held(now)
             self.flush()
+            if now >= next_pause:
+                self.counts["read_pauses"] += 1
+                paused_until = now + self.rng.uniform(*READ_PAUSE_S)
+                next_pause = paused_until + self.rng.uniform(*READ_PAUSE_EVERY_S)
+            if now < paused_until:
+                time.sleep(0.01)
+                continue
             r, _, _ = select.select([self.sock], [], [], 0.01)
             if not r:
                 continue
@@ -267,12 +324,27 @@ class H2ClientConnection:
             self.lost("goaway:%d" % ev.error_code)
             return
         if s is None:
+            if isinstance(ev, h2.events.DataReceived) and ev.flow_controlled_length:
+                # A stream this client ended (cancelled) still had DATA on
+                # the way: the connection's window must get it back.
+                self.conn.increment_flow_control_window(ev.flow_controlled_length)
             return
         if isinstance(ev, h2.events.ResponseReceived):
             s["head"] = dict(ev.headers)
         elif isinstance(ev, h2.events.DataReceived):
             s["body"] += ev.data
-            self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+            n = ev.flow_controlled_length
+            if s["hold"] is not None and s["held_until"] is None:
+                s["held_until"] = time.monotonic() + s["hold"]
+            if s["hold"] is not None:
+                # The stream's window stays shut until held_until (the
+                # connection's reopens): the proxy must stop this stream's
+                # upstream side, not the others on the connection.
+                if n:
+                    self.conn.increment_flow_control_window(n)
+                s["unacked"] += n
+            else:
+                self.conn.acknowledge_received_data(n, ev.stream_id)
         elif isinstance(ev, h2.events.TrailersReceived):
             s["trailers"] = dict(ev.headers)
         elif isinstance(ev, h2.events.StreamEnded):
@@ -354,9 +426,11 @@ def main():
                 outcomes[rid] = outcome
                 responses[rid] = response
 
+        slow_reading = {"held": 0, "held_full": 0, "read_pauses": 0}
+
         def h2_client(n):
             return lambda stop: H2ClientConnection(port, stop, next_request, record,
-                                                   random.Random(seed * 1000 + n)).run()
+                                                   random.Random(seed * 1000 + n), slow_reading).run()
 
         def h1_client(n):
             rng = random.Random(seed * 1000 + 500 + n)
@@ -415,11 +489,20 @@ def main():
             len(outcomes), elapsed, len(outcomes) / max(elapsed, 1e-9), len(arrivals), origin.accepted))
         print("soak: attempts by what happened to them %s" % dict(sorted(injected.items())))
         print("soak: outcomes %s" % dict(sorted(counts.items(), key=lambda kv: str(kv[0]))))
+        print("soak: HTTP/2 clients kept %d stream windows shut for a while (%d of them full, the proxy "
+              "holding the rest) and stopped reading %d times" % (
+                  slow_reading["held"], slow_reading["held_full"], slow_reading["read_pauses"]))
+        if seconds >= 20 and not (slow_reading["held_full"] and slow_reading["read_pauses"]):
+            failures.append("the slow readers never made the proxy wait: %r" % slow_reading)
         watch.judge(failures)
         unanswered = {k: v for k, v in counts.items()
                       if str(k).startswith(("error:", "closed", "goaway", "reset:", "hung")) and k not in CUT}
         if unanswered:
             failures.append("requests without an answer: %r" % unanswered)
+        unrecorded = sorted(set(plan) - set(outcomes))
+        if unrecorded:
+            failures.append("%d requests sent and never ended at their client, e.g. %r" % (
+                len(unrecorded), unrecorded[:5]))
         if mismatches:
             failures.append("%d outcomes not explained by what happened at the origin, e.g. %r" % (
                 len(mismatches), mismatches[:12]))
