@@ -27,6 +27,10 @@
 // - the response bytes counted as framed (count_framed, asked for every
 //   answered stream) are only those streams', never an empty count, and
 //   never more than was queued (3,000 bytes each);
+// - a stream the owner cuts right after its head (reset_stream_after_head,
+//   every stream whose id is 3 mod 8 when the owner answers) gets no DATA,
+//   and no HEADERS after its RST_STREAM INTERNAL_ERROR (a head that could
+//   not go, the stream already closing, leaves the reset alone);
 // - every request head translates (shell/h2_request_head.cc) into a
 //   MessageHead or a reason: HTTP/2.0, `:authority` as the one Host field
 //   and first, cookies in one field, chunked exactly when a body of unknown
@@ -36,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -126,6 +131,7 @@ struct Owner : H2Session::Handler {
   bool announced = false;  // announce_drain() said yes
   std::map<int32_t, StreamState> streams;
   std::map<int32_t, uint64_t> framed;  // take_framed() totals per stream
+  std::set<uint32_t> cut;              // reset_stream_after_head() right after the head
 
   void take_framed() {
     for (auto [id, n] : session->take_framed()) {
@@ -155,6 +161,13 @@ struct Owner : H2Session::Handler {
     r.status = 200;
     r.fields = {{"content-type", "text/plain"}, {"x-path", head.path}};
     FUZZ_REQUIRE(session->submit_response(id, r, false));
+    if (id % 8 == 3) {
+      // The upstream failed right after its head: the head, then the reset.
+      FUZZ_REQUIRE(session->reset_stream_after_head(id, H2Session::kInternalError));
+      FUZZ_REQUIRE(!session->send_data(id, "late"));
+      cut.insert(static_cast<uint32_t>(id));
+      return;
+    }
     session->count_framed(id);
     session->send_data(id, std::string(kAnswerBody, 'r'));
     session->send_trailers(id, {{"grpc-status", "0"}});
@@ -184,10 +197,18 @@ struct Owner : H2Session::Handler {
 // notice (`announced`: the owner asked for one); returns the code of the
 // first GOAWAY with an error code, 0 when every GOAWAY said NO_ERROR, -1
 // when there was none.
-int64_t check_frames(std::string_view out, bool announced) {
+int64_t check_frames(std::string_view out, bool announced, const std::set<uint32_t>& cut) {
   int64_t goaway = -1;
   bool notice = false, drain_ping = false;
+  std::set<uint32_t> reset_written;
   fuzz::for_each_frame(out, [&](uint8_t type, uint8_t flags, const uint8_t* payload, size_t len) {
+    // The stream id: the last four bytes of the frame header, just before the payload.
+    const uint32_t stream = fuzz::be32(payload - 4) & 0x7fffffff;
+    if (cut.count(stream)) {
+      FUZZ_REQUIRE(type != 0);  // no DATA after the cut
+      if (type == 1) FUZZ_REQUIRE(!reset_written.count(stream));
+      if (type == 3 && len == 4 && fuzz::be32(payload) == H2Session::kInternalError) reset_written.insert(stream);
+    }
     if (type == 6 && !(flags & 1) && len == 8 &&
         std::string_view(reinterpret_cast<const char*>(payload), 8) == "ol-drain") {
       FUZZ_REQUIRE(notice && !drain_ping);  // behind the notice, once
@@ -233,7 +254,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint64_t now = fuzz::feed_in_pieces(session, in, piece, reads, out, [&](size_t) { owner.take_framed(); });
     session.flush(out);
     owner.take_framed();
-    int64_t goaway = check_frames(out, owner.announced);
+    int64_t goaway = check_frames(out, owner.announced, owner.cut);
     if (goaway > 0) FUZZ_REQUIRE(session.want_close());  // an error GOAWAY ends the session
     if (session.want_close() && session.goaway_code() != H2Session::kNoError) {
       FUZZ_REQUIRE(goaway == session.goaway_code());
