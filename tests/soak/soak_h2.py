@@ -19,7 +19,8 @@ answer, or a bare RST_STREAM before any head; an outcome is not explained by
 what happened to the request's attempts at the origin; a response carries
 another request's id (in its x-echo-id field, body or trailers); a key-less
 POST/PATCH is processed twice (a refused stream does not count: it was not
-processed); a request reaches the origin more than max_attempts times plus
+processed); a request body (some 48 or 96 KiB long) reaches the origin
+other than it was sent; a request reaches the origin more than max_attempts times plus
 the one re-send of a refused stream; a client stops on an exception or a
 request never ends at its client; the slow readers never filled a stream
 window; the proxy's client connections are not all gone a few seconds
@@ -66,6 +67,8 @@ HOLD_S = (0.05, 0.3)    # how long (uniform), from the stream's first DATA
 READ_PAUSE_EVERY_S = (1.0, 3.0)  # each HTTP/2 client connection stops reading now and then
 READ_PAUSE_S = (0.05, 0.25)      # for this long
 STREAM_WINDOW = 65535   # the client's (python3-h2's default)
+UPLOAD_SHARE = 0.08     # POST/PUT/PATCH requests with a large body, one of UPLOAD_SIZES
+UPLOAD_SIZES = (48 * 1024, 96 * 1024)  # under and over the route's buffer_limit (64 KiB): replayed or streamed
 ABANDON_SHARE = 0.01    # HTTP/2 requests whose client then closes its connection at once
 STREAM_LIMIT_S = 10.0   # a stream unanswered this long is a hang
 PER_TRY_TIMEOUT = "500ms"
@@ -178,6 +181,22 @@ def big_body(rid):
     return (line * (BIG_BODY // len(line) + 1))[:BIG_BODY]
 
 
+def request_body(rid, size):
+    """A request's body: short, or `size` bytes that name `rid` all along."""
+    if not size:
+        return b"payload " + rid.encode()
+    line = ("up %s " % rid).encode()
+    return (line * (size // len(line) + 1))[:size]
+
+
+def body_whole(req, rid):
+    """Whether the origin got a body the client sent for `rid`, whole and
+    unmixed (none for a method without one)."""
+    if req.method not in ("POST", "PUT", "PATCH"):
+        return req.body == b""
+    return req.body in [request_body(rid, size) for size in (0,) + UPLOAD_SIZES]
+
+
 def expected_body(fault, rid, method):
     if method == "HEAD":
         return b""
@@ -224,13 +243,29 @@ class H2ClientConnection:
         if body:
             fields.append(("content-length", str(len(body))))
         self.conn.send_headers(sid, fields, end_stream=not body)
-        if body:
-            self.conn.send_data(sid, body, end_stream=True)
         now = time.monotonic()
         hold = self.rng.uniform(*HOLD_S) if self.rng.random() < HOLD_SHARE else None
         self.streams[sid] = {"rid": rid, "head": None, "body": bytearray(), "trailers": None, "started": now,
                              "give_up": None if give_up is None else (give_up[0], now + give_up[1]),
-                             "hold": hold, "held_until": None, "unacked": 0}
+                             "hold": hold, "held_until": None, "unacked": 0,
+                             "upload": memoryview(body) if body else None}
+        self.send_uploads()
+
+    def send_uploads(self):
+        """Request bodies, as far as the proxy's windows let them go; the
+        rest waits for its WINDOW_UPDATE."""
+        for sid, s in self.streams.items():
+            left = s["upload"]
+            try:
+                while left is not None and len(left):
+                    n = min(len(left), self.conn.local_flow_control_window(sid), self.conn.max_outbound_frame_size)
+                    if n <= 0:
+                        break
+                    self.conn.send_data(sid, left[:n].tobytes(), end_stream=n == len(left))
+                    left = left[n:]
+            except h2.exceptions.StreamClosedError:
+                left = None  # answered (or reset) before its body was all sent
+            s["upload"] = left if left is not None and len(left) else None
 
     def release_held(self, now):
         """Reopens the windows of held streams whose time is up."""
@@ -277,6 +312,7 @@ class H2ClientConnection:
                 elif now - s["started"] > STREAM_LIMIT_S:
                     self.cancel(sid, "hung")
             self.release_held(now)
+            self.send_uploads()
             self.flush()
             if now >= next_pause:
                 self.counts["read_pauses"] += 1
@@ -368,6 +404,7 @@ def main():
     gc.disable()
 
     lock = threading.Lock()
+    bad_bodies = []  # requests whose body reached the origin cut, mixed or padded
     seed = args.seed
     plan_faults = FaultPlan(FAULTS, seed)
 
@@ -376,6 +413,9 @@ def main():
         fault = plan_faults.next(rid)
         if req.connection_ending:
             return  # it came behind a GOAWAY or a drop: nothing can answer it
+        if not body_whole(req, rid):
+            with lock:
+                bad_bodies.append((rid, req.method, len(req.body), bytes(req.body[:40])))
         req.fault = fault
         try:
             answer(req, fault, rid)
@@ -418,7 +458,10 @@ def main():
             with plan_lock:
                 plan[rid] = (method, keyed, time.monotonic())
             headers = [("X-Request-Id", rid)] + ([("Idempotency-Key", "k-" + rid)] if keyed else [])
-            body = b"payload " + rid.encode() if method in ("POST", "PUT", "PATCH") else b""
+            body = b""
+            if method in ("POST", "PUT", "PATCH"):
+                size = rng.choice(UPLOAD_SIZES) if rng.random() < UPLOAD_SHARE else 0
+                body = request_body(rid, size)
             return rid, method, headers, body, give_up
 
         def record(rid, outcome, response):
@@ -510,6 +553,13 @@ def main():
             failures.append("%d answers that are not their request's, e.g. %r" % (len(crossed), crossed[:5]))
         if dup_keyless:
             failures.append("key-less POST/PATCH processed twice: %r" % dup_keyless[:5])
+        uploads = sum(1 for a in arrivals if len(a.body) > 1024)
+        print("soak: %d attempts carried a request body of 48 or 96 KiB" % uploads)
+        if bad_bodies:
+            failures.append("%d request bodies reached the origin not as sent: %r" % (
+                len(bad_bodies), bad_bodies[:5]))
+        if seconds >= 20 and not uploads:
+            failures.append("no large request body reached the origin")
         if too_many:
             failures.append("more than %d attempts (+1 re-send): %r" % (MAX_ATTEMPTS, too_many[:5]))
         # The proxy may close a connection while the origin writes to it (once
