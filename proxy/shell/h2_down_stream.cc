@@ -336,22 +336,21 @@ void H2DownStream::exchange_done() { retire_exchange(); }
 
 void H2DownStream::abort_stream(const char* reason) {
   retire_exchange();
-  if (std::strcmp(reason, "client_closed") == 0) {
-    ended_ = true;
-    head_pending_ = false;
-    session().reset_stream(id_, H2Session::kCancel);
-    conn_->write_out();
-    return;
-  }
+  const bool client_closed = std::strcmp(reason, "client_closed") == 0;
   // The upstream failed after its head: the client gets that head, then
   // RST_STREAM INTERNAL_ERROR, as an HTTP/1.1 client gets the head and then
   // the close. That holds for a head still held for what follows it (no
   // length, or a gRPC answer that might have been Trailers-Only) and for
   // one submitted but not yet written, which nghttp2 would drop on a reset.
-  if (head_pending_ && !ended_) submit_pending_head(false);
+  // A client that went away gets CANCEL and nothing more.
+  if (!client_closed && head_pending_ && !ended_) submit_pending_head(false);
   ended_ = true;
   head_pending_ = false;
-  session().reset_stream_after_head(id_, H2Session::kInternalError);
+  if (client_closed) {
+    session().reset_stream(id_, H2Session::kCancel);
+  } else {
+    session().reset_stream_after_head(id_, H2Session::kInternalError);
+  }
   conn_->write_out();
 }
 
