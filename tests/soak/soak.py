@@ -32,8 +32,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 import fault_origin as fo  # noqa: E402
 import harness as h  # noqa: E402
-from soak_checks import MAX_ATTEMPTS, FaultPlan, drive, http1_client, options, report, stop_proxy  # noqa: E402
-from soak_h2 import H2ClientConnection, big_body  # noqa: E402
+from soak_checks import (MAX_ATTEMPTS, FaultPlan, check_every_request_ended, drive, http1_client,  # noqa: E402
+                         options, report, stop_proxy)
+from soak_h2 import H2ClientConnection, big_body, judge_slow_reading, plan_give_up, slow_reading_counts  # noqa: E402
 
 FAULTS = [("ok", 60), ("503", 8), ("503-retry-after", 3), ("500", 3), ("rst-before-head", 6),
           ("close-before-head", 3), ("rst-after-head", 3), ("timeout", 2), ("slow-body", 5),
@@ -41,7 +42,8 @@ FAULTS = [("ok", 60), ("503", 8), ("503-retry-after", 3), ("500", 3), ("rst-befo
 METHODS = ["GET", "GET", "GET", "HEAD", "PUT", "DELETE", "POST", "POST", "PATCH"]
 H2_CONNECTIONS = 4      # HTTP/2 clients beside the HTTP/1.1 ones
 LATE_S = 1.0            # an attempt this long after the request was sent may end in the deadline's 504
-GIVE_UP_SHARE = 0.02    # HTTP/2 requests cancelled (or, one in three, abandoned with their connection)
+CANCEL_SHARE = 0.0133   # HTTP/2 requests whose stream the client resets part way
+ABANDON_SHARE = 0.0067  # HTTP/2 requests whose client then closes its connection with its streams open
 
 
 def action_for(name, rid):
@@ -141,11 +143,7 @@ def main():
             body = b"payload " + rid.encode() if method in ("POST", "PUT", "PATCH") else b""
             if h2_rng is None:
                 return rid, method, headers, body
-            x = h2_rng.random()
-            give_up = None
-            if x < GIVE_UP_SHARE:
-                give_up = ("abandon" if x < GIVE_UP_SHARE / 3 else "cancel", h2_rng.uniform(0, 0.05))
-            return rid, method, headers, body, give_up
+            return rid, method, headers, body, plan_give_up(h2_rng, CANCEL_SHARE, ABANDON_SHARE)
 
         answers = {}  # rid -> (its X-Echo-Id, why its body is not the one sent or None), for each 200
 
@@ -160,7 +158,7 @@ def main():
         def client(stop):
             http1_client(port, stop, next_request, record)
 
-        slow_reading = {"held": 0, "held_full": 0, "read_pauses": 0}
+        slow_reading = slow_reading_counts()
 
         def h2_client(n):
             rng = random.Random(seed * 1000 + 700 + n)
@@ -223,8 +221,7 @@ def main():
             len(outcomes), elapsed, len(outcomes) / max(elapsed, 1e-9), len(arrivals)))
         print("soak: faults injected %s" % dict(sorted(injected.items())))
         print("soak: outcomes %s" % dict(sorted(counts.items(), key=lambda kv: str(kv[0]))))
-        print("soak: HTTP/2 clients kept %d stream windows shut for a while (%d of them full) and stopped "
-              "reading %d times" % (slow_reading["held"], slow_reading["held_full"], slow_reading["read_pauses"]))
+        judge_slow_reading(slow_reading, seconds, failures)
         watch.judge(failures)
         unanswered = {k: v for k, v in counts.items()
                       if str(k).startswith(("error:", "closed", "goaway", "reset:", "hung"))}
@@ -232,12 +229,7 @@ def main():
             failures.append("requests without a response: %r" % unanswered)
         if crossed:
             failures.append("%d answers that are not their request's, e.g. %r" % (len(crossed), crossed[:5]))
-        if seconds >= 20 and not slow_reading["held_full"]:
-            failures.append("the HTTP/2 slow readers never made the proxy wait: %r" % slow_reading)
-        unrecorded = sorted(set(plan) - set(outcomes))
-        if unrecorded:
-            failures.append("%d requests sent and never ended at their client, e.g. %r" % (
-                len(unrecorded), unrecorded[:5]))
+        check_every_request_ended(plan, outcomes, failures)
         if mismatches:
             failures.append("%d outcomes not explained by the injected faults, e.g. %r" % (
                 len(mismatches), mismatches[:5]))

@@ -95,6 +95,16 @@ def drive(proxy, clients, args, failures, join_s):
     return watch, t0, stopped_at
 
 
+def check_every_request_ended(plan, outcomes, failures):
+    """Every request a client planned (`plan`, by id) must have ended at
+    that client with some outcome: one that did not was lost by its client
+    (a thread that died) or by the proxy."""
+    unrecorded = sorted(set(plan) - set(outcomes))
+    if unrecorded:
+        failures.append("%d requests sent and never ended at their client, e.g. %r" % (
+            len(unrecorded), unrecorded[:5]))
+
+
 def percentile_slope(samples):
     """Least-squares slope of (t, value) in value units per second."""
     n = len(samples)

@@ -51,7 +51,8 @@ import h2.config  # noqa: E402
 import h2.connection  # noqa: E402
 import h2.events  # noqa: E402
 import h2.exceptions  # noqa: E402
-from soak_checks import MAX_ATTEMPTS, FaultPlan, drive, http1_client, options, report, stop_proxy  # noqa: E402
+from soak_checks import (MAX_ATTEMPTS, FaultPlan, check_every_request_ended, drive, http1_client,  # noqa: E402
+                         options, report, stop_proxy)
 
 FAULTS = [("ok", 52), ("ok-trailers", 6), ("503", 8), ("503-retry-after", 3), ("500", 3),
           ("refuse", 5), ("reset-before-head", 5), ("reset-after-head", 3), ("timeout", 2),
@@ -174,27 +175,55 @@ def answer(req, fault, rid):
         req.drop_connection()
 
 
+def naming(word, rid, size):
+    """`size` bytes that name `rid` all along, "<word> <rid> " over and over
+    (a piece of another request's bytes in them would show)."""
+    line = ("%s %s " % (word, rid)).encode()
+    return (line * (size // len(line) + 1))[:size]
+
+
 def big_body(rid):
-    """BIG_BODY bytes that name `rid` all along (a piece of another
-    request's body in it would show)."""
-    line = ("big %s " % rid).encode()
-    return (line * (BIG_BODY // len(line) + 1))[:BIG_BODY]
+    return naming("big", rid, BIG_BODY)
 
 
 def request_body(rid, size):
     """A request's body: short, or `size` bytes that name `rid` all along."""
-    if not size:
-        return b"payload " + rid.encode()
-    line = ("up %s " % rid).encode()
-    return (line * (size // len(line) + 1))[:size]
+    return naming("up", rid, size) if size else b"payload " + rid.encode()
 
 
 def body_whole(req, rid):
     """Whether the origin got a body the client sent for `rid`, whole and
-    unmixed (none for a method without one)."""
+    unmixed (none for a method without one). Its length says which of the
+    sizes it must be."""
     if req.method not in ("POST", "PUT", "PATCH"):
         return req.body == b""
-    return req.body in [request_body(rid, size) for size in (0,) + UPLOAD_SIZES]
+    return req.body == request_body(rid, len(req.body) if len(req.body) in UPLOAD_SIZES else 0)
+
+
+def plan_give_up(rng, cancel_share, abandon_share):
+    """Whether an HTTP/2 client gives up on a request, and after how long:
+    ("cancel", s) resets its stream, ("abandon", s) closes its connection
+    with its streams open; None for most."""
+    x = rng.random()
+    if x >= cancel_share + abandon_share:
+        return None
+    return ("cancel" if x < cancel_share else "abandon", rng.uniform(0, 0.05))
+
+
+def slow_reading_counts():
+    """What H2ClientConnection's slow readers did, shared by the connections."""
+    return {"held": 0, "held_full": 0, "read_pauses": 0}
+
+
+def judge_slow_reading(counts, seconds, failures):
+    """Prints `counts` and fails a run of 20 s or more in which no held
+    window filled or no read pause happened: those checks would have tested
+    nothing."""
+    print("soak: HTTP/2 clients kept %d stream windows shut for a while (%d of them full, the proxy "
+          "holding the rest) and stopped reading %d times" % (
+              counts["held"], counts["held_full"], counts["read_pauses"]))
+    if seconds >= 20 and not (counts["held_full"] and counts["read_pauses"]):
+        failures.append("the slow readers never made the proxy wait: %r" % counts)
 
 
 def expected_body(fault, rid, method):
@@ -451,9 +480,7 @@ def main():
                 counter[0] += 1
             method = rng.choice(METHODS)
             keyed = method in ("POST", "PATCH") and rng.random() < 0.5
-            x = rng.random() if http2 else 1.0
-            give_up = (("cancel" if x < CANCEL_SHARE else "abandon", rng.uniform(0, 0.05))
-                       if x < CANCEL_SHARE + ABANDON_SHARE else None)
+            give_up = plan_give_up(rng, CANCEL_SHARE, ABANDON_SHARE) if http2 else None
             rid = "s%07d" % i
             with plan_lock:
                 plan[rid] = (method, keyed, time.monotonic())
@@ -469,7 +496,7 @@ def main():
                 outcomes[rid] = outcome
                 responses[rid] = response
 
-        slow_reading = {"held": 0, "held_full": 0, "read_pauses": 0}
+        slow_reading = slow_reading_counts()
 
         def h2_client(n):
             return lambda stop: H2ClientConnection(port, stop, next_request, record,
@@ -532,20 +559,13 @@ def main():
             len(outcomes), elapsed, len(outcomes) / max(elapsed, 1e-9), len(arrivals), origin.accepted))
         print("soak: attempts by what happened to them %s" % dict(sorted(injected.items())))
         print("soak: outcomes %s" % dict(sorted(counts.items(), key=lambda kv: str(kv[0]))))
-        print("soak: HTTP/2 clients kept %d stream windows shut for a while (%d of them full, the proxy "
-              "holding the rest) and stopped reading %d times" % (
-                  slow_reading["held"], slow_reading["held_full"], slow_reading["read_pauses"]))
-        if seconds >= 20 and not (slow_reading["held_full"] and slow_reading["read_pauses"]):
-            failures.append("the slow readers never made the proxy wait: %r" % slow_reading)
+        judge_slow_reading(slow_reading, seconds, failures)
         watch.judge(failures)
         unanswered = {k: v for k, v in counts.items()
                       if str(k).startswith(("error:", "closed", "goaway", "reset:", "hung")) and k not in CUT}
         if unanswered:
             failures.append("requests without an answer: %r" % unanswered)
-        unrecorded = sorted(set(plan) - set(outcomes))
-        if unrecorded:
-            failures.append("%d requests sent and never ended at their client, e.g. %r" % (
-                len(unrecorded), unrecorded[:5]))
+        check_every_request_ended(plan, outcomes, failures)
         if mismatches:
             failures.append("%d outcomes not explained by what happened at the origin, e.g. %r" % (
                 len(mismatches), mismatches[:12]))
