@@ -27,10 +27,11 @@ RUN BUILD_DIR=/src/build-image bash deploy/build.sh -DONELAYER_TESTS=OFF \
 
 FROM debian:${DEBIAN_VERSION}-slim AS runtime
 # Only the runtime shared libraries of what the build stage linked
-# (libstdc++6, libgcc-s1 and libc6 are in the base image already).
+# (libstdc++6, libgcc-s1 and libc6 are in the base image already; nghttp2
+# is linked into the binary).
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libuv1 libyaml-cpp0.7 libspdlog1.10 libfmt9 libssl3 libnghttp2-14 ca-certificates \
+      libuv1 libyaml-cpp0.7 libspdlog1.10 libfmt9 libssl3 ca-certificates \
  && apt-get clean && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 onelayer \
  && useradd --system --uid 10001 --gid 10001 --no-create-home \

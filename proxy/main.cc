@@ -3,6 +3,8 @@
 #include <cstring>
 #include <string>
 
+#include <nghttp2/nghttp2.h>
+
 #include "core/config_loader.h"
 #include "shell/logging.h"
 #include "shell/server.h"
@@ -41,6 +43,11 @@ int main(int argc, char** argv) {
       std::printf("onelayer %s (allocator: mimalloc)\n", ONELAYER_VERSION);
 #else
       std::printf("onelayer %s (allocator: libc malloc)\n", ONELAYER_VERSION);
+#endif
+#ifdef ONELAYER_STATIC_NGHTTP2
+      std::printf("nghttp2 %s, linked into the binary\n", nghttp2_version(0)->version_str);
+#else
+      std::printf("nghttp2 %s, shared library\n", nghttp2_version(0)->version_str);
 #endif
       return 0;
     } else if (a == "--log-level") {

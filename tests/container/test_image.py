@@ -281,8 +281,11 @@ class ImageTest(unittest.TestCase):
     def test_version_runs_in_the_image(self):
         p = self.in_image(["--version"])
         self.assertEqual(p.returncode, 0, p.stderr)
-        # The image's binary is the default build: glibc's malloc.
-        self.assertEqual(p.stdout.strip(), "onelayer %s (allocator: libc malloc)" % project_version())
+        # The image's binary is the default build: glibc's malloc, nghttp2
+        # linked in (the image has no libnghttp2).
+        lines = p.stdout.strip().splitlines()
+        self.assertEqual(lines[0], "onelayer %s (allocator: libc malloc)" % project_version())
+        self.assertRegex(lines[1], r"^nghttp2 \d+\.\d+\.\d+, linked into the binary$")
 
     def test_every_shipped_config_passes_check_in_the_image(self):
         in_image = set()

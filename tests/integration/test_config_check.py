@@ -169,6 +169,21 @@ class ConfigCheckTest(unittest.TestCase):
         print("\n%s; ldd: %s" % (m.group(0), "libmimalloc" in linked))
         self.assertEqual(m.group(1) == "mimalloc", "libmimalloc" in linked, linked)
 
+    def test_version_says_how_nghttp2_is_linked_and_the_build_links_it_so(self):
+        code, out, err = h.run_onelayer(["--version"])
+        self.assertEqual(code, 0, out + err)
+        m = re.search(r"^nghttp2 (\d+\.\d+\.\d+), (linked into the binary|shared library)$", out, re.M)
+        self.assertIsNotNone(m, out)
+        linked = subprocess.run(["ldd", h.onelayer_bin()], capture_output=True, text=True).stdout
+        print("\n%s; ldd: %s" % (m.group(0), "libnghttp2" in linked))
+        self.assertEqual(m.group(2) == "shared library", "libnghttp2" in linked, linked)
+        # What CMake was asked for (ONELAYER_STATIC_NGHTTP2, on by default)
+        # is what the binary got.
+        wanted = os.environ.get("ONELAYER_STATIC_NGHTTP2")
+        if wanted is not None:
+            self.assertEqual(wanted == "1", m.group(2) == "linked into the binary", out)
+            self.assertEqual(wanted == "1", "libnghttp2" not in linked, linked)
+
 
 if __name__ == "__main__":
     unittest.main()
