@@ -10,6 +10,11 @@
                proxy's RSS before and with them; prints one JSON line
   probe        one POST over h2c; exit 0 when it is answered 2xx
   unavailable  print the JSON line of a row that could not be measured
+  pool         read several runs' results (their --out directories or
+               latest.json files) and print onelayer's req/s over each
+               peer's per run and over all their rounds pooled (the median
+               of the round-by-round ratios): on a noisy host one run moves
+               by more than a few percent either way
 """
 import argparse
 import asyncio
@@ -205,6 +210,28 @@ async def idle(args):
     return res
 
 
+# ---------------------------------------------------------------- pool
+
+def load_h2_rows(path):
+    """The h2 phase's rows of one run: its --out directory or latest.json."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "latest.json")
+    with open(path) as f:
+        return [r for r in json.load(f)["results"] if r.get("phase") == "h2"]
+
+
+def pool_lines(paths, targets=("onelayer", "onelayer-plain", "onelayer-other")):
+    import report
+    runs = [load_h2_rows(p) for p in paths]
+    lines = []
+    for target in targets:
+        for peer, e in report.pooled_h2_ratios(runs, target).items():
+            per_run = ", ".join(f"{report.fmt(a, 2)}x/{report.fmt(b, 3)}" for a, b in e["runs"])
+            lines.append(f"{target} / {peer}: {len(e['runs'])} runs (ratio of medians/median of round "
+                         f"ratios: {per_run}); {e['rounds']} rounds pooled: median {report.fmt(e['pooled'], 3)}")
+    return lines
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -238,7 +265,13 @@ def main():
     p.add_argument("--phase", required=True)
     p.add_argument("--target", required=True)
     p.add_argument("--reason", required=True)
+    p = sub.add_parser("pool")
+    p.add_argument("runs", nargs="+", help="run.sh --out directories or their latest.json")
     a = ap.parse_args()
+    if a.cmd == "pool":
+        lines = pool_lines(a.runs)
+        print("\n".join(lines) if lines else "no onelayer and peer rows with req/s in these runs")
+        return 0 if lines else 1
     if a.cmd == "h2load":
         return run_h2load(a)
     if a.cmd == "probe":

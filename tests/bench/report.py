@@ -311,6 +311,37 @@ def h2_summary(rows):
 H2_PEERS = ("haproxy", "nghttpx", "nginx")
 
 
+def round_ratios(a_all, b_all):
+    """req/s of one path over another's, round by round (rounds missing on
+    either side are left out)."""
+    return [ratio(a, b) for a, b in zip(a_all, b_all) if ratio(a, b) is not None]
+
+
+def pooled_h2_ratios(runs, target="onelayer"):
+    """For several runs' h2 rows (one list of rows per run): `target`'s req/s
+    over each peer's, per run (the ratio of medians and the median of the
+    round-by-round ratios) and over every round of every run pooled. A round
+    pairs two paths that ran seconds apart, so its ratio is less exposed to
+    a drifting host than the two medians are. {peer: {"runs": [(ratio of
+    medians, median of round ratios)], "rounds": n, "pooled": median}}."""
+    out = {}
+    for rows in runs:
+        summary = h2_summary(rows)
+        mine = summary.get(target, {})
+        if mine.get("rps") is None:
+            continue
+        for peer in H2_PEERS:
+            theirs = summary.get(peer, {})
+            if theirs.get("rps") is None:
+                continue
+            rr = round_ratios(mine["rps_all"], theirs["rps_all"])
+            entry = out.setdefault(peer, {"runs": [], "all": []})
+            entry["runs"].append((ratio(mine["rps"], theirs["rps"]), med(rr)))
+            entry["all"] += rr
+    return {peer: {"runs": e["runs"], "rounds": len(e["all"]), "pooled": med(e["all"])}
+            for peer, e in out.items()}
+
+
 def h2(rows, settings):
     if settings.get("h2_other_label"):
         LABEL["onelayer-other"] = NAME["onelayer-other"] = f"onelayer, {settings['h2_other_label']}"
@@ -350,6 +381,8 @@ def h2(rows, settings):
             out.append("| req/s, round by round | " + " | ".join(
                 ", ".join(fmt(ratio(a, b), 2) for a, b in zip(o["rps_all"], summary[t]["rps_all"]))
                 for t in peers) + " |")
+            out.append("| req/s, median of the round-by-round ratios | " + " | ".join(
+                fmt(med(round_ratios(o["rps_all"], summary[t]["rps_all"])), 3) for t in peers) + " |")
             plain = summary.get("onelayer-plain", {})
             if plain.get("rps") is not None:
                 # Not a target: the same proxy minus the headers that tell

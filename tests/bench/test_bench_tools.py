@@ -1,6 +1,8 @@
 """Unit tests for the benchmark helpers' pure parts (python3 -m unittest)."""
+import json
 import os
 import sys
+import tempfile
 import types
 import unittest
 
@@ -174,6 +176,40 @@ class H2Report(unittest.TestCase):
         self.assertEqual(verdict["HTTP/2 throughput >= 1.2x NGINX (1 worker)"], True)
         self.assertIsNone(verdict["HTTP/2 throughput >= 1.0x nghttpx (1 worker)"])
         self.assertEqual(verdict["idle h2c connection memory <= nghttpx's"], True)
+
+    def test_median_of_the_round_by_round_ratios_beside_the_ratio_of_medians(self):
+        # Medians 100 against 100 (1.00x), but onelayer is ahead in two
+        # of three paired rounds: 1.10, 1.05, 0.80 -> median 1.05.
+        rows = [h2_row("onelayer", r, v, 5.0) for r, v in ((1, 110.0), (2, 100.0), (3, 80.0))]
+        rows += [h2_row("nghttpx", r, v, 5.0) for r, v in ((1, 100.0), (2, 95.0), (3, 100.0))]
+        lines, _ = report.h2(rows, self.SETTINGS)
+        self.assertIn("| req/s | 1.00x |", lines)
+        self.assertIn("| req/s, round by round | 1.10, 1.05, 0.80 |", lines)
+        self.assertIn("| req/s, median of the round-by-round ratios | 1.053 |", lines)
+
+    def test_several_runs_pool_their_rounds(self):
+        run1 = [h2_row("onelayer", r, v) for r, v in ((1, 90.0), (2, 100.0))]
+        run1 += [h2_row("nghttpx", r, 100.0) for r in (1, 2)]
+        run2 = [h2_row("onelayer", r, v) for r, v in ((1, 120.0), (2, 110.0), (3, 104.0))]
+        run2 += [h2_row("nghttpx", r, 100.0) for r in (1, 2, 3)]
+        run3 = [h2_row("nghttpx", 1, 100.0)]  # no onelayer row: left out
+        pooled = report.pooled_h2_ratios([run1, run2, run3])
+        self.assertEqual(list(pooled), ["nghttpx"])
+        self.assertEqual(pooled["nghttpx"]["rounds"], 5)
+        # Rounds 0.90, 1.00, 1.20, 1.10, 1.04: median 1.04.
+        self.assertAlmostEqual(pooled["nghttpx"]["pooled"], 1.04)
+        self.assertEqual([round(a, 3) for a, _ in pooled["nghttpx"]["runs"]], [0.95, 1.1])
+        self.assertEqual([round(b, 3) for _, b in pooled["nghttpx"]["runs"]], [0.95, 1.1])
+        with tempfile.TemporaryDirectory() as d:
+            paths = []
+            for i, rows in enumerate((run1, run2)):
+                os.mkdir(os.path.join(d, str(i)))
+                with open(os.path.join(d, str(i), "latest.json"), "w") as f:
+                    json.dump({"results": rows + [{"phase": "h2mem", "target": "onelayer"}]}, f)
+                paths.append(os.path.join(d, str(i)))
+            lines = h2_tools.pool_lines(paths)
+        self.assertEqual(lines, ["onelayer / nghttpx: 2 runs (ratio of medians/median of round ratios: "
+                                 "0.95x/0.950, 1.10x/1.100); 5 rounds pooled: median 1.040"])
 
     def test_onelayer_without_single_layer_headers_gets_its_row_and_a_ratio_not_a_target(self):
         rows = [h2_row("onelayer", 1, 90.0, 6.0), h2_row("onelayer-plain", 1, 99.0, 5.5),
