@@ -30,6 +30,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_util  # noqa: E402
 import load_clients  # noqa: E402
+import report  # noqa: E402
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 FRAME_HEADER = 9
@@ -221,7 +222,6 @@ def load_h2_rows(path):
 
 
 def pool_lines(paths, targets=("onelayer", "onelayer-plain", "onelayer-other")):
-    import report
     runs = [load_h2_rows(p) for p in paths]
     lines = []
     for target in targets:
