@@ -73,6 +73,16 @@ class Run:
                 p.wait()
 
 
+def need_tools(script, tools):
+    """Exits, naming it, when one of `tools` or NGINX's echo module (the
+    origin's) is missing."""
+    for tool in tools:
+        if not shutil.which(tool):
+            sys.exit("%s: %s not found" % (script, tool))
+    if not os.path.exists(ECHO_MODULE):
+        sys.exit("%s: %s not found (Debian libnginx-mod-http-echo)" % (script, ECHO_MODULE))
+
+
 def need_port(port, what):
     if not bench_util.wait_port(port, 15):
         sys.exit("origin_rotation: %s did not listen on %d" % (what, port))
@@ -118,11 +128,12 @@ def start_origin(run, keepalive_requests):
                               % keepalive_requests, top="load_module %s;" % ECHO_MODULE)
 
 
-def start_onelayer(run, name, binary, origin, max_requests=0):
+def start_onelayer(run, name, binary, origin, max_requests=0, single_layer_headers=True):
     d = os.path.join(run.tmp, name)
     os.makedirs(d)
     cfg = bench_util.onelayer_config(origin, "bench", 1, 16000, listener_protocols=["http1", "h2c"],
-                                    upstream_protocol="h2c", max_requests_per_connection=max_requests)
+                                    upstream_protocol="h2c", max_requests_per_connection=max_requests,
+                                    single_layer_headers=single_layer_headers)
     with open(os.path.join(d, "onelayer.yaml"), "w") as f:
         f.write(cfg)
     ports = os.path.join(d, "ports")
@@ -198,11 +209,7 @@ def main():
     ap.add_argument("--max-requests", type=int, default=0,
                     help="onelayer's pool.max_requests_per_connection (default 0: no limit)")
     a = ap.parse_args()
-    for tool in ("nginx", "h2load"):
-        if not shutil.which(tool):
-            sys.exit("origin_rotation: %s not found" % tool)
-    if not os.path.exists(ECHO_MODULE):
-        sys.exit("origin_rotation: %s not found (Debian libnginx-mod-http-echo)" % ECHO_MODULE)
+    need_tools("origin_rotation", ("nginx", "h2load"))
 
     tmp = tempfile.mkdtemp(prefix="onelayer-rotation.")
     run = Run(tmp)

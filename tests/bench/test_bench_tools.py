@@ -10,6 +10,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_util  # noqa: E402
 import grpc_storm  # noqa: E402
 import h2_tools  # noqa: E402
+import h2_wire  # noqa: E402  (puts tests/integration on the path)
+import hpack_reading  # noqa: E402
 import load_clients  # noqa: E402
 import report  # noqa: E402
 
@@ -344,6 +346,69 @@ class GrpcStormAnalysis(unittest.TestCase):
         self.assertIn("depth 1: <= 1.15 server arrivals per call | 1.20 | **not met** |", md)
         self.assertIn("depth 3: <= 1.15 server arrivals per call | n/a | n/a |", md)
         self.assertEqual(grpc_storm.sanity([ok, na]), [])
+
+
+class H2WireReading(unittest.TestCase):
+    """tests/bench/h2_wire.py's reading of what a proxy sends its origin
+    (tests/integration/hpack_reading.py for the HPACK part)."""
+
+    def encoded_twice(self):
+        enc = h2_wire.hpack.Encoder()
+        fields = [(b":method", b"POST"), (b"x-retry-owner", b"bench"),
+                  h2_wire.hpack.NeverIndexedHeaderTuple(b"baggage", b"retry-attempt=3b4e0fc34041e69b.1")]
+        return enc.encode(fields, huffman=True), enc.encode(fields, huffman=True)
+
+    def test_each_hpack_form_is_named_with_its_bytes(self):
+        first, second = self.encoded_twice()
+        how = [(r.how(), r.size, r.huffman) for r in hpack_reading.representations(first)]
+        self.assertEqual(how[0], ("indexed (static 3)", 1, False))
+        self.assertEqual(how[1][0], "with indexing, name literal")
+        self.assertTrue(how[1][2])
+        self.assertEqual(how[2][0], "never indexed, name literal")
+        self.assertEqual(sum(size for _, size, _ in how), len(first))
+        # Sent again, the indexed field is one byte; the never-indexed one is not.
+        how = [(r.how(), r.size) for r in hpack_reading.representations(second)]
+        self.assertEqual(how[:2], [("indexed (static 3)", 1), ("indexed (dynamic 62)", 1)])
+        self.assertEqual(how[2][0], "never indexed, name literal")
+        self.assertEqual(sum(size for _, size in how), len(second))
+
+    def test_static_name_without_indexing_and_table_size_update(self):
+        # A size update (4096: 0x3f 0xe1 0x1f) carries no field; content-length
+        # (static 28: 15 + 13 on a 4-bit prefix) without indexing, "64" raw.
+        block = bytes([0x3F, 0xE1, 0x1F, 0x0F, 0x0D, 0x02]) + b"64"
+        reps = hpack_reading.representations(block)
+        self.assertEqual(len(reps), 1)
+        self.assertEqual((reps[0].how(), reps[0].size, reps[0].huffman),
+                         ("without indexing, name static 28", 5, False))
+        with self.assertRaises(ValueError):
+            hpack_reading.representations(block[:-1])
+
+    def test_client_side_joins_padded_headers_and_continuation(self):
+        first, second = self.encoded_twice()
+        frames = [h2_tools.frame(h2_tools.SETTINGS, 0, 0),
+                  h2_tools.frame(h2_wire.HEADERS, h2_wire.END_HEADERS | h2_wire.PADDED | h2_wire.PRIORITY, 1,
+                                 bytes([3]) + bytes(5) + first + bytes(3)),
+                  h2_tools.frame(h2_wire.DATA, 0x1, 1, b"p" * 64),
+                  h2_tools.frame(h2_wire.HEADERS, 0, 3, second[:4]),
+                  h2_tools.frame(h2_wire.CONTINUATION, h2_wire.END_HEADERS, 3, second[4:]),
+                  h2_tools.frame(h2_wire.DATA, 0x1, 3, b"p" * 64)]
+        side = h2_wire.ClientSide(decode=10)
+        wire = h2_tools.PREFACE + b"".join(frames)
+        for i in range(len(wire)):
+            side.feed(wire[i:i + 1])
+        self.assertEqual(side.bytes, len(wire) - len(h2_tools.PREFACE))
+        self.assertEqual(side.frames[h2_wire.HEADERS], 2)
+        self.assertEqual(side.frames[h2_wire.CONTINUATION], 1)
+        self.assertEqual(side.frames[h2_wire.DATA], 2)
+        self.assertEqual(side.blocks, 2)
+        self.assertEqual(side.block_bytes, len(first) + len(second))
+        names = [(n, v, r.form) for n, v, r in side.last_block]
+        self.assertEqual(names, [(":method", "POST", "indexed"), ("x-retry-owner", "bench", "indexed"),
+                                 ("baggage", "retry-attempt=3b4e0fc34041e69b.1", "never indexed")])
+
+    def test_client_side_refuses_what_is_not_http2(self):
+        with self.assertRaises(ValueError):
+            h2_wire.ClientSide().feed(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 
 
 if __name__ == "__main__":

@@ -21,68 +21,22 @@ except ImportError:  # python3-hpack is Debian's; ctest's interpreter may be ano
 
 import harness as h
 from harness import IntegrationTest
+from hpack_reading import INCREMENTAL, INDEXED, NEVER_INDEXED, STATIC_TABLE_ENTRIES, representations
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, SETTINGS, PING, GOAWAY, CONTINUATION = 0x0, 0x1, 0x4, 0x6, 0x7, 0x9
 END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY = 0x1, 0x1, 0x4, 0x8, 0x20
-STATIC_TABLE_ENTRIES = 61  # RFC 7541 appendix A
-
-INCREMENTAL, WITHOUT_INDEXING, NEVER_INDEXED, INDEXED = "incremental", "without", "never", "indexed"
 
 
 def frame(kind, flags, stream, payload=b""):
     return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
 
 
-def take_integer(block, at, prefix_bits):
-    """An HPACK integer (RFC 7541 5.1) at ``at``: (value, next offset)."""
-    all_ones = (1 << prefix_bits) - 1
-    value = block[at] & all_ones
-    at += 1
-    if value < all_ones:
-        return value, at
-    shift = 0
-    while True:
-        b = block[at]
-        at += 1
-        value += (b & 0x7F) << shift
-        shift += 7
-        if not b & 0x80:
-            return value, at
-
-
-def representations(block):
-    """(form, name index) of each field of a header block, in order; a name
-    index of 0 means the name itself was sent."""
-    out, at = [], 0
-    while at < len(block):
-        first = block[at]
-        if first & 0x80:
-            _, at = take_integer(block, at, 7)
-            out.append((INDEXED, None))
-            continue
-        if first & 0xE0 == 0x20:  # dynamic table size update: no field
-            _, at = take_integer(block, at, 5)
-            continue
-        if first & 0x40:
-            form, bits = INCREMENTAL, 6
-        else:
-            form, bits = (NEVER_INDEXED if first & 0x10 else WITHOUT_INDEXING), 4
-        name_index, at = take_integer(block, at, bits)
-        if name_index == 0:
-            length, at = take_integer(block, at, 7)
-            at += length
-        length, at = take_integer(block, at, 7)
-        at += length
-        out.append((form, name_index))
-    return out
-
-
 class EncodedField:
-    def __init__(self, field, form, name_index):
+    def __init__(self, field, sent):
         self.name, self.value = field[0], field[1]
         self.decoder_saw_never_indexed = isinstance(field, hpack.NeverIndexedHeaderTuple)
-        self.form, self.name_index = form, name_index
+        self.form, self.name_index = sent.form, sent.name_index
 
 
 class RawH2Origin:
@@ -170,7 +124,7 @@ class RawH2Origin:
         if len(fields) != len(forms):
             raise ValueError("%d fields decoded, %d representations" % (len(fields), len(forms)))
         with self.lock:
-            self.requests.append([EncodedField(f, *r) for f, r in zip(fields, forms)])
+            self.requests.append([EncodedField(f, r) for f, r in zip(fields, forms)])
 
     def snapshot(self):
         with self.lock:
