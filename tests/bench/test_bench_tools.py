@@ -386,7 +386,7 @@ class H2WireReading(unittest.TestCase):
     def test_client_side_joins_padded_headers_and_continuation(self):
         first, second = self.encoded_twice()
         frames = [h2_tools.frame(h2_tools.SETTINGS, 0, 0),
-                  h2_tools.frame(h2_wire.HEADERS, h2_wire.END_HEADERS | h2_wire.PADDED | h2_wire.PRIORITY, 1,
+                  h2_tools.frame(h2_wire.HEADERS, h2_wire.END_HEADERS | hpack_reading.HEADERS_PADDED | hpack_reading.HEADERS_PRIORITY, 1,
                                  bytes([3]) + bytes(5) + first + bytes(3)),
                   h2_tools.frame(h2_wire.DATA, 0x1, 1, b"p" * 64),
                   h2_tools.frame(h2_wire.HEADERS, 0, 3, second[:4]),

@@ -1,9 +1,12 @@
 """Reading an HPACK header block (RFC 7541) field by field: how each field
 was sent, without decoding it (python3-hpack's Decoder gives the names and
-values, in the same order). Used by tests/integration/test_h2_hpack_names.py
-and tests/bench/h2_wire.py. Standard library only."""
+values, in the same order), and taking a block's fragment out of a HEADERS
+frame. Used by tests/integration/test_h2_hpack_names.py and
+test_h2_message_rules.py, and by tests/bench/h2_wire.py. Standard library
+only."""
 
 STATIC_TABLE_ENTRIES = 61  # RFC 7541 Appendix A
+HEADERS_PADDED, HEADERS_PRIORITY = 0x8, 0x20  # HEADERS frame flags (RFC 9113 6.2)
 
 # The four field representations (RFC 7541 6.1 to 6.2.3).
 INDEXED, INCREMENTAL, WITHOUT_INDEXING, NEVER_INDEXED = (
@@ -31,6 +34,16 @@ class Representation:
         if self.form == INDEXED:
             return "indexed (%s)" % where(self.index)
         return "%s, name %s" % (self.form, where(self.index) if self.index else "literal")
+
+
+def header_block_fragment(flags, payload):
+    """A HEADERS frame's payload without its pad length, priority fields and
+    padding (RFC 9113 6.2): the part of the header block it carries."""
+    if flags & HEADERS_PADDED:
+        payload = payload[1:len(payload) - payload[0]]
+    if flags & HEADERS_PRIORITY:
+        payload = payload[5:]
+    return payload
 
 
 def take_integer(block, at, prefix_bits):

@@ -21,11 +21,11 @@ except ImportError:  # python3-hpack is Debian's; ctest's interpreter may be ano
 
 import harness as h
 from harness import IntegrationTest
-from hpack_reading import INCREMENTAL, INDEXED, NEVER_INDEXED, STATIC_TABLE_ENTRIES, representations
+from hpack_reading import INCREMENTAL, INDEXED, NEVER_INDEXED, STATIC_TABLE_ENTRIES, header_block_fragment, representations
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, SETTINGS, PING, GOAWAY, CONTINUATION = 0x0, 0x1, 0x4, 0x6, 0x7, 0x9
-END_STREAM, ACK, END_HEADERS, PADDED, PRIORITY = 0x1, 0x1, 0x4, 0x8, 0x20
+END_STREAM, ACK, END_HEADERS = 0x1, 0x1, 0x4
 
 
 def frame(kind, flags, stream, payload=b""):
@@ -107,10 +107,7 @@ class RawH2Origin:
                 s.sendall(frame(HEADERS, END_HEADERS | END_STREAM, stream, b"\x88"))  # :status 200
             elif kind in (HEADERS, CONTINUATION):
                 if kind == HEADERS:
-                    if flags & PADDED:
-                        payload = payload[1:len(payload) - payload[0]]
-                    if flags & PRIORITY:
-                        payload = payload[5:]
+                    payload = header_block_fragment(flags, payload)
                     block, block_stream, block_ends = b"", stream, bool(flags & END_STREAM)
                 block += payload
                 if flags & END_HEADERS:

@@ -19,6 +19,7 @@ import harness as h
 import ops_helpers as ops
 from h2_origin import LoopbackServer
 from harness import IntegrationTest
+from hpack_reading import header_block_fragment
 # Raw frames and python3-h2's hpack (its import also finds Debian's
 # dist-packages when the interpreter is another 3.11).
 from test_h2_downstream import FRAME_DATA, FRAME_GOAWAY, FRAME_HEADERS, FRAME_RST_STREAM, FRAME_SETTINGS
@@ -69,11 +70,7 @@ class FrameReader:
                 stream = int.from_bytes(self.buf[5:9], "big") & 0x7FFFFFFF
                 payload, self.buf = self.buf[9:9 + n], self.buf[9 + n:]
                 if ftype == FRAME_HEADERS:
-                    if flags & 0x8:  # PADDED
-                        payload = payload[1:len(payload) - payload[0]]
-                    if flags & 0x20:  # PRIORITY
-                        payload = payload[5:]
-                    self.block = [stream, flags, payload]
+                    self.block = [stream, flags, header_block_fragment(flags, payload)]
                 elif ftype == FRAME_CONTINUATION and self.block:
                     self.block[2] += payload
                 else:
