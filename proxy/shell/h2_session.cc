@@ -415,15 +415,44 @@ H2Preface detect_h2_preface(std::string_view first_bytes) {
   return n == kPreface.size() ? H2Preface::yes : H2Preface::need_more;
 }
 
-// What the name/value pairs of a head submitted from a field block point
-// at until nghttp2 has encoded it (on_frame_send or on_frame_not_send): a
-// copy of the block and of the request line. nghttp2 then takes pointers
-// instead of copying each name and value. Kept per thread for reuse
+// One head (a HEADERS frame's fields) from its submission until its frame
+// goes out, when the session's own HPACK encoder turns it into the frame's
+// header block (before_frame_send), or until nghttp2 drops the frame
+// (on_frame_not_send). nghttp2 sequences the frame with an empty field
+// list; the fields wait here, in the order of the list: pointers into the
+// held field block and request line (a head submitted from a field block
+// is not copied again), and copies of the rest. Kept per thread for reuse
 // (their buffers stay allocated).
 struct H2Session::HeldHead {
   H2FieldBlock fields;
   std::string method, scheme, authority, path;  // requests
-  size_t bytes() const { return fields.bytes() + method.size() + scheme.size() + authority.size() + path.size(); }
+  std::vector<nghttp2_nv> list;  // the head's fields, in order
+  std::string copies;            // names and values not in the strings above
+  size_t bytes() const {
+    return fields.bytes() + method.size() + scheme.size() + authority.size() + path.size() + copies.size();
+  }
+  // Takes `f`'s fields: those it does not already point at (no NO_COPY
+  // flag) are copied into `copies`, sized first so that it never moves.
+  void keep(const nghttp2_nv* f, size_t n) {
+    list.assign(f, f + n);
+    size_t need = 0;
+    for (const nghttp2_nv& nv : list) {
+      if (!(nv.flags & NGHTTP2_NV_FLAG_NO_COPY_NAME)) need += nv.namelen;
+      if (!(nv.flags & NGHTTP2_NV_FLAG_NO_COPY_VALUE)) need += nv.valuelen;
+    }
+    copies.clear();
+    if (need == 0) return;
+    copies.reserve(need);
+    for (nghttp2_nv& nv : list) {
+      if (!(nv.flags & NGHTTP2_NV_FLAG_NO_COPY_NAME)) nv.name = copy(nv.name, nv.namelen);
+      if (!(nv.flags & NGHTTP2_NV_FLAG_NO_COPY_VALUE)) nv.value = copy(nv.value, nv.valuelen);
+    }
+  }
+  uint8_t* copy(const uint8_t* p, size_t n) {
+    size_t at = copies.size();
+    copies.append(reinterpret_cast<const char*>(p), n);
+    return reinterpret_cast<uint8_t*>(copies.data() + at);
+  }
   // Out of line: four overwrites inlined in submit_request() crowded out
   // what it inlines (profile.sh --h2).
   [[gnu::noinline]] void hold_request_line(const RequestLine& line) {
@@ -486,7 +515,6 @@ struct H2Session::Stream {
   bool count_framed = false;  // H2Session::count_framed()
   uint32_t refused_code = 0;  // we reset it for the peer's fault: the Handler hears this code
   void* owner = nullptr;      // set_stream_owner()
-  std::unique_ptr<HeldHead> held;  // our head from a field block, until nghttp2 has encoded it
 
   // Events go to the Handler: streams we opened, and peer streams whose head
   // it got.
@@ -506,18 +534,87 @@ struct H2Session::Stream {
   }
 };
 
+void H2Session::hold_unsent(int32_t stream, std::unique_ptr<HeldHead> head) {
+  unsent_heads_.emplace_back(stream, std::move(head));
+}
+
+// nghttp2 sends a stream's HEADERS frames in the order they were submitted,
+// and mostly all frames so: the head asked for is nearly always the first.
+std::unique_ptr<H2Session::HeldHead> H2Session::take_unsent(int32_t stream) {
+  std::unique_ptr<HeldHead> head;
+  for (size_t i = unsent_from_; i < unsent_heads_.size(); ++i) {
+    if (unsent_heads_[i].first != stream || !unsent_heads_[i].second) continue;
+    head = std::move(unsent_heads_[i].second);
+    break;
+  }
+  while (unsent_from_ < unsent_heads_.size() && !unsent_heads_[unsent_from_].second) ++unsent_from_;
+  if (unsent_from_ == unsent_heads_.size()) {
+    unsent_heads_.clear();
+    unsent_from_ = 0;
+  }
+  return head;
+}
+
 void H2Session::release_held(int32_t stream) {
-  if (Stream* st = find(stream); st && st->held) {
-    give_back_held_head(std::move(st->held));
-    return;
+  if (std::unique_ptr<HeldHead> head = take_unsent(stream)) give_back_held_head(std::move(head));
+}
+
+bool H2Session::encode_unsent(int32_t stream) {
+  std::unique_ptr<HeldHead> head = take_unsent(stream);
+  if (!head) return false;
+  block_.clear();
+  encoder_.begin_block(block_);
+  for (const nghttp2_nv& nv : head->list) {
+    encoder_.field(std::string_view(reinterpret_cast<const char*>(nv.name), nv.namelen),
+                   std::string_view(reinterpret_cast<const char*>(nv.value), nv.valuelen),
+                   nv.flags & NGHTTP2_NV_FLAG_NO_INDEX, block_);
   }
-  for (auto it = orphaned_held_.begin(); it != orphaned_held_.end(); ++it) {
-    if (it->first != stream) continue;
-    std::unique_ptr<HeldHead> h = std::move(it->second);
-    orphaned_held_.erase(it);
-    give_back_held_head(std::move(h));
-    return;
+  give_back_held_head(std::move(head));
+  block_stream_ = stream;
+  return true;
+}
+
+namespace {
+
+void put_frame_header(std::string& out, size_t length, uint8_t type, uint8_t flags, int32_t stream) {
+  char hd[9] = {static_cast<char>(length >> 16), static_cast<char>(length >> 8), static_cast<char>(length),
+                static_cast<char>(type), static_cast<char>(flags), static_cast<char>((stream >> 24) & 0x7f),
+                static_cast<char>(stream >> 16), static_cast<char>(stream >> 8), static_cast<char>(stream)};
+  out.append(hd, sizeof hd);
+}
+
+}  // namespace
+
+// `p`/`n`: the HEADERS frame nghttp2 framed for the head encode_unsent()
+// just encoded, with an empty field list: its header, priority fields if
+// flagged, and whatever nghttp2's own encoder put in (a table size update at
+// most; dropped). Out go the frame with block_ instead, split into
+// CONTINUATION frames when over the peer's largest frame size.
+bool H2Session::splice_block(const uint8_t* p, size_t n, std::string& out) {
+  if (n < 9 || p[3] != NGHTTP2_HEADERS) return false;
+  const size_t length = size_t{p[0]} << 16 | size_t{p[1]} << 8 | p[2];
+  const uint8_t flags = p[4];
+  const int32_t stream = int32_t(p[5] & 0x7f) << 24 | int32_t(p[6]) << 16 | int32_t(p[7]) << 8 | p[8];
+  const size_t priority = (flags & NGHTTP2_FLAG_PRIORITY) ? 5 : 0;
+  if (length != n - 9 || stream != block_stream_ || (flags & NGHTTP2_FLAG_PADDED) || length < priority) return false;
+  const size_t max_frame = nghttp2_session_get_remote_settings(session_, NGHTTP2_SETTINGS_MAX_FRAME_SIZE);
+  std::string_view block = block_;
+  size_t first = std::min(block.size(), max_frame - priority);
+  bool last = first == block.size();
+  uint8_t first_flags = last ? (flags | NGHTTP2_FLAG_END_HEADERS) : (flags & ~NGHTTP2_FLAG_END_HEADERS);
+  put_frame_header(out, priority + first, NGHTTP2_HEADERS, first_flags, stream);
+  out.append(reinterpret_cast<const char*>(p) + 9, priority);
+  out.append(block.substr(0, first));
+  block.remove_prefix(first);
+  while (!block.empty()) {
+    size_t part = std::min(block.size(), max_frame);
+    last = part == block.size();
+    put_frame_header(out, part, NGHTTP2_CONTINUATION, last ? NGHTTP2_FLAG_END_HEADERS : 0, stream);
+    out.append(block.substr(0, part));
+    block.remove_prefix(part);
   }
+  block_stream_ = 0;
+  return true;
 }
 
 // nghttp2's C callbacks. Each returns 0, or NGHTTP2_ERR_CALLBACK_FAILURE to
@@ -642,7 +739,12 @@ struct H2Session::Callbacks {
         return 0;
       }
       case NGHTTP2_SETTINGS:
-        if (!(frame->hd.flags & NGHTTP2_FLAG_ACK)) s.peer_settings_received_ = true;
+        if (frame->hd.flags & NGHTTP2_FLAG_ACK) return 0;
+        s.peer_settings_received_ = true;
+        for (size_t i = 0; i < frame->settings.niv; ++i) {
+          if (frame->settings.iv[i].settings_id == NGHTTP2_SETTINGS_HEADER_TABLE_SIZE)
+            s.encoder_.peer_table_limit(frame->settings.iv[i].value);
+        }
         return 0;
       case NGHTTP2_PING:
         // The answer to announce_drain()'s PING: what the client sent before
@@ -700,7 +802,6 @@ struct H2Session::Callbacks {
     H2Session& s = self(ud);
     int32_t id = frame->hd.stream_id;
     if (frame->hd.type == NGHTTP2_HEADERS) {
-      s.release_held(id);  // encoded: no pointer into it left
       s.head_framed(id);
       // A request's HEADERS: nghttp2 has opened the stream (with our user data).
       if (s.unopened_from_ < s.unopened_.size()) s.forget_unopened(id);
@@ -771,10 +872,38 @@ struct H2Session::Callbacks {
     return 0;
   }
 
+  // A HEADERS frame of ours is about to be framed: its head is encoded
+  // now, in the order the frames go out (the order the peer's decoder
+  // reads them in), and flush() puts the block into the frame.
+  static int before_frame_send(nghttp2_session*, const nghttp2_frame* frame, void* ud) {
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+    H2Session& s = self(ud);
+    if (s.encode_unsent(frame->hd.stream_id)) return 0;
+    s.fail(kInternalError, "a head went out without its fields");
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
+
+  // A head of copied fields: `submit` has nghttp2 queue its frame (0 on
+  // success), with an empty field list.
+  template <typename Submit>
+  static bool submit_copied(H2Session& s, int32_t stream, const FieldList& f, Submit submit) {
+    std::unique_ptr<HeldHead> held = take_held_head();
+    held->fields.clear();
+    held->keep(f.data(), f.size());
+    if (submit() != 0) {
+      give_back_held_head(std::move(held));
+      return false;
+    }
+    s.hold_unsent(stream, std::move(held));
+    return true;
+  }
+
   // Submits a head: a request (stream 0: a new one) or the response of
-  // `stream`, with a data provider unless it ends the stream.
+  // `stream`, with a data provider unless it ends the stream. On success
+  // `held` keeps the fields of `f` until the frame goes out.
   static bool submit_fields(H2Session& s, int32_t stream, const FieldList& f, bool request, bool end_stream,
-                            std::string_view method = {}) {
+                            std::unique_ptr<HeldHead>& held, std::string_view method = {}) {
+    held->keep(f.data(), f.size());
     nghttp2_data_provider prov{};
     prov.read_callback = read_data;
     nghttp2_data_provider* pp = end_stream ? nullptr : &prov;
@@ -784,13 +913,14 @@ struct H2Session::Callbacks {
       auto st = std::make_unique<Stream>();
       st->rules = H2MessageRules(H2MessageRules::Side::response);
       st->rules.expect_response_to(method);
-      int32_t id = nghttp2_submit_request(s.session_, nullptr, f.data(), f.size(), pp, st.get());
+      int32_t id = nghttp2_submit_request(s.session_, nullptr, nullptr, 0, pp, st.get());
       if (id <= 0) return false;
       stream = id;
       s.add_stream(id, false, std::move(st));
-    } else if (nghttp2_submit_response(s.session_, stream, f.data(), f.size(), pp) != 0) {
+    } else if (nghttp2_submit_response(s.session_, stream, nullptr, 0, pp) != 0) {
       return false;
     }
+    s.hold_unsent(stream, std::move(held));
     Stream* st = s.find(stream);
     st->head_submitted = true;
     st->has_provider = !end_stream;
@@ -829,7 +959,7 @@ struct H2Session::Callbacks {
         st->trailers_pending = false;
         FieldList f(&s.per_message_);
         f.add_fields(st->out_trailers);
-        if (nghttp2_submit_trailer(session, id, f.data(), f.size()) != 0)
+        if (!submit_copied(s, id, f, [&] { return nghttp2_submit_trailer(session, id, nullptr, 0); }))
           return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
       }
       return static_cast<ssize_t>(n);
@@ -860,7 +990,7 @@ thread_local size_t sessions_of_this_thread = 0;
 H2Session::H2Session(Role role, Handler* handler) : H2Session(role, handler, Limits()) {}
 
 H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
-    : role_(role), handler_(handler), limits_(limits), reset_tokens_(limits.rapid_reset_burst) {
+    : role_(role), handler_(handler), limits_(limits), encoder_(limits.header_table_bytes), reset_tokens_(limits.rapid_reset_burst) {
   static_assert(kPerMessageNames == kPerMessageNameCount);
   static_assert(kXRequestTimeoutMs < kTimeLeftNames && kGrpcTimeout < kTimeLeftNames);
   ++sessions_of_this_thread;
@@ -875,6 +1005,7 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, Callbacks::on_stream_close);
   nghttp2_session_callbacks_set_on_frame_send_callback(cb, Callbacks::on_frame_send);
   nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, Callbacks::on_frame_not_send);
+  nghttp2_session_callbacks_set_before_frame_send_callback(cb, Callbacks::before_frame_send);
 
   nghttp2_option* opt = nullptr;
   nghttp2_option_new(&opt);
@@ -883,7 +1014,9 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
   // The message rules (RFC 9113 8.1-8.3) are H2MessageRules', checked as
   // each field is stored (nghttp2's own pass over every field cost more).
   nghttp2_option_set_no_http_messaging(opt, 1);
-  nghttp2_option_set_max_deflate_dynamic_table_size(opt, limits_.header_table_bytes);
+  // Our heads are encoded by encoder_ (encode_unsent()): nghttp2 frames
+  // them with empty field lists, and its own encoder keeps no table.
+  nghttp2_option_set_max_deflate_dynamic_table_size(opt, 0);
   nghttp2_option_set_max_settings(opt, limits_.max_settings_entries);
   nghttp2_option_set_max_outbound_ack(opt, limits_.max_outbound_acks);
   nghttp2_option_set_max_continuations(opt, limits_.max_continuations);
@@ -926,7 +1059,7 @@ H2Session::~H2Session() {
     first_stream_ = st->next;
     delete st;
   }
-  orphaned_held_.clear();
+  unsent_heads_.clear();
   if (--sessions_of_this_thread == 0) free_thread_spares();
 }
 
@@ -1012,8 +1145,6 @@ std::unique_ptr<H2Session::Stream> H2Session::remove_stream(int32_t id) {
   // after it is freed, for the next frame of that id (a late RST_STREAM).
   nghttp2_session_set_stream_user_data(session_, id, nullptr);
   if (!st->peer_opened) --own_streams_;
-  // nghttp2 may still encode the head, or drop it (on_frame_not_send).
-  if (st->held) orphaned_held_.emplace_back(id, std::move(st->held));
   return st;
 }
 
@@ -1035,7 +1166,7 @@ int H2Session::headers_received(int32_t id, bool end) {
       FieldList f;
       f.add(":status", "431");
       f.add("x-onelayer-error", "headers_too_large");
-      nghttp2_submit_response(session_, id, f.data(), f.size(), nullptr);
+      Callbacks::submit_copied(*this, id, f, [&] { return nghttp2_submit_response(session_, id, nullptr, 0, nullptr); });
       st->head_submitted = true;
       if (handler_) handler_->on_head_refused(id, st->head);
     } else {
@@ -1143,6 +1274,14 @@ size_t H2Session::flush(std::string& out) {
         break;
       }
       if (n == 0) break;
+      if (block_stream_ != 0) {  // the HEADERS frame of the head encode_unsent() encoded
+        if (!splice_block(p, static_cast<size_t>(n), out)) {
+          send_broken_ = true;
+          fail(kInternalError, "a head's frame was not as framed");
+          break;
+        }
+        continue;
+      }
       out.append(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
     }
   }
@@ -1175,7 +1314,11 @@ bool H2Session::submit_head(int32_t stream, const Head& head, bool request, bool
   if (request) f.add_request_line(head.method, head.scheme, head.authority, head.path);
   else f.add_status(head.status);
   f.add_fields(head.fields);
-  return Callbacks::submit_fields(*this, stream, f, request, end_stream, head.method);
+  std::unique_ptr<HeldHead> held = take_held_head();
+  held->fields.clear();
+  if (Callbacks::submit_fields(*this, stream, f, request, end_stream, held, head.method)) return true;
+  give_back_held_head(std::move(held));
+  return false;
 }
 
 int32_t H2Session::submit_request(const Head& head, bool end_stream) {
@@ -1196,12 +1339,11 @@ int32_t H2Session::submit_request(const RequestLine& line, H2FieldBlock&& fields
   FieldList f(&per_message_, true);
   f.add_request_line(held->method, held->scheme, held->authority, held->path);
   f.add_block(held->fields);
-  if (!Callbacks::submit_fields(*this, 0, f, true, end_stream, held->method)) {
+  if (!Callbacks::submit_fields(*this, 0, f, true, end_stream, held, held->method)) {
     fields.swap(held->fields);
     give_back_held_head(std::move(held));
     return 0;
   }
-  find(last_submitted_)->held = std::move(held);
   return last_submitted_;
 }
 
@@ -1229,12 +1371,11 @@ bool H2Session::submit_response(int32_t stream, int status, H2FieldBlock&& field
   FieldList f(&per_message_, true);
   f.add_status(status);
   f.add_block(held->fields);
-  if (!Callbacks::submit_fields(*this, stream, f, false, end_stream)) {
+  if (!Callbacks::submit_fields(*this, stream, f, false, end_stream, held)) {
     fields.swap(held->fields);
     give_back_held_head(std::move(held));
     return false;
   }
-  find(stream)->held = std::move(held);
   return true;
 }
 
@@ -1242,7 +1383,9 @@ bool H2Session::submit_interim(int32_t stream, int status) {
   if (!can_answer(stream) || status < 100 || status > 199 || status == 101) return false;
   FieldList f;
   f.add_status(status);
-  return nghttp2_submit_headers(session_, NGHTTP2_FLAG_NONE, stream, nullptr, f.data(), f.size(), nullptr) == 0;
+  return Callbacks::submit_copied(*this, stream, f, [&] {
+    return nghttp2_submit_headers(session_, NGHTTP2_FLAG_NONE, stream, nullptr, nullptr, 0, nullptr);
+  });
 }
 
 void H2Session::resume(Stream& s) {

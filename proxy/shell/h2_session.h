@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/hpack_encoder.h"
 #include "core/http_headers.h"
 #include "shell/recycled_blocks.h"
 
@@ -318,7 +319,12 @@ class H2Session {
   static void free_thread_spares();
   static std::unique_ptr<HeldHead> take_held_head();
   static void give_back_held_head(std::unique_ptr<HeldHead> h);
-  void release_held(int32_t stream);  // its head is encoded (or never will be)
+  // Heads submitted and not yet framed, in the order of submission.
+  void hold_unsent(int32_t stream, std::unique_ptr<HeldHead> head);
+  std::unique_ptr<HeldHead> take_unsent(int32_t stream);  // the first of `stream`'s; null if none
+  void release_held(int32_t stream);  // its frame was dropped: the head goes unencoded
+  bool encode_unsent(int32_t stream);  // into block_, for splice_block(); false if none was held
+  bool splice_block(const uint8_t* frame, size_t n, std::string& out);
   void head_framed(int32_t stream);  // our head of `stream` went out (or was dropped): a held reset goes
   bool can_answer(int32_t stream) const;
   void resume(Stream& s);
@@ -350,10 +356,14 @@ class H2Session {
   // submission; entries before unopened_from_ (and null ones) are gone.
   std::vector<std::pair<int32_t, Stream*>> unopened_;
   size_t unopened_from_ = 0;
-  // A head submitted from a field block that nghttp2 has not encoded yet
-  // (what its names and values point at: no copy by nghttp2) is held by its
-  // Stream; one whose Stream went first waits here for nghttp2's verdict.
-  std::vector<std::pair<int32_t, std::unique_ptr<HeldHead>>> orphaned_held_;
+  // Heads submitted whose HEADERS frames have not gone out (or been
+  // dropped) yet, by stream; entries before unsent_from_ (and emptied ones)
+  // are gone. Independent of the Streams: a stream may end first.
+  std::vector<std::pair<int32_t, std::unique_ptr<HeldHead>>> unsent_heads_;
+  size_t unsent_from_ = 0;
+  HpackEncoder encoder_;     // every header block we send
+  std::string block_;        // the block encode_unsent() made last
+  int32_t block_stream_ = 0; // its stream, until splice_block() frames it
   int32_t last_found_id_ = 0;  // find()'s memory of its last answer
   Stream* last_found_ = nullptr;
   // The stream whose on_closed()/on_reset() is running: gone from streams_,

@@ -15,6 +15,7 @@
 #include "shell/h2_field_block.h"
 #include "shell/h2_session.h"
 #include "h2_handler_stub.h"
+#include "hpack_block_decoder.h"
 
 using namespace onelayer;
 
@@ -87,11 +88,6 @@ std::vector<EncodedField> representations(std::string_view block) {
 // with its form and its decoded name and value.
 class HeaderBlockReader {
  public:
-  HeaderBlockReader() { nghttp2_hd_inflate_new(&decoder_); }
-  ~HeaderBlockReader() { nghttp2_hd_inflate_del(decoder_); }
-  HeaderBlockReader(const HeaderBlockReader&) = delete;
-  HeaderBlockReader& operator=(const HeaderBlockReader&) = delete;
-
   // Whole frames (after the connection preface); returns one list per block.
   std::vector<std::vector<EncodedField>> read(std::string_view bytes) {
     constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -115,33 +111,17 @@ class HeaderBlockReader {
  private:
   std::vector<EncodedField> decode(std::string_view block) {
     std::vector<EncodedField> fields = representations(block);
-    auto* p = reinterpret_cast<const uint8_t*>(block.data());
-    size_t left = block.size();
-    size_t next = 0;
-    for (;;) {
-      nghttp2_nv nv;
-      int out_flags = 0;
-      const ssize_t n = nghttp2_hd_inflate_hd2(decoder_, &nv, &out_flags, p, left, 1);
-      REQUIRE(n >= 0);
-      p += n;
-      left -= size_t(n);
-      if (out_flags & NGHTTP2_HD_INFLATE_EMIT) {
-        REQUIRE(next < fields.size());
-        EncodedField& f = fields[next++];
-        f.name.assign(reinterpret_cast<const char*>(nv.name), nv.namelen);
-        f.value.assign(reinterpret_cast<const char*>(nv.value), nv.valuelen);
-        f.decoder_saw_never_indexed = nv.flags & NGHTTP2_NV_FLAG_NO_INDEX;
-      }
-      if (out_flags & NGHTTP2_HD_INFLATE_FINAL) {
-        nghttp2_hd_inflate_end_headers(decoder_);
-        break;
-      }
+    std::vector<test::DecodedField> decoded = decoder_.decode(block);
+    REQUIRE(decoded.size() == fields.size());
+    for (size_t i = 0; i < fields.size(); ++i) {
+      fields[i].name = decoded[i].name;
+      fields[i].value = decoded[i].value;
+      fields[i].decoder_saw_never_indexed = decoded[i].never_indexed;
     }
-    CHECK(next == fields.size());
     return fields;
   }
 
-  nghttp2_hd_inflater* decoder_ = nullptr;
+  test::HpackBlockDecoder decoder_;
 };
 
 // A copy: the block is often a temporary.

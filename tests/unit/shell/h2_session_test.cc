@@ -19,6 +19,7 @@
 #include "shell/h2_session.h"
 #include "shell/spare_string_rooms.h"
 #include "h2_handler_stub.h"
+#include "hpack_block_decoder.h"
 
 using namespace onelayer;
 
@@ -91,9 +92,6 @@ struct Frame {
 // The server's output as frames (it must end on a frame boundary).
 class FrameReader {
  public:
-  FrameReader() { nghttp2_hd_inflate_new(&inflater_); }
-  ~FrameReader() { nghttp2_hd_inflate_del(inflater_); }
-
   std::vector<Frame> read(std::string_view in) {
     std::vector<Frame> out;
     while (!in.empty()) {
@@ -118,26 +116,9 @@ class FrameReader {
 
  private:
   void decode(Frame& f) {
-    auto* p = reinterpret_cast<const uint8_t*>(f.payload.data());
-    size_t left = f.payload.size();
-    for (;;) {
-      nghttp2_nv nv;
-      int flags = 0;
-      ssize_t n = nghttp2_hd_inflate_hd2(inflater_, &nv, &flags, p, left, 1);
-      REQUIRE(n >= 0);
-      p += n;
-      left -= size_t(n);
-      if (flags & NGHTTP2_HD_INFLATE_EMIT)
-        f.fields.push_back(Header{std::string(reinterpret_cast<char*>(nv.name), nv.namelen),
-                                  std::string(reinterpret_cast<char*>(nv.value), nv.valuelen)});
-      if (flags & NGHTTP2_HD_INFLATE_FINAL) {
-        nghttp2_hd_inflate_end_headers(inflater_);
-        break;
-      }
-      if (n == 0 && left == 0) break;
-    }
+    for (test::DecodedField& d : decoder_.decode(f.payload)) f.fields.push_back(Header{d.name, d.value});
   }
-  nghttp2_hd_inflater* inflater_ = nullptr;
+  test::HpackBlockDecoder decoder_;
 };
 
 std::string field(const Headers& h, std::string_view name) {
