@@ -366,6 +366,41 @@ TEST_CASE("h2 request and response with body and trailers, both ways") {
   CHECK_FALSE(p.server.want_close());
 }
 
+TEST_CASE("h2 a head over the peer's largest frame goes out as HEADERS and CONTINUATION frames, and arrives whole") {
+  H2Session::Limits limits;
+  limits.max_header_list_bytes = 128 * 1024;
+  Pair p(limits);
+  p.pump();  // SETTINGS both ways: the largest frame stays 16384
+  H2Session::Head req = get("/big");
+  req.fields = {{"x-big", std::string(40000, 'b')}, {"x-after", "1"}};
+  int32_t id = p.client.submit_request(req, true);
+  REQUIRE(id > 0);
+  std::string out;
+  p.client.flush(out);
+  // HEADERS without END_HEADERS, then CONTINUATION frames, none over
+  // 16384 bytes, the last with END_HEADERS; END_STREAM on the HEADERS.
+  std::vector<std::pair<uint8_t, uint8_t>> frames;  // type, flags
+  for (std::string_view in = out; !in.empty();) {
+    REQUIRE(in.size() >= 9);
+    size_t len = size_t(uint8_t(in[0])) << 16 | size_t(uint8_t(in[1])) << 8 | uint8_t(in[2]);
+    CHECK(len <= 16384);
+    frames.emplace_back(uint8_t(in[3]), uint8_t(in[4]));
+    REQUIRE(in.size() >= 9 + len);
+    in.remove_prefix(9 + len);
+  }
+  REQUIRE(frames.size() == 3);  // 40,000 bytes and more: three frames
+  CHECK(frames[0] == std::make_pair(uint8_t(HEADERS), uint8_t(END_STREAM)));
+  CHECK(frames[1] == std::make_pair(uint8_t(CONTINUATION), uint8_t(0)));
+  CHECK(frames[2] == std::make_pair(uint8_t(CONTINUATION), uint8_t(END_HEADERS)));
+  REQUIRE(p.server.recv(reinterpret_cast<const uint8_t*>(out.data()), out.size(), 0));
+  p.pump();
+  REQUIRE(p.srec.streams.count(id));
+  StreamLog& s = p.srec.streams[id];
+  CHECK(s.head.path == "/big");
+  CHECK(s.head.fields == Headers{{"x-big", std::string(40000, 'b')}, {"x-after", "1"}});
+  CHECK(s.head_end);
+}
+
 TEST_CASE("h2 server: leave_front_field puts a field ahead of each request head's received ones, and nowhere else") {
   Pair p;
   p.server.leave_front_field();
