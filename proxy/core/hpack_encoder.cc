@@ -240,12 +240,9 @@ NameKind kind_of(std::string_view name) {
   }
 }
 
-size_t slots_for(uint32_t own_limit) {
-  size_t most_entries = own_limit / kEntryOverhead + 1;
-  size_t slots = 64;
-  while (slots < 2 * most_entries) slots *= 2;
-  return slots;
-}
+// The lookup tables start small (1 KiB for both) and double when a
+// rebuild finds them over half full with live entries.
+constexpr size_t kFirstSlots = 64;
 
 }  // namespace
 
@@ -437,8 +434,8 @@ bool HpackEncoder::insert(std::string_view name, std::string_view value, uint64_
   if (size > max_bytes_) return false;  // form_of() keeps these out
   evict_to(max_bytes_ - size);
   if (field_slots_.empty()) {
-    field_slots_.resize(slots_for(own_limit_));
-    name_slots_.resize(field_slots_.size());
+    field_slots_.resize(kFirstSlots);
+    name_slots_.resize(kFirstSlots);
   } else if (std::max(used_field_slots_, used_name_slots_) * 4 > field_slots_.size() * 3 || next_id_ > (1u << 30)) {
     rebuild_slots();
   }
@@ -472,12 +469,14 @@ bool HpackEncoder::put_slot(std::vector<Slot>& slots, uint64_t hash, uint32_t id
   }
 }
 
-// Empties both lookup tables and enters the live entries again, oldest
-// first, renumbered from 1 (an entry's index depends only on how many came
+// Empties both lookup tables (larger if need be) and enters the live
+// entries again, oldest first, renumbered from 1 (an entry's index depends only on how many came
 // after it, so no index changes).
 void HpackEncoder::rebuild_slots() {
-  std::fill(field_slots_.begin(), field_slots_.end(), Slot{});
-  std::fill(name_slots_.begin(), name_slots_.end(), Slot{});
+  size_t size = field_slots_.size();
+  while (2 * (entries() + 1) > size) size *= 2;  // the live entries and the one coming at most half
+  field_slots_.assign(size, Slot{});
+  name_slots_.assign(size, Slot{});
   used_field_slots_ = used_name_slots_ = 0;
   if (oldest_id_ != 1) {  // renumbered from 1, each entry moved to its new id's place
     std::vector<Entry> renumbered(ring_.size());

@@ -118,7 +118,7 @@ class HpackEncoder {
   uint32_t oldest_id_ = 1;
   uint32_t next_id_ = 1;          // the id of the next entry inserted
   size_t table_bytes_ = 0;
-  std::vector<Slot> field_slots_, name_slots_;  // allocated with the first entry
+  std::vector<Slot> field_slots_, name_slots_;  // allocated with the first entry, grown by rebuild_slots()
   size_t used_field_slots_ = 0;   // slots filled (not reused) since the last rebuild
   size_t used_name_slots_ = 0;
   std::vector<Remembered> remembered_;  // by place in the block
