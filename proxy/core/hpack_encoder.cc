@@ -182,38 +182,31 @@ const StaticLookup& static_lookup() {
   return lookup;
 }
 
-// RFC 7541 5.1: `first` holds the representation's pattern above its
-// `prefix` bits.
-// Returns the bytes written at `at` (at most 10).
-size_t int_bytes(char* at, uint8_t first, unsigned prefix, size_t value) {
-  const size_t max = (size_t{1} << prefix) - 1;
-  if (value < max) {
-    at[0] = static_cast<char>(first | value);
-    return 1;
-  }
+// RFC 7541 5.1 past the prefix: the prefix all ones, then 7 bits a byte.
+[[gnu::noinline]] void put_long_int(std::string& out, uint8_t first, size_t max, size_t value) {
+  char bytes[10];
   size_t n = 0;
-  at[n++] = static_cast<char>(first | max);
+  bytes[n++] = static_cast<char>(first | max);
   value -= max;
   while (value >= 128) {
-    at[n++] = static_cast<char>(0x80 | (value & 0x7f));
+    bytes[n++] = static_cast<char>(0x80 | (value & 0x7f));
     value >>= 7;
   }
-  at[n++] = static_cast<char>(value);
-  return n;
+  bytes[n++] = static_cast<char>(value);
+  out.append(bytes, n);
 }
 
-void put_int(std::string& out, uint8_t first, unsigned prefix, size_t value) {
-  char bytes[10];
-  out.append(bytes, int_bytes(bytes, first, prefix, value));
+// RFC 7541 5.1: `first` holds the representation's pattern above its
+// `prefix` bits. Most integers fit the prefix: one byte, inline.
+[[gnu::always_inline]] inline void put_int(std::string& out, uint8_t first, unsigned prefix, size_t value) {
+  const size_t max = (size_t{1} << prefix) - 1;
+  if (value < max) out.push_back(static_cast<char>(first | value));
+  else put_long_int(out, first, max, value);
 }
 
 // RFC 7541 5.2, never Huffman-coded: the length, then the bytes.
 void put_string(std::string& out, std::string_view s) {
-  if (s.size() < 127) {
-    out.push_back(static_cast<char>(s.size()));
-  } else {
-    put_int(out, 0x00, 7, s.size());
-  }
+  put_int(out, 0x00, 7, s.size());
   out.append(s);
 }
 
@@ -294,10 +287,7 @@ HpackEncoder::Form HpackEncoder::form_of(std::string_view name, std::string_view
   return Form::incremental;
 }
 
-void HpackEncoder::put_indexed(std::string& out, size_t index) {
-  if (index < 127) out.push_back(static_cast<char>(0x80 | index));
-  else put_int(out, 0x80, 7, index);
-}
+void HpackEncoder::put_indexed(std::string& out, size_t index) { put_int(out, 0x80, 7, index); }
 
 void HpackEncoder::put_literal(std::string& out, Form form, size_t name_index, std::string_view name,
                                std::string_view value) {
@@ -356,19 +346,17 @@ void HpackEncoder::field(std::string_view name, std::string_view value, bool nev
   if (at < remembered_.size() && repeat(remembered_[at], name, value, never_indexed, out)) return;
   const uint64_t nh = name_hash(name);
   const uint64_t fh = field_hash(value, nh);
-  // A whole field in a table goes by index; a field asked to go never
-  // indexed never does, nor a secret (only the static table can hold one
-  // whole: authorization and cookie, empty).
-  if (!never_indexed) {
-    uint32_t ref = find_field(name, value, fh);
-    if (ref && (ref & kStaticRef) && value.empty() && form_of(name, value, false) == Form::never) ref = 0;
-    if (ref) {
+  // A whole field in a table goes by index, unless it is to go never
+  // indexed (asked for, or a secret: the static table holds authorization
+  // and cookie whole, empty).
+  const Form form = form_of(name, value, never_indexed);
+  if (form != Form::never) {
+    if (uint32_t ref = find_field(name, value, fh)) {
       put_indexed(out, index_of_ref(ref));
       remember(at, Remembered{ref, Remembered::whole, Form::incremental, false});
       return;
     }
   }
-  const Form form = form_of(name, value, never_indexed);
   const uint32_t name_ref = find_name(name, nh);
   put_literal(out, form, name_ref ? index_of_ref(name_ref) : 0, name, value);
   if (form == Form::incremental) {
@@ -381,32 +369,30 @@ void HpackEncoder::field(std::string_view name, std::string_view value, bool nev
     remember(at, Remembered{name_ref, Remembered::name, form, never_indexed});
 }
 
-uint32_t HpackEncoder::find_field(std::string_view name, std::string_view value, uint64_t hash) const {
-  if (size_t index = static_lookup().find_field(name, value, hash)) return kStaticRef | static_cast<uint32_t>(index);
-  if (field_slots_.empty()) return 0;
-  const size_t mask = field_slots_.size() - 1;
+// The id of the first live entry on `hash`'s path through `slots` that
+// `match` takes; 0 when the path ends first.
+template <typename Match>
+uint32_t HpackEncoder::find_in(const std::vector<Slot>& slots, uint64_t hash, Match match) const {
+  if (slots.empty()) return 0;
+  const size_t mask = slots.size() - 1;
   const uint32_t tag = tag_of(hash);
   for (size_t i = hash;; ++i) {
-    const Slot& s = field_slots_[i & mask];
+    const Slot& s = slots[i & mask];
     if (s.tag == 0) return 0;
-    if (s.tag != tag || !live(s.id)) continue;
-    const Entry& e = entry(s.id);
-    if (e.field_hash == hash && same_bytes(e.name, name) && same_bytes(e.value, value)) return s.id;
+    if (s.tag == tag && live(s.id) && match(entry(s.id))) return s.id;
   }
+}
+
+uint32_t HpackEncoder::find_field(std::string_view name, std::string_view value, uint64_t hash) const {
+  if (size_t index = static_lookup().find_field(name, value, hash)) return kStaticRef | static_cast<uint32_t>(index);
+  return find_in(field_slots_, hash, [&](const Entry& e) {
+    return e.field_hash == hash && same_bytes(e.name, name) && same_bytes(e.value, value);
+  });
 }
 
 uint32_t HpackEncoder::find_name(std::string_view name, uint64_t hash) const {
   if (size_t index = static_lookup().find_name(name, hash)) return kStaticRef | static_cast<uint32_t>(index);
-  if (name_slots_.empty()) return 0;
-  const size_t mask = name_slots_.size() - 1;
-  const uint32_t tag = tag_of(hash);
-  for (size_t i = hash;; ++i) {
-    const Slot& s = name_slots_[i & mask];
-    if (s.tag == 0) return 0;
-    if (s.tag != tag || !live(s.id)) continue;
-    const Entry& e = entry(s.id);
-    if (e.name_hash == hash && same_bytes(e.name, name)) return s.id;
-  }
+  return find_in(name_slots_, hash, [&](const Entry& e) { return e.name_hash == hash && same_bytes(e.name, name); });
 }
 
 void HpackEncoder::evict_to(size_t bytes) {
@@ -470,8 +456,8 @@ bool HpackEncoder::put_slot(std::vector<Slot>& slots, uint64_t hash, uint32_t id
 }
 
 // Empties both lookup tables (larger if need be) and enters the live
-// entries again, oldest first, renumbered from 1 (an entry's index depends only on how many came
-// after it, so no index changes).
+// entries again, oldest first, renumbered from 1 (an entry's index depends
+// only on how many came after it, so no index changes).
 void HpackEncoder::rebuild_slots() {
   size_t size = field_slots_.size();
   while (2 * (entries() + 1) > size) size *= 2;  // the live entries and the one coming at most half

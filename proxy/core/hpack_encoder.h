@@ -92,6 +92,8 @@ class HpackEncoder {
   static void put_indexed(std::string& out, size_t index);
   static void put_literal(std::string& out, Form form, size_t name_index, std::string_view name,
                           std::string_view value);
+  template <typename Match>
+  uint32_t find_in(const std::vector<Slot>& slots, uint64_t hash, Match match) const;
   uint32_t find_field(std::string_view name, std::string_view value, uint64_t hash) const;  // a ref; 0: none
   uint32_t find_name(std::string_view name, uint64_t hash) const;                          // a ref; 0: none
   bool insert(std::string_view name, std::string_view value, uint64_t name_hash, uint64_t field_hash);
