@@ -128,14 +128,15 @@ OutgoingRule outgoing_field(std::string_view n, std::string_view value) {
 // new entries came after it; if that happens, the messages until the next
 // seed carry the name as a literal (what every message did before), and
 // when it does not, a seed costs one entry of about 100 bytes in 64
-// messages. Which entries were evicted is nghttp2's to know, not ours. A
-// seed whose message never went out (reset before it was written) is made
-// up for the same way.
+// messages. The policy counts messages and does not ask the encoder
+// (encoder_) which entries it evicted. A seed whose message never went out
+// (reset before it was written) is made up for the same way.
 constexpr uint32_t kReseedEvery = 64;
 
-// The name/value pairs of one submit call (nghttp2 copies them): they point
-// at the caller's strings, which outlive the call; only a name that needs
-// lower-casing is copied, into the list. A usual head fits in the list
+// The name/value pairs of one submitted head, with the flags that say how
+// each is sent: they point at the caller's strings, which outlive the call
+// (HeldHead::keep() copies those that do not outlive the frame); only a name
+// that needs lower-casing is copied, into the list. A usual head fits in the list
 // itself (on the stack: no allocation per submit); a longer one spills to
 // the heap.
 class FieldList {
@@ -146,8 +147,8 @@ class FieldList {
   // `per_message`: what the session sent with each PerMessageName
   // (kPerMessageNameCount of them), read and advanced by add_regular().
   // With `no_copy`, the names and values outlive the frame (an
-  // H2Session::HeldHead holds them): nghttp2 takes pointers instead of
-  // copying every one.
+  // H2Session::HeldHead holds them): HeldHead::keep() takes pointers instead
+  // of copying every one.
   explicit FieldList(H2Session::PerMessageFields* per_message, bool no_copy = false)
       : per_message_(per_message), no_copy_(no_copy) {}
   FieldList(const FieldList&) = delete;
@@ -208,16 +209,16 @@ class FieldList {
   // A regular field (name in lower case): dropped, indexed or never indexed
   // as outgoing_field() says; pseudo-header names are not taken here.
   //
-  // A never-indexed field still has its name sent by index: nghttp2 looks
-  // a never-indexed field's name up in its encoder's dynamic table (RFC
-  // 7541 6.2.3 allows the reference), so the first such field of a
-  // connection, and every kReseedEvery-th, goes without the flag (nghttp2
-  // then indexes it: name and this message's value enter the table) and
-  // the others refer to that entry's name. The value held there is one
+  // A never-indexed field still has its name sent by index: the encoder
+  // looks a never-indexed field's name up in its dynamic table (RFC 7541
+  // 6.2.3 allows the reference), so the first such field of a connection,
+  // and every kReseedEvery-th, goes without the flag (the encoder then
+  // indexes it: name and this message's value enter the table) and the
+  // others refer to that entry's name. The value held there is one
   // message's trace or request id or time left: not a secret (it is sent
   // in the clear to the same peer anyway), only of no use again. Fields
   // that are secret (authorization, short cookies) are not on the list:
-  // nghttp2 itself never indexes them.
+  // the encoder itself never indexes them.
   void add_regular(std::string_view name, std::string_view value) {
     if (name.empty() || name[0] == ':') return;
     OutgoingRule rule = outgoing_field(name, value);
