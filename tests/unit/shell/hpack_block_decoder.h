@@ -17,6 +17,9 @@ namespace onelayer::test {
 struct DecodedField {
   std::string name, value;
   bool never_indexed = false;  // sent as a never-indexed literal
+  bool operator==(const DecodedField& o) const {
+    return name == o.name && value == o.value && never_indexed == o.never_indexed;
+  }
 };
 
 class HpackBlockDecoder {
