@@ -4,76 +4,10 @@
 #include <array>
 #include <cstring>
 
+#include "core/hpack_static_table.h"
+
 namespace onelayer {
 namespace {
-
-// RFC 7541 Appendix A.
-struct StaticField {
-  std::string_view name, value;
-};
-constexpr std::array<StaticField, 61> kStaticTable{{
-    {":authority", ""},
-    {":method", "GET"},
-    {":method", "POST"},
-    {":path", "/"},
-    {":path", "/index.html"},
-    {":scheme", "http"},
-    {":scheme", "https"},
-    {":status", "200"},
-    {":status", "204"},
-    {":status", "206"},
-    {":status", "304"},
-    {":status", "400"},
-    {":status", "404"},
-    {":status", "500"},
-    {"accept-charset", ""},
-    {"accept-encoding", "gzip, deflate"},
-    {"accept-language", ""},
-    {"accept-ranges", ""},
-    {"accept", ""},
-    {"access-control-allow-origin", ""},
-    {"age", ""},
-    {"allow", ""},
-    {"authorization", ""},
-    {"cache-control", ""},
-    {"content-disposition", ""},
-    {"content-encoding", ""},
-    {"content-language", ""},
-    {"content-length", ""},
-    {"content-location", ""},
-    {"content-range", ""},
-    {"content-type", ""},
-    {"cookie", ""},
-    {"date", ""},
-    {"etag", ""},
-    {"expect", ""},
-    {"expires", ""},
-    {"from", ""},
-    {"host", ""},
-    {"if-match", ""},
-    {"if-modified-since", ""},
-    {"if-none-match", ""},
-    {"if-range", ""},
-    {"if-unmodified-since", ""},
-    {"last-modified", ""},
-    {"link", ""},
-    {"location", ""},
-    {"max-forwards", ""},
-    {"proxy-authenticate", ""},
-    {"proxy-authorization", ""},
-    {"range", ""},
-    {"referer", ""},
-    {"refresh", ""},
-    {"retry-after", ""},
-    {"server", ""},
-    {"set-cookie", ""},
-    {"strict-transport-security", ""},
-    {"transfer-encoding", ""},
-    {"user-agent", ""},
-    {"vary", ""},
-    {"via", ""},
-    {"www-authenticate", ""},
-}};
 
 uint64_t mix(uint64_t h, uint64_t word) {
   h ^= word;
@@ -138,8 +72,8 @@ struct StaticLookup {
   std::array<uint32_t, kSlots> field_tag{}, field_id{}, name_tag{}, name_id{};
 
   StaticLookup() {
-    for (uint32_t i = 0; i < kStaticTable.size(); ++i) {
-      const StaticField& f = kStaticTable[i];
+    for (uint32_t i = 0; i < kHpackStaticTable.size(); ++i) {
+      const HpackStaticField& f = kHpackStaticTable[i];
       uint64_t nh = name_hash(f.name);
       put(field_tag, field_id, field_hash(f.value, nh), i + 1, false);
       put(name_tag, name_id, nh, i + 1, true);
@@ -154,7 +88,8 @@ struct StaticLookup {
         ids[at] = id;
         return;
       }
-      if (by_name && kStaticTable[ids[at] - 1].name == kStaticTable[id - 1].name) return;  // the first index stays
+      // A name keeps its first index.
+      if (by_name && kHpackStaticTable[ids[at] - 1].name == kHpackStaticTable[id - 1].name) return;
     }
   }
   size_t find_field(std::string_view name, std::string_view value, uint64_t hash) const {
@@ -163,7 +98,7 @@ struct StaticLookup {
       size_t at = i & (kSlots - 1);
       if (field_tag[at] == 0) return 0;
       if (field_tag[at] != tag) continue;
-      const StaticField& f = kStaticTable[field_id[at] - 1];
+      const HpackStaticField& f = kHpackStaticTable[field_id[at] - 1];
       if (same_bytes(f.name, name) && same_bytes(f.value, value)) return field_id[at];
     }
   }
@@ -172,7 +107,7 @@ struct StaticLookup {
     for (size_t i = hash;; ++i) {
       size_t at = i & (kSlots - 1);
       if (name_tag[at] == 0) return 0;
-      if (name_tag[at] == tag && same_bytes(kStaticTable[name_id[at] - 1].name, name)) return name_id[at];
+      if (name_tag[at] == tag && same_bytes(kHpackStaticTable[name_id[at] - 1].name, name)) return name_id[at];
     }
   }
 };
@@ -302,7 +237,7 @@ void HpackEncoder::put_literal(std::string& out, Form form, size_t name_index, s
 
 bool HpackEncoder::strings_of(uint32_t ref, std::string_view& name, std::string_view& value) const {
   if (ref & kStaticRef) {
-    const StaticField& f = kStaticTable[(ref & ~kStaticRef) - 1];
+    const HpackStaticField& f = kHpackStaticTable[(ref & ~kStaticRef) - 1];
     name = f.name;
     value = f.value;
     return true;
@@ -365,7 +300,7 @@ void HpackEncoder::field(std::string_view name, std::string_view value, bool nev
   }
   // Remembered by name unless the static table holds fields of that name
   // whole (`:path` "/"): another value may be one of them next time.
-  if (name_ref && !((name_ref & kStaticRef) && !kStaticTable[(name_ref & ~kStaticRef) - 1].value.empty()))
+  if (name_ref && !((name_ref & kStaticRef) && !kHpackStaticTable[(name_ref & ~kStaticRef) - 1].value.empty()))
     remember(at, Remembered{name_ref, Remembered::name, form, never_indexed});
 }
 

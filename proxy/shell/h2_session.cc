@@ -18,6 +18,8 @@ namespace onelayer {
 namespace {
 
 constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+// Our SETTINGS_MAX_FRAME_SIZE: the protocol's default (none is sent).
+constexpr uint32_t kMaxFrameBytes = 16384;
 
 // announce_drain(): the notice's stream identifier (2^31-1, RFC 9113 6.8)
 // and the opaque data of the PING that follows it.
@@ -629,7 +631,10 @@ struct H2Session::Callbacks {
     bool payload_frame =
         hd->type == NGHTTP2_DATA || hd->type == NGHTTP2_HEADERS || hd->type == NGHTTP2_CONTINUATION;
     if (!payload_frame) return 0;
-    bool empty = hd->length == 0 && !(hd->type == NGHTTP2_DATA && (hd->flags & NGHTTP2_FLAG_END_STREAM));
+    // A header frame's block was taken out before nghttp2 saw it: its
+    // length as received counts.
+    const size_t length = hd->type == NGHTTP2_DATA ? hd->length : s.received_length_;
+    bool empty = length == 0 && !(hd->type == NGHTTP2_DATA && (hd->flags & NGHTTP2_FLAG_END_STREAM));
     if (!empty) {
       s.empty_frames_in_a_row_ = 0;
       return 0;
@@ -676,45 +681,6 @@ struct H2Session::Callbacks {
     return 0;
   }
 
-  static int on_header(nghttp2_session*, const nghttp2_frame* frame, const uint8_t* name, size_t namelen,
-                       const uint8_t* value, size_t valuelen, uint8_t, void* ud) {
-    H2Session& s = self(ud);
-    if (s.failed_) return NGHTTP2_ERR_CALLBACK_FAILURE;
-    Stream* st = s.find(frame->hd.stream_id);
-    if (!st || st->block == Stream::Block::none) return 0;
-    st->block_bytes += namelen + valuelen + 32;
-    if (st->block_bytes > s.limits_.max_header_list_bytes) {
-      // The hard cap is at least the limit: only a list over the limit can
-      // be over it, and the common field skips working it out.
-      uint64_t hard = uint64_t(s.limits_.max_header_list_bytes) * std::max<uint32_t>(1, s.limits_.header_list_hard_factor);
-      if (st->block_bytes > hard) {
-        s.fail(kEnhanceYourCalm, "header list over the hard cap (HPACK bomb)");
-        return NGHTTP2_ERR_CALLBACK_FAILURE;
-      }
-      st->oversized = true;
-    }
-    if (st->oversized || st->malformed) return 0;  // keep decoding (HPACK state), keep nothing
-    std::string_view n(reinterpret_cast<const char*>(name), namelen);
-    std::string_view v(reinterpret_cast<const char*>(value), valuelen);
-    // The rules say what the field is (or that the message is malformed:
-    // RST_STREAM once the block is decoded, in headers_received()).
-    Head& h = st->head;
-    switch (st->rules.field(n, v)) {
-      case H2MessageRules::Field::regular:
-        if (st->block == Stream::Block::trailers) st->trailers.push_back(Header{std::string(n), std::string(v)});
-        else put_field(h.fields, st->head_fields, n, v);  // built in place: no temporary strings moved in
-        return 0;
-      case H2MessageRules::Field::method: overwrite(h.method, v); return 0;
-      case H2MessageRules::Field::scheme: overwrite(h.scheme, v); return 0;
-      case H2MessageRules::Field::authority: overwrite(h.authority, v); return 0;
-      case H2MessageRules::Field::path: overwrite(h.path, v); return 0;
-      case H2MessageRules::Field::status: h.status = st->rules.status(); return 0;
-      case H2MessageRules::Field::drop: return 0;
-      case H2MessageRules::Field::malformed: st->malformed = true; return 0;
-    }
-    return 0;
-  }
-
   static int on_frame_recv(nghttp2_session*, const nghttp2_frame* frame, void* ud) {
     H2Session& s = self(ud);
     if (s.failed_) return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -722,6 +688,7 @@ struct H2Session::Callbacks {
     bool end = frame->hd.flags & NGHTTP2_FLAG_END_STREAM;
     switch (frame->hd.type) {
       case NGHTTP2_HEADERS:
+        if (!s.decode_block(id)) return NGHTTP2_ERR_CALLBACK_FAILURE;
         return s.headers_received(id, end);
       case NGHTTP2_DATA:
         if (end) {
@@ -740,7 +707,11 @@ struct H2Session::Callbacks {
         return 0;
       }
       case NGHTTP2_SETTINGS:
-        if (frame->hd.flags & NGHTTP2_FLAG_ACK) return 0;
+        if (frame->hd.flags & NGHTTP2_FLAG_ACK) {
+          // Ours (sent once) took effect: the peer's encoder keeps to our table size now.
+          s.decoder_.settings_limit(s.limits_.header_table_bytes);
+          return 0;
+        }
         s.peer_settings_received_ = true;
         for (size_t i = 0; i < frame->settings.niv; ++i) {
           if (frame->settings.iv[i].settings_id == NGHTTP2_SETTINGS_HEADER_TABLE_SIZE)
@@ -991,7 +962,12 @@ thread_local size_t sessions_of_this_thread = 0;
 H2Session::H2Session(Role role, Handler* handler) : H2Session(role, handler, Limits()) {}
 
 H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
-    : role_(role), handler_(handler), limits_(limits), encoder_(limits.header_table_bytes), reset_tokens_(limits.rapid_reset_burst) {
+    : role_(role),
+      handler_(handler),
+      limits_(limits),
+      encoder_(limits.header_table_bytes),
+      extractor_(role == Role::server, kMaxFrameBytes),
+      reset_tokens_(limits.rapid_reset_burst) {
   static_assert(kPerMessageNames == kPerMessageNameCount);
   static_assert(kXRequestTimeoutMs < kTimeLeftNames && kGrpcTimeout < kTimeLeftNames);
   ++sessions_of_this_thread;
@@ -999,7 +975,6 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
   nghttp2_session_callbacks_new(&cb);
   nghttp2_session_callbacks_set_on_begin_frame_callback(cb, Callbacks::on_begin_frame);
   nghttp2_session_callbacks_set_on_begin_headers_callback(cb, Callbacks::on_begin_headers);
-  nghttp2_session_callbacks_set_on_header_callback(cb, Callbacks::on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, Callbacks::on_frame_recv);
   nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, Callbacks::on_invalid_frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, Callbacks::on_data_chunk);
@@ -1255,12 +1230,98 @@ void H2Session::fail(uint32_t error_code, std::string_view reason) {
   close_streams(error_code);
 }
 
+// The extractor's output: frames into nghttp2, blocks into decoder_ (when
+// nghttp2 delivers the frame that ends them).
+class H2Session::FramingInput final : public H2HeaderBlockExtractor::Sink {
+ public:
+  explicit FramingInput(H2Session& s) : s_(s) {}
+  bool pass(const uint8_t* data, size_t n, uint32_t received_length) override {
+    s_.received_length_ = received_length;
+    ssize_t rv = nghttp2_session_mem_recv(s_.session_, data, n);
+    if (rv < 0 && !s_.failed_) s_.fail(fatal_code(static_cast<int>(rv)), fatal_reason(static_cast<int>(rv)));
+    // A block nghttp2 did not deliver (its stream was closed or refused):
+    // decoded all the same, for the table the peer's next blocks refer to.
+    if (s_.block_in_waiting_ && !s_.failed_) s_.decode_block(s_.block_in_stream_);
+    return !s_.failed_;
+  }
+  void block(int32_t stream, std::string_view block) override {
+    s_.block_in_ = block;
+    s_.block_in_stream_ = stream;
+    s_.block_in_waiting_ = true;
+  }
+
+ private:
+  H2Session& s_;
+};
+
 bool H2Session::recv(const uint8_t* data, size_t len, uint64_t now_ms) {
   if (failed_) return false;
   now_ms_ = now_ms;
-  ssize_t rv = nghttp2_session_mem_recv(session_, data, len);
-  if (rv < 0 && !failed_) fail(fatal_code(static_cast<int>(rv)), fatal_reason(static_cast<int>(rv)));
+  FramingInput input(*this);
+  H2HeaderBlockExtractor::Error e = extractor_.feed(data, len, input);
+  if (e && !failed_) fail(e.code, e.reason);
   return !failed_;
+}
+
+// decoder_'s fields, onto a stream's head or trailers (none: decoded and dropped).
+class H2Session::StreamFields final : public HpackDecoder::Sink {
+ public:
+  StreamFields(H2Session& s, Stream* st) : s_(s), st_(st) {}
+  bool field(std::string_view name, std::string_view value, bool) override {
+    return !st_ || s_.take_field(*st_, name, value);
+  }
+
+ private:
+  H2Session& s_;
+  Stream* st_;
+};
+
+bool H2Session::decode_block(int32_t id) {
+  if (!block_in_waiting_ || block_in_stream_ != id) return !failed_;
+  block_in_waiting_ = false;
+  Stream* st = find(id);
+  if (st && st->block == Stream::Block::none) st = nullptr;
+  StreamFields fields(*this, st);
+  switch (decoder_.decode(block_in_, fields)) {
+    case HpackDecoder::Result::ok: return !failed_;
+    case HpackDecoder::Result::stopped: return false;  // take_field() failed the session
+    case HpackDecoder::Result::malformed:
+      fail(kCompressionError, "HPACK: " + std::string(decoder_.error()));
+      return false;
+  }
+  return false;
+}
+
+bool H2Session::take_field(Stream& st, std::string_view n, std::string_view v) {
+  st.block_bytes += n.size() + v.size() + 32;
+  if (st.block_bytes > limits_.max_header_list_bytes) {
+    // The hard cap is at least the limit: only a list over the limit can
+    // be over it, and the common field skips working it out.
+    uint64_t hard = uint64_t(limits_.max_header_list_bytes) * std::max<uint32_t>(1, limits_.header_list_hard_factor);
+    if (st.block_bytes > hard) {
+      fail(kEnhanceYourCalm, "header list over the hard cap (HPACK bomb)");
+      return false;
+    }
+    st.oversized = true;
+  }
+  if (st.oversized || st.malformed) return true;  // keep decoding (the table), keep nothing
+  // The rules say what the field is (or that the message is malformed:
+  // RST_STREAM once the block is decoded, in headers_received()).
+  Head& h = st.head;
+  switch (st.rules.field(n, v)) {
+    case H2MessageRules::Field::regular:
+      if (st.block == Stream::Block::trailers) st.trailers.push_back(Header{std::string(n), std::string(v)});
+      else put_field(h.fields, st.head_fields, n, v);  // built in place: no temporary strings moved in
+      return true;
+    case H2MessageRules::Field::method: overwrite(h.method, v); return true;
+    case H2MessageRules::Field::scheme: overwrite(h.scheme, v); return true;
+    case H2MessageRules::Field::authority: overwrite(h.authority, v); return true;
+    case H2MessageRules::Field::path: overwrite(h.path, v); return true;
+    case H2MessageRules::Field::status: h.status = st.rules.status(); return true;
+    case H2MessageRules::Field::drop: return true;
+    case H2MessageRules::Field::malformed: st.malformed = true; return true;
+  }
+  return true;
 }
 
 size_t H2Session::flush(std::string& out) {

@@ -28,6 +28,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/h2_header_block_extractor.h"
+#include "core/hpack_decoder.h"
 #include "core/hpack_encoder.h"
 #include "core/http_headers.h"
 #include "shell/recycled_blocks.h"
@@ -299,6 +301,8 @@ class H2Session {
   struct HeldHead;
   struct Callbacks;  // nghttp2's C callbacks, friends of this class
   friend struct Callbacks;
+  class FramingInput;  // the extractor's output, into nghttp2 and decoder_
+  class StreamFields;  // decoder_'s fields, onto a stream
 
   // Inline for the last stream found: every callback for a frame's fields
   // asks for the same stream again (on_header() made the call dearer than
@@ -329,6 +333,11 @@ class H2Session {
   bool can_answer(int32_t stream) const;
   void resume(Stream& s);
   int headers_received(int32_t id, bool end_stream);  // a header block is complete
+  // The received header block of `id` (nghttp2 has framed its last frame):
+  // decoded onto the stream. False when that failed the session.
+  bool decode_block(int32_t id);
+  // One received field of `st`'s block. False when that failed the session.
+  bool take_field(Stream& st, std::string_view name, std::string_view value);
   void peer_ended(int32_t id);
   // The peer's message on `id` broke a message rule: RST_STREAM
   // PROTOCOL_ERROR, counted among the stream errors. False when that
@@ -362,6 +371,17 @@ class H2Session {
   std::vector<std::pair<int32_t, std::unique_ptr<HeldHead>>> unsent_heads_;
   size_t unsent_from_ = 0;
   HpackEncoder encoder_;     // every header block we send
+  // Received bytes go through extractor_, which takes the header blocks out
+  // for decoder_; nghttp2 frames what is left (its own HPACK decoder never
+  // runs). A block waits in block_in_ while nghttp2 reads the frame that
+  // ends it, and is decoded when nghttp2 delivers that frame (or, for a
+  // frame it ignores, right after, to keep decoder_'s table in step).
+  H2HeaderBlockExtractor extractor_;
+  HpackDecoder decoder_;
+  std::string_view block_in_;
+  int32_t block_in_stream_ = 0;
+  bool block_in_waiting_ = false;
+  uint32_t received_length_ = 0;  // the payload length of the header frame nghttp2 reads, as received
   std::string block_;        // the block encode_unsent() made last
   int32_t block_stream_ = 0; // its stream, until splice_block() frames it
   int32_t last_found_id_ = 0;  // find()'s memory of its last answer

@@ -28,7 +28,7 @@ jobs="${FUZZ_JOBS:-2}"
 unit_timeout="${FUZZ_UNIT_TIMEOUT:-20}"
 rss_mb="${FUZZ_RSS_MB:-2048}"
 corpus_http1="$root/tests/corpora/http1-requests"
-all_targets=(fuzz_request fuzz_response fuzz_config fuzz_retry_after fuzz_baggage fuzz_h2 fuzz_h2_client)
+all_targets=(fuzz_request fuzz_response fuzz_config fuzz_retry_after fuzz_baggage fuzz_h2 fuzz_h2_client fuzz_hpack_decoder)
 
 if [[ $# -gt 0 ]]; then
   targets=("$@")

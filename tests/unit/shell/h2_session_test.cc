@@ -943,6 +943,66 @@ TEST_CASE("h2 CONTINUATION flood ends in GOAWAY, eight are allowed") {
   CHECK(empty->server.want_close());
 }
 
+// Received header blocks are taken out of the frames and decoded by
+// onelayer's own HPACK decoder (H2HeaderBlockExtractor, HpackDecoder);
+// nghttp2 sees the frames with empty blocks.
+TEST_CASE("h2 padded, prioritized heads split over CONTINUATIONs arrive whole, fed a byte at a time") {
+  constexpr uint8_t kPadded = 0x8, kPriority = 0x20;
+  // Stream 1: x-a: one enters the table (incremental indexing) in the
+  // second CONTINUATION; stream 3 names it by index only (62).
+  std::string first = literal(":method", "GET") + literal(":scheme", "http");
+  std::string second = literal(":path", "/one") + literal(":authority", "example.test");
+  std::string third = literal("x-a", "one", true);
+  std::string padded = std::string(1, '\3') + be32(0) + std::string(1, '\x0f') + first + std::string(3, '\0');
+  std::string bytes = client_start() + frame(HEADERS, END_STREAM | kPadded | kPriority, 1, padded) +
+                      frame(CONTINUATION, 0, 1, second) + frame(CONTINUATION, END_HEADERS, 1, third) +
+                      headers(3, request_block("/three") + "\xbe", END_HEADERS | END_STREAM);
+  Attack at;
+  for (char c : bytes) REQUIRE(at.feed(std::string(1, c)));
+  CHECK_FALSE(at.goaway());
+  REQUIRE(at.rec.head_order == std::vector<int32_t>{1, 3});
+  CHECK(at.rec.streams[1].head.path == "/one");
+  CHECK(at.rec.streams[1].head_end);
+  CHECK(field(at.rec.streams[1].head.fields, "x-a") == "one");
+  CHECK(at.rec.streams[3].head.path == "/three");
+  CHECK(field(at.rec.streams[3].head.fields, "x-a") == "one");
+}
+
+TEST_CASE("h2 the block of a HEADERS frame nghttp2 refuses is still decoded: the table stays in step") {
+  H2Session::Limits limits;
+  limits.max_concurrent_streams = 1;
+  Attack at(limits);
+  REQUIRE(at.feed(client_start()));
+  REQUIRE(at.feed(headers(1, request_block(), END_HEADERS)));  // open: the one stream allowed
+  // Refused (over the limit, before our SETTINGS are acknowledged), and its
+  // block enters x-seen: three into the table.
+  REQUIRE(at.feed(headers(3, request_block("/3") + literal("x-seen", "three", true), END_HEADERS | END_STREAM)));
+  CHECK(at.count(RST_STREAM, H2Session::kRefusedStream) == 1);
+  REQUIRE(at.feed(rst(1, H2Session::kCancel)));
+  REQUIRE(at.feed(headers(5, request_block("/5") + "\xbe", END_HEADERS | END_STREAM)));  // 62: x-seen: three
+  CHECK_FALSE(at.goaway());
+  REQUIRE(at.rec.streams.count(5) == 1);
+  CHECK(at.rec.streams[5].head.path == "/5");
+  CHECK(field(at.rec.streams[5].head.fields, "x-seen") == "three");
+  CHECK(at.rec.streams.count(3) == 0);
+}
+
+TEST_CASE("h2 a malformed header block ends the connection with COMPRESSION_ERROR, a bad frame with its code") {
+  auto ends_with = [](const std::string& bytes) {
+    Attack at;
+    REQUIRE(at.feed(client_start()));
+    CHECK_FALSE(at.feed(bytes));
+    CHECK(at.rec.head_order.empty());
+    return at.goaway().value_or(0);
+  };
+  CHECK(ends_with(headers(1, request_block() + "\xff\xff\xff\xff\xff\xff\x0f")) == H2Session::kCompressionError);
+  CHECK(ends_with(headers(1, request_block() + "\xc0")) == H2Session::kCompressionError);  // index 64: no such entry
+  CHECK(ends_with(headers(1, std::string(1, '\x80') + request_block())) == H2Session::kCompressionError);  // index 0
+  CHECK(ends_with(headers(1, request_block(), 0) + data(1, "x")) == H2Session::kProtocolError);  // inside a block
+  CHECK(ends_with(headers(1, std::string(16385, 'x'))) == 0x6);  // FRAME_SIZE_ERROR
+  CHECK(ends_with(frame(5, END_HEADERS, 1, be32(2) + request_block())) == H2Session::kProtocolError);  // PUSH_PROMISE
+}
+
 TEST_CASE("h2 SETTINGS and PING floods: ACKs that pile up unread end in GOAWAY") {
   for (bool use_ping : {false, true}) {
     CAPTURE(use_ping);

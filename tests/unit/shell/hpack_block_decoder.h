@@ -12,15 +12,9 @@
 #include <string_view>
 #include <vector>
 
-namespace onelayer::test {
+#include "nghttp2_inflate.h"
 
-struct DecodedField {
-  std::string name, value;
-  bool never_indexed = false;  // sent as a never-indexed literal
-  bool operator==(const DecodedField& o) const {
-    return name == o.name && value == o.value && never_indexed == o.never_indexed;
-  }
-};
+namespace onelayer::test {
 
 class HpackBlockDecoder {
  public:
@@ -36,26 +30,7 @@ class HpackBlockDecoder {
   // One whole block's fields, in order; fails the test on a decoding error.
   std::vector<DecodedField> decode(std::string_view block) {
     std::vector<DecodedField> out;
-    auto* p = reinterpret_cast<const uint8_t*>(block.data());
-    size_t left = block.size();
-    for (;;) {
-      nghttp2_nv nv;
-      int flags = 0;
-      const ssize_t n = nghttp2_hd_inflate_hd2(inflater_, &nv, &flags, p, left, 1);
-      REQUIRE(n >= 0);
-      p += n;
-      left -= static_cast<size_t>(n);
-      if (flags & NGHTTP2_HD_INFLATE_EMIT) {
-        out.push_back(DecodedField{std::string(reinterpret_cast<const char*>(nv.name), nv.namelen),
-                                   std::string(reinterpret_cast<const char*>(nv.value), nv.valuelen),
-                                   (nv.flags & NGHTTP2_NV_FLAG_NO_INDEX) != 0});
-      }
-      if (flags & NGHTTP2_HD_INFLATE_FINAL) {
-        nghttp2_hd_inflate_end_headers(inflater_);
-        break;
-      }
-      if (n == 0 && left == 0) break;
-    }
+    REQUIRE(nghttp2_inflate_block(inflater_, block, out));
     return out;
   }
 

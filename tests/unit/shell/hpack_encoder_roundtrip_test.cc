@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/hpack_encoder.h"
+#include "../core/hpack_random_blocks.h"
 #include "hpack_block_decoder.h"
 
 using onelayer::HpackEncoder;
@@ -32,8 +33,6 @@ std::string describe(const std::vector<Field>& fields) {
 }  // namespace
 
 TEST_CASE("hpack encoder round trip: nghttp2's decoder reads every block back as it was") {
-  std::mt19937 rng(20261204);
-  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
   const std::vector<std::string> names = {":method", ":scheme", ":authority", ":path", ":status", "content-length",
                                           "content-type", "cookie", "authorization", "user-agent", "baggage",
                                           "x-retry-owner", "x-retry-attempt", "x-request-timeout-ms", "date",
@@ -41,6 +40,8 @@ TEST_CASE("hpack encoder round trip: nghttp2's decoder reads every block back as
   std::vector<std::string> values = {"", "GET", "POST", "/", "/index.html", "200", "0", "1", "14999", "edge",
                                      "2 onelayer", "127.0.0.1", "application/grpc", "gzip, deflate"};
   for (size_t len : {20, 40, 126, 127, 128, 300, 1000, 3100, 5000}) values.push_back(std::string(len, 'v'));
+  std::mt19937 numbers(1);
+  onelayer::test::RandomBlocks blocks(20261204, names, values, {0, 64, 100, 256, 1024, 4096, 8192}, {});
 
   for (uint32_t own_limit : {4096u, 1024u, 0u}) {
     CAPTURE(own_limit);
@@ -49,22 +50,11 @@ TEST_CASE("hpack encoder round trip: nghttp2's decoder reads every block back as
     size_t fields_seen = 0, never_seen = 0;
     for (int b = 0; b < 3000; ++b) {
       // Now and then the peer's limit changes, once or several times.
-      if (pick(40) == 0) {
-        for (size_t k = 1 + pick(3); k > 0; --k) {
-          static const uint32_t limits[] = {0, 64, 100, 256, 1024, 4096, 8192};
-          uint32_t l = limits[pick(7)];
-          encoder.peer_table_limit(l);
-          decoder.limit(l);
-        }
+      for (uint32_t l : blocks.limit_changes()) {
+        encoder.peer_table_limit(l);
+        decoder.limit(l);
       }
-      std::vector<Field> fields;
-      for (size_t n = pick(12); n > 0; --n) {
-        Field f;
-        f.name = names[pick(names.size())];
-        f.value = pick(4) == 0 ? std::to_string(rng()) : values[pick(values.size())];
-        f.never_indexed = pick(6) == 0;
-        fields.push_back(f);
-      }
+      std::vector<Field> fields = blocks.fields<Field>([&] { return std::to_string(numbers()); });
       std::string block;
       encoder.begin_block(block);
       for (const Field& f : fields) encoder.field(f.name, f.value, f.never_indexed, block);
