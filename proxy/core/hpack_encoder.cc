@@ -222,7 +222,9 @@ HpackEncoder::Form HpackEncoder::form_of(std::string_view name, std::string_view
   return Form::incremental;
 }
 
-void HpackEncoder::put_indexed(std::string& out, size_t index) { put_int(out, 0x80, 7, index); }
+[[gnu::always_inline]] inline void HpackEncoder::put_indexed(std::string& out, size_t index) {
+  put_int(out, 0x80, 7, index);
+}
 
 void HpackEncoder::put_literal(std::string& out, Form form, size_t name_index, std::string_view name,
                                std::string_view value) {
@@ -252,8 +254,9 @@ bool HpackEncoder::strings_of(uint32_t ref, std::string_view& name, std::string_
 // The field at this place of the previous block, if this one is the same
 // (the same whole field, or the same name sent the same literal way): no
 // hash and no table lookup, only the bytes compared.
-bool HpackEncoder::repeat(const Remembered& r, std::string_view name, std::string_view value, bool never_indexed,
-                          std::string& out) const {
+[[gnu::always_inline]] inline bool HpackEncoder::repeat(const Remembered& r, std::string_view name,
+                                                        std::string_view value, bool never_indexed,
+                                                        std::string& out) const {
   std::string_view n, v;
   switch (r.what) {
     case Remembered::whole:

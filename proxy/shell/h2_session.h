@@ -386,6 +386,15 @@ class H2Session {
   int32_t block_stream_ = 0; // its stream, until splice_block() frames it
   int32_t last_found_id_ = 0;  // find()'s memory of its last answer
   Stream* last_found_ = nullptr;
+  // Streams by id, one per slot (find_and_remember()): allocated with the
+  // first stream, so an idle connection has none.
+  struct FoundSlot {
+    int32_t id = 0;
+    Stream* stream = nullptr;
+  };
+  static constexpr size_t kFoundSlots = 64;
+  static size_t found_slot(int32_t id) { return (static_cast<uint32_t>(id) >> 1) & (kFoundSlots - 1); }
+  std::unique_ptr<FoundSlot[]> found_;
   // The stream whose on_closed()/on_reset() is running: gone from streams_,
   // its owner pointer still answers stream_owner() during the call.
   struct Ending {
