@@ -282,6 +282,15 @@ void HpackEncoder::remember(size_t at, const Remembered& r) {
 void HpackEncoder::field(std::string_view name, std::string_view value, bool never_indexed, std::string& out) {
   const size_t at = position_++;
   if (at < remembered_.size() && repeat(remembered_[at], name, value, never_indexed, out)) return;
+  look_up(at, name, value, never_indexed, out);
+}
+
+// A field that is not what its place held last time: hashed, looked up,
+// perhaps entered. Out of line, so that the common path above keeps to a
+// few registers (inlined, this path's made every field save and restore
+// them all: about 20 instructions a field).
+[[gnu::noinline]] void HpackEncoder::look_up(size_t at, std::string_view name, std::string_view value,
+                                              bool never_indexed, std::string& out) {
   const uint64_t nh = name_hash(name);
   const uint64_t fh = field_hash(value, nh);
   // A whole field in a table goes by index, unless it is to go never

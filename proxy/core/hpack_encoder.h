@@ -87,6 +87,7 @@ class HpackEncoder {
   Form form_of(std::string_view name, std::string_view value, bool never_indexed) const;
   bool repeat(const Remembered& r, std::string_view name, std::string_view value, bool never_indexed,
               std::string& out) const;
+  void look_up(size_t at, std::string_view name, std::string_view value, bool never_indexed, std::string& out);
   void remember(size_t at, const Remembered& r);
   bool strings_of(uint32_t ref, std::string_view& name, std::string_view& value) const;  // false: evicted
   static void put_indexed(std::string& out, size_t index);
