@@ -1,6 +1,7 @@
 #include "core/h2_header_block_extractor.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 namespace onelayer {
@@ -44,15 +45,15 @@ H2HeaderBlockExtractor::Error H2HeaderBlockExtractor::feed(const uint8_t* data, 
         const uint8_t* at = p;  // where this frame's header starts in the input
         const uint8_t* hd;
         bool held = header_have_ > 0;  // begun in an earlier input: not among the bytes to pass
-        if (!held && end - p >= 9) {
+        if (!held && end - p >= static_cast<ptrdiff_t>(H2FrameHeader::kBytes)) {
           hd = p;
-          p += 9;
+          p += H2FrameHeader::kBytes;
         } else {
-          size_t take = std::min<size_t>(9 - header_have_, static_cast<size_t>(end - p));
+          size_t take = std::min<size_t>(H2FrameHeader::kBytes - header_have_, static_cast<size_t>(end - p));
           std::memcpy(header_ + header_have_, p, take);
           header_have_ = static_cast<uint8_t>(header_have_ + take);
           p += take;
-          if (header_have_ < 9) {  // the rest comes with the next input
+          if (header_have_ < H2FrameHeader::kBytes) {  // the rest comes with the next input
             if (!held) pass_up_to(at);
             pass_from = p;
             break;
@@ -66,7 +67,7 @@ H2HeaderBlockExtractor::Error H2HeaderBlockExtractor::feed(const uint8_t* data, 
         }
         if (state_ == State::passing) {
           if (held) {  // its header is ours, not the input's: passed on its own
-            if (!sink.pass(header_, 9, 0)) stopped = true;
+            if (!sink.pass(header_, H2FrameHeader::kBytes, 0)) stopped = true;
             pass_from = p;
           }
           if (left_ == 0) state_ = State::frame_header;
@@ -91,11 +92,7 @@ H2HeaderBlockExtractor::Error H2HeaderBlockExtractor::feed(const uint8_t* data, 
 }
 
 H2HeaderBlockExtractor::Error H2HeaderBlockExtractor::start_frame(const uint8_t* hd) {
-  const uint32_t length = uint32_t{hd[0]} << 16 | uint32_t{hd[1]} << 8 | hd[2];
-  const uint8_t type = hd[3];
-  const uint8_t flags = hd[4];
-  const int32_t stream =
-      static_cast<int32_t>((uint32_t{hd[5]} << 24 | uint32_t{hd[6]} << 16 | uint32_t{hd[7]} << 8 | hd[8]) & 0x7fffffffu);
+  const auto [length, type, flags, stream] = H2FrameHeader::read(hd);
   if (block_stream_ != 0 && (type != kContinuation || stream != block_stream_))
     return Error{kProtocolError, "a frame other than CONTINUATION inside a header block"};
   if (type == kPushPromise) return Error{kProtocolError, "PUSH_PROMISE (never allowed)"};
@@ -178,20 +175,12 @@ bool H2HeaderBlockExtractor::finish_block_frame(Sink& sink) {
     whole_set_ = false;
   }
   const bool priority = type_ == kHeaders && (flags_ & kPriority);
-  uint8_t frame[14];
+  uint8_t frame[H2FrameHeader::kBytes + 5];
   const uint32_t length = priority ? 5 : 0;
-  frame[0] = 0;
-  frame[1] = 0;
-  frame[2] = static_cast<uint8_t>(length);
-  frame[3] = type_;
-  frame[4] = type_ == kHeaders ? static_cast<uint8_t>(flags_ & ~kPadded) : flags_;
-  const uint32_t id = static_cast<uint32_t>(stream_);
-  frame[5] = static_cast<uint8_t>(id >> 24);
-  frame[6] = static_cast<uint8_t>(id >> 16);
-  frame[7] = static_cast<uint8_t>(id >> 8);
-  frame[8] = static_cast<uint8_t>(id);
-  if (priority) std::memcpy(frame + 9, prefix_ + ((flags_ & kPadded) ? 1 : 0), 5);
-  const bool go_on = sink.pass(frame, 9 + length, length_);
+  const uint8_t flags = type_ == kHeaders ? static_cast<uint8_t>(flags_ & ~kPadded) : flags_;
+  H2FrameHeader{length, type_, flags, stream_}.write(frame);
+  if (priority) std::memcpy(frame + H2FrameHeader::kBytes, prefix_ + ((flags_ & kPadded) ? 1 : 0), 5);
+  const bool go_on = sink.pass(frame, H2FrameHeader::kBytes + length, length_);
   // The block was read while the frame was passed. Room for a block joined
   // from many CONTINUATIONs is given back rather than kept per connection.
   if ((flags_ & kEndHeaders) && joined_.capacity() > kKeptJoinedRoom) std::string().swap(joined_);

@@ -27,6 +27,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/h2_frame_header.h"
+
 namespace onelayer {
 
 class H2HeaderBlockExtractor {
@@ -69,7 +71,7 @@ class H2HeaderBlockExtractor {
   State state_;
   uint32_t max_frame_size_;
   uint32_t left_ = 0;         // bytes left of the preface or of the frame being passed or read
-  uint8_t header_[9] = {};    // a frame header arriving in pieces
+  uint8_t header_[H2FrameHeader::kBytes] = {};  // a frame header arriving in pieces
   uint8_t header_have_ = 0;
   // The HEADERS or CONTINUATION frame being read.
   uint8_t type_ = 0, flags_ = 0;

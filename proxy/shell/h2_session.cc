@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/h2_frame_header.h"
 #include "core/h2_message_rules.h"
 #include "shell/h2_field_block.h"
 #include "shell/h2_memory_pool.h"
@@ -580,10 +581,9 @@ bool H2Session::encode_unsent(int32_t stream) {
 namespace {
 
 void put_frame_header(std::string& out, size_t length, uint8_t type, uint8_t flags, int32_t stream) {
-  char hd[9] = {static_cast<char>(length >> 16), static_cast<char>(length >> 8), static_cast<char>(length),
-                static_cast<char>(type), static_cast<char>(flags), static_cast<char>((stream >> 24) & 0x7f),
-                static_cast<char>(stream >> 16), static_cast<char>(stream >> 8), static_cast<char>(stream)};
-  out.append(hd, sizeof hd);
+  uint8_t hd[H2FrameHeader::kBytes];
+  H2FrameHeader{static_cast<uint32_t>(length), type, flags, stream}.write(hd);
+  out.append(reinterpret_cast<const char*>(hd), sizeof hd);
 }
 
 }  // namespace
@@ -594,10 +594,12 @@ void put_frame_header(std::string& out, size_t length, uint8_t type, uint8_t fla
 // most; dropped). Out go the frame with block_ instead, split into
 // CONTINUATION frames when over the peer's largest frame size.
 bool H2Session::splice_block(const uint8_t* p, size_t n, std::string& out) {
-  if (n < 9 || p[3] != NGHTTP2_HEADERS) return false;
-  const size_t length = size_t{p[0]} << 16 | size_t{p[1]} << 8 | p[2];
-  const uint8_t flags = p[4];
-  const int32_t stream = int32_t(p[5] & 0x7f) << 24 | int32_t(p[6]) << 16 | int32_t(p[7]) << 8 | p[8];
+  if (n < H2FrameHeader::kBytes) return false;
+  const H2FrameHeader hd = H2FrameHeader::read(p);
+  if (hd.type != NGHTTP2_HEADERS) return false;
+  const size_t length = hd.length;
+  const uint8_t flags = hd.flags;
+  const int32_t stream = hd.stream;
   const size_t priority = (flags & NGHTTP2_FLAG_PRIORITY) ? 5 : 0;
   if (length != n - 9 || stream != block_stream_ || (flags & NGHTTP2_FLAG_PADDED) || length < priority) return false;
   const size_t max_frame = nghttp2_session_get_remote_settings(session_, NGHTTP2_SETTINGS_MAX_FRAME_SIZE);
