@@ -44,7 +44,10 @@ H2HeaderBlockExtractor::Error H2HeaderBlockExtractor::feed(const uint8_t* data, 
       case State::frame_header: {
         const uint8_t* at = p;  // where this frame's header starts in the input
         const uint8_t* hd;
-        bool held = header_have_ > 0;  // begun in an earlier input: not among the bytes to pass
+        // Begun in an earlier input: not among the bytes to pass. Such a
+        // header is always the first thing of this input (at == data ==
+        // pass_from), so passing up to `at` passes nothing of it.
+        bool held = header_have_ > 0;
         if (!held && end - p >= static_cast<ptrdiff_t>(H2FrameHeader::kBytes)) {
           hd = p;
           p += H2FrameHeader::kBytes;
@@ -62,7 +65,7 @@ H2HeaderBlockExtractor::Error H2HeaderBlockExtractor::feed(const uint8_t* data, 
           header_have_ = 0;
         }
         if (Error e = start_frame(hd)) {
-          pass_up_to(held ? pass_from : at);
+          pass_up_to(at);
           return stopped ? Error{} : e;
         }
         if (state_ == State::passing) {
@@ -74,7 +77,7 @@ H2HeaderBlockExtractor::Error H2HeaderBlockExtractor::feed(const uint8_t* data, 
           break;
         }
         // A HEADERS or CONTINUATION frame: nothing of it goes on as it is.
-        pass_up_to(held ? pass_from : at);
+        pass_up_to(at);
         pass_from = p;
         if (stopped) break;
         if (left_ == 0 && !finish_block_frame(sink)) stopped = true;

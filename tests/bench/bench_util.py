@@ -111,18 +111,41 @@ def cpu_ticks(pids):
     return sum(cpu_split(pids))
 
 
-def thread_ticks(pids):
-    """utime + stime of every thread of the processes, by thread id."""
-    out = {}
+def thread_dirs(pids):
+    """(thread id, its /proc directory) for every thread of the processes
+    that still exist."""
     for pid in pids:
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:
             continue
         for tid in tids:
-            t = stat_times(f"/proc/{pid}/task/{tid}/stat")
-            if t:
-                out[int(tid)] = sum(t)
+            yield int(tid), f"/proc/{pid}/task/{tid}"
+
+
+def voluntary_switches(pids):
+    """Voluntary context switches summed over every thread of the processes:
+    how many times they went to sleep (for a proxy, mostly in epoll_wait
+    with nothing to do); the thread list is read now, so count around a run
+    in which no thread ends."""
+    total = 0
+    for _, d in thread_dirs(pids):
+        try:
+            with open(f"{d}/status") as f:
+                total += next((int(line.split()[1]) for line in f
+                               if line.startswith("voluntary_ctxt_switches:")), 0)
+        except OSError:
+            continue
+    return total
+
+
+def thread_ticks(pids):
+    """utime + stime of every thread of the processes, by thread id."""
+    out = {}
+    for tid, d in thread_dirs(pids):
+        t = stat_times(f"{d}/stat")
+        if t:
+            out[tid] = sum(t)
     return out
 
 
@@ -333,6 +356,27 @@ backend be
 """
 
 
+# ---------------------------------------------------------------- placement
+
+# Where the h2 phase's three busy processes run when BENCH_H2_PLACEMENT pins
+# them (run.sh): which of them share a core. Unpinned, the scheduler moves
+# them between these arrangements from one round to the next.
+PLACEMENTS = ("proxy+origin", "proxy+client", "proxy-alone")
+
+
+def placement_cpus(name, cpus):
+    """(proxy, origin, client) CPU numbers for a placement, on the first two
+    of the CPUs this process may use; ValueError for an unknown name or
+    fewer than two CPUs."""
+    if name not in PLACEMENTS:
+        raise ValueError(f"unknown placement {name!r} (one of: {', '.join(PLACEMENTS)})")
+    cpus = sorted(cpus)
+    if len(cpus) < 2:
+        raise ValueError(f"placement {name} needs two CPUs, this process may use {len(cpus)}")
+    a, b = cpus[0], cpus[1]
+    return {"proxy+origin": (a, a, b), "proxy+client": (a, b, a), "proxy-alone": (a, b, b)}[name]
+
+
 # ---------------------------------------------------------------- main
 
 def main():
@@ -352,6 +396,8 @@ def main():
     p = sub.add_parser("tree", help="a pid and its descendants, one a line")
     p.add_argument("pid", type=int)
     p.add_argument("--exclude", type=int, action="append", default=[])
+    p = sub.add_parser("placement", help="the proxy's, the origin's and the client's CPU for a placement")
+    p.add_argument("name", help=", ".join(PLACEMENTS))
     p = sub.add_parser("onelayer-config", help="print the benchmark's onelayer YAML")
     p.add_argument("--upstream-port", type=int, required=True)
     p.add_argument("--layer", default="bench")
@@ -400,6 +446,12 @@ def main():
         for pid in tree_pids(a.pid):
             if pid not in skip:
                 print(pid)
+    elif a.cmd == "placement":
+        try:
+            print(" ".join(str(c) for c in placement_cpus(a.name, os.sched_getaffinity(0))))
+        except ValueError as e:
+            print(f"bench_util: {e}", file=sys.stderr)
+            return 1
     elif a.cmd == "onelayer-config":
         protocols = a.listener_protocols.split(",") if a.listener_protocols else None
         sys.stdout.write(onelayer_config(a.upstream_port, a.layer, a.workers, a.max_connections,

@@ -123,6 +123,28 @@ start_h2_proxies() {
   done
 }
 
+# BENCH_H2_PLACEMENT: every thread of a process tree onto one CPU, checked.
+pin_tree() {  # NAME ROOT_PID CPU
+  local pid t
+  for pid in $("$PY" "$UTIL" tree "$2"); do
+    taskset -a -p -c "$3" "$pid" >/dev/null 2>&1 || { fail "h2: could not pin $1 ($pid) to CPU $3"; return; }
+    for t in /proc/"$pid"/task/*; do
+      [[ $(awk '/^Cpus_allowed_list/ {print $2}' "$t/status" 2>/dev/null) == "$3" ]] \
+        || { fail "h2: $1 thread ${t##*/} is not on CPU $3 after pinning"; return; }
+    done
+  done
+}
+
+# The placement's pins: the origin, then every proxy that serves (h2load is
+# started on its CPU by run_h2_phase).
+pin_h2_placement() {
+  local kind
+  [[ -n ${H2_PLACEMENT:-} ]] || return 0
+  log "h2: placement $H2_PLACEMENT: proxy on CPU $H2_PROXY_CPU, origin on CPU $H2_ORIGIN_CPU, h2load on CPU $H2_CLIENT_CPU"
+  pin_tree h2-origin "${PID_OF[h2-origin]}" "$H2_ORIGIN_CPU"
+  for kind in ${H2_UP//,/ }; do pin_tree "h2-$kind" "${PID_OF[h2-$kind]}" "$H2_PROXY_CPU"; done
+}
+
 stop_h2_proxies() {
   local kind
   for kind in ${H2_UP//,/ }; do stop_bg "h2-$kind"; done
@@ -149,6 +171,9 @@ run_h2_phase() {
 
   # Fresh processes for the load: the idle test leaves its heap behind.
   start_h2_proxies
+  pin_h2_placement
+  local client_pin=()
+  [[ -n ${H2_PLACEMENT:-} ]] && client_pin=(taskset -c "$H2_CLIENT_CPU")
   local targets=""
   has "$H2_TARGETS" direct && targets=direct
   for kind in ${H2_UP//,/ }; do targets+="${targets:+,}$kind"; done
@@ -161,13 +186,13 @@ run_h2_phase() {
     fi
   done
   for t in ${targets//,/ }; do  # warm-up, not recorded
-    h2load -c"$H2_CONNS" -m"$H2_STREAMS" -n "$H2_WARMUP_REQUESTS" -d "$TMP/h2-body.bin" \
+    "${client_pin[@]}" h2load -c"$H2_CONNS" -m"$H2_STREAMS" -n "$H2_WARMUP_REQUESTS" -d "$TMP/h2-body.bin" \
       "http://127.0.0.1:${PORT_OF[h2-$t]}/" >/dev/null 2>&1 || true
   done
   for r in $(seq "$H2_ROUNDS"); do
     for t in ${targets//,/ }; do  # interleaved: drift hits every target alike
       log "h2: round $r/$H2_ROUNDS $t ($H2_REQUESTS requests)"
-      "$PY" "$H2_TOOLS" h2load --url "http://127.0.0.1:${PORT_OF[h2-$t]}/" --target "$t" --round "$r" \
+      "${client_pin[@]}" "$PY" "$H2_TOOLS" h2load --url "http://127.0.0.1:${PORT_OF[h2-$t]}/" --target "$t" --round "$r" \
         --body "$TMP/h2-body.bin" --connections "$H2_CONNS" --streams "$H2_STREAMS" \
         --requests "$H2_REQUESTS" --max-seconds "$H2_MAX_SECONDS" \
         --pid "${PID_OF[h2-$t]:-0}" --origin-pid "${PID_OF[h2-origin]}" \

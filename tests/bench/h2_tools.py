@@ -135,11 +135,12 @@ def per_request_us(ticks, requests):
     return ticks / bench_util.CLK_TCK / requests * 1e6
 
 
-def children_cpu_seconds():
-    """User+system seconds of this process's children that have been waited
-    for: around one subprocess.run, what that child (and its threads) used."""
+def children_cpu_split():
+    """(user, system) seconds of this process's children that have been
+    waited for: around one subprocess.run, what that child (and its
+    threads) used."""
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+    return r.ru_utime, r.ru_stime
 
 
 def run_h2load(args):
@@ -147,23 +148,32 @@ def run_h2load(args):
     origin = bench_util.tree_pids(args.origin_pid) if args.origin_pid else []
     cmd = ["h2load", "-c", str(args.connections), "-m", str(args.streams), "-t", str(args.threads),
            "-n", str(args.requests), "-d", args.body, args.url]
-    p0, o0 = bench_util.cpu_ticks(proxy), bench_util.cpu_ticks(origin)
-    c0 = children_cpu_seconds()
+    p0, o0 = bench_util.cpu_split(proxy), bench_util.cpu_split(origin)
+    c0 = children_cpu_split()
+    sleeps0 = bench_util.voluntary_switches(proxy)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.max_seconds)
         text, rc = proc.stdout + proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as e:
         text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         rc = "timeout"
-    p1, o1 = bench_util.cpu_ticks(proxy), bench_util.cpu_ticks(origin)
-    client_s = children_cpu_seconds() - c0
+    sleeps1 = bench_util.voluntary_switches(proxy)
+    p1, o1 = bench_util.cpu_split(proxy), bench_util.cpu_split(origin)
+    c1 = children_cpu_split()
     res = parse_h2load(text)
     done = res["succeeded"] or 0
     res.update(phase=args.phase, target=args.target, round=args.round, h2load_rc=rc,
                connections=args.connections, streams=args.streams,
-               proxy_cpu_us_per_req=per_request_us(p1 - p0, done) if proxy else None,
-               origin_cpu_us_per_req=per_request_us(o1 - o0, done) if origin else None,
-               client_cpu_us_per_req=client_s / done * 1e6 if done else None)
+               proxy_cpu_us_per_req=per_request_us(sum(p1) - sum(p0), done) if proxy else None,
+               origin_cpu_us_per_req=per_request_us(sum(o1) - sum(o0), done) if origin else None,
+               client_cpu_us_per_req=(sum(c1) - sum(c0)) / done * 1e6 if done else None,
+               # The kernel's part of each (system time), and how often the
+               # proxy went to sleep: on a virtual machine a process that
+               # writes to a sleeping one pays for waking its CPU.
+               proxy_sys_us_per_req=per_request_us(p1[1] - p0[1], done) if proxy else None,
+               origin_sys_us_per_req=per_request_us(o1[1] - o0[1], done) if origin else None,
+               client_sys_us_per_req=(c1[1] - c0[1]) / done * 1e6 if done else None,
+               proxy_sleeps_per_1k_req=(sleeps1 - sleeps0) * 1000 / done if proxy and done else None)
     if args.raw:
         with open(args.raw, "w") as f:
             f.write(" ".join(cmd) + "\n" + text)

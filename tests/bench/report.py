@@ -289,6 +289,11 @@ def workers(rows, settings):
     return out, {"rps_ratio": rps_ratio, "capacity": capacity}
 
 
+# The kernel's part of each process's CPU, and the proxy's sleeps (h2_tools).
+H2_KERNEL_KEYS = ("proxy_sys_us_per_req", "origin_sys_us_per_req", "client_sys_us_per_req",
+                  "proxy_sleeps_per_1k_req")
+
+
 def h2_summary(rows):
     """Medians by target of the h2 phase's runs; a target with only an
     "unavailable" row gets {"unavailable": reason}."""
@@ -300,7 +305,7 @@ def h2_summary(rows):
             continue
         s = {k: med([r.get(k) for r in rs]) for k in
              ("rps", "mean_ms", "max_ms", "proxy_cpu_us_per_req", "origin_cpu_us_per_req",
-              "client_cpu_us_per_req")}
+              "client_cpu_us_per_req") + H2_KERNEL_KEYS}
         s["errors"] = sum((r.get("failed") or 0) + (r.get("errored") or 0) + (r.get("timeout") or 0)
                           + (r.get("non2xx") or 0) for r in rs)
         s["rps_all"] = [r.get("rps") for r in sorted(rs, key=lambda r: r["round"])]
@@ -342,6 +347,17 @@ def pooled_h2_ratios(runs, target="onelayer"):
             for peer, e in out.items()}
 
 
+def h2_placement_lines(settings):
+    """What BENCH_H2_PLACEMENT pinned, if anything (a paragraph of the h2 section)."""
+    name = settings.get("h2_placement")
+    if not name:
+        return []
+    proxy, origin, client = (settings.get("h2_placement_cpus") or "? ? ?").split()
+    return [f"**Pinned: `BENCH_H2_PLACEMENT={name}`.** Every proxy's threads ran on CPU {proxy}, "
+            f"the origin's on CPU {origin} and h2load on CPU {client}, in every round (unpinned, the "
+            "scheduler moves the three between these arrangements from round to round).\n"]
+
+
 def h2(rows, settings):
     if settings.get("h2_other_label"):
         LABEL["onelayer-other"] = NAME["onelayer-other"] = f"onelayer, {settings['h2_other_label']}"
@@ -355,6 +371,7 @@ def h2(rows, settings):
            f"**medians over {settings.get('h2_rounds')} rounds**. CPU is user+system time of the proxy's "
            "(and the origin's) processes over the run, per request answered; the load generator's is "
            "h2load's own, from its resource usage.\n",
+           *h2_placement_lines(settings),
            "| path | req/s | mean time per request | proxy CPU µs / req | origin CPU µs / req | "
            "load generator CPU µs / req | errors | req/s per round |", "|---|---:|---:|---:|---:|---:|---:|---|"]
     for t, s in summary.items():
@@ -393,6 +410,7 @@ def h2(rows, settings):
                 out.append(f"| req/s of {NAME['onelayer-other']} (not a target) | " + " | ".join(
                     fmt(ratio(other["rps"], summary[t]["rps"]), 2, "x") for t in peers) + " |")
     out += h2_cpu_budget(summary, peers)
+    out += h2_kernel_table(summary)
     if other.get("rps") is not None and o.get("rps") is not None:
         # The two builds side by side, round by round: each pair ran minutes
         # apart at most, so a round's ratio is less exposed to drift.
@@ -439,6 +457,26 @@ def h2_cpu_budget(summary, peers):
         cells = [diff(o.get(k), p.get(k)) for k, _ in keys] + [diff(h2_machine_cpu(o), h2_machine_cpu(p))]
         out.append(f"| onelayer - {NAME[t]} | " + " | ".join("n/a" if c is None else f"{c:+.2f}" for c in cells)
                    + " |")
+    return out
+
+
+def h2_kernel_table(summary):
+    """System time of the three processes and how often the proxy slept, by
+    path (medians): on a virtual machine, a write to a process whose CPU
+    sleeps costs the writer the wake-up, so a proxy that sleeps more often
+    shows up in its peers' system time. Empty for results without them."""
+    paths = [t for t, s in summary.items()
+             if "unavailable" not in s and t != "direct" and s.get("proxy_sleeps_per_1k_req") is not None]
+    if not paths:
+        return []
+    out = ["", "The kernel's part of that CPU (system time, µs per request) and how often the proxy went "
+           "to sleep (voluntary context switches of its threads per 1,000 requests):", "",
+           "| path | proxy system | origin system | load generator system | proxy sleeps / 1,000 requests |",
+           "|---|---:|---:|---:|---:|"]
+    for t in paths:
+        s = summary[t]
+        out.append(f"| {LABEL[t]} | {fmt(s.get('proxy_sys_us_per_req'))} | {fmt(s.get('origin_sys_us_per_req'))} | "
+                   f"{fmt(s.get('client_sys_us_per_req'))} | {fmt(s.get('proxy_sleeps_per_1k_req'), 1)} |")
     return out
 
 
@@ -679,8 +717,9 @@ def main():
     md += ["## Notes", "",
            "- wrk is a closed-loop load generator: it does not correct for coordinated omission, "
            "so its p99 understates what an open-loop client would see when a proxy stalls.",
-           "- Nothing is pinned to CPUs; rounds are interleaved so machine drift affects every "
-           "target alike, and medians are reported.",
+           ("- Nothing is pinned to CPUs" + (" outside the h2 phase (`BENCH_H2_PLACEMENT`)"
+                                              if settings.get("h2_placement") else "") +
+            "; rounds are interleaved so machine drift affects every target alike, and medians are reported."),
            "- NGINX lists the origin three times with `max_fails=0`: with one server, "
            "`proxy_next_upstream` has no other peer and never retries.",
            "- NGINX and its origin run with `keepalive_requests 1000000` so no path is measured "

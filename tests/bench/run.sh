@@ -51,6 +51,10 @@ Environment:
                        it as a row of its own right after onelayer, on the same
                        config, interleaved with the others (not a target)
   BENCH_H2_OTHER_LABEL what that row is called (default: other build)
+  BENCH_H2_PLACEMENT   pin the h2 load's three busy processes to two CPUs (default:
+                       nothing pinned): proxy+origin (the proxy and the origin
+                       share one CPU, h2load has the other), proxy+client, or
+                       proxy-alone (the proxy has a CPU to itself)
 EOF
 }
 
@@ -126,6 +130,13 @@ if [[ -n ${BENCH_H2_OTHER_BIN:-} ]] && has "$H2_TARGETS" onelayer && ! has "$H2_
   H2_TARGETS=$(tr ',' '\n' <<<"$H2_TARGETS" | sed 's/^onelayer$/onelayer\nonelayer-other/' | paste -sd,)
 fi
 H2_PROXIES=$(tr ',' '\n' <<<"$H2_TARGETS" | grep -vx direct | paste -sd, || true)
+# BENCH_H2_PLACEMENT: the CPUs of the proxy, the origin and h2load in the h2 load.
+H2_PLACEMENT=${BENCH_H2_PLACEMENT:-}
+if [[ -n $H2_PLACEMENT ]]; then
+  command -v taskset >/dev/null || { echo "run.sh: BENCH_H2_PLACEMENT needs taskset (util-linux)" >&2; exit 1; }
+  read -r H2_PROXY_CPU H2_ORIGIN_CPU H2_CLIENT_CPU < <("$PY" "$HERE/bench_util.py" placement "$H2_PLACEMENT") \
+    || { echo "run.sh: BENCH_H2_PLACEMENT=$H2_PLACEMENT cannot be used here" >&2; exit 1; }
+fi
 TARGETS=$(tr ',' '\n' <<<"$TARGETS" | grep -vx nghttpx | paste -sd, || true)
 PROXIES=$(tr ',' '\n' <<<"$TARGETS" | grep -vx direct | paste -sd, || true)
 
@@ -556,6 +567,7 @@ report_rc=0
         loadavg_start="$LOADAVG_START" h2_requests="$H2_REQUESTS" h2_rounds="$H2_ROUNDS" \
         h2_idle_conns="$H2_IDLE_N" h2_connections="$H2_CONNS" h2_streams="$H2_STREAMS" \
         h2_other_bin="${BENCH_H2_OTHER_BIN:-}" h2_other_label="${BENCH_H2_OTHER_LABEL:-other build}" \
+        h2_placement="$H2_PLACEMENT" h2_placement_cpus="${H2_PROXY_CPU:-} ${H2_ORIGIN_CPU:-} ${H2_CLIENT_CPU:-}" \
   --notes "$notes_json" || report_rc=$?
 log "wrote $OUT/latest.md"
 [[ $PRINT_MD == 1 ]] && cat "$OUT/latest.md"

@@ -123,6 +123,31 @@ class H2loadParsing(unittest.TestCase):
         self.assertIsNone(h2_tools.per_request_us(5, 0))
 
 
+class ProcCounters(unittest.TestCase):
+    def test_voluntary_switches_count_sleeps(self):
+        import time
+        me = [os.getpid()]
+        before = bench_util.voluntary_switches(me)
+        for _ in range(20):
+            time.sleep(0.001)  # each one a voluntary switch of this thread
+        self.assertGreaterEqual(bench_util.voluntary_switches(me) - before, 20)
+        self.assertEqual(bench_util.voluntary_switches([]), 0)
+
+
+class H2Placements(unittest.TestCase):
+    def test_each_placement_says_who_shares_the_first_core(self):
+        cpus = {5, 2, 7}  # the first two by number: 2 and 5
+        self.assertEqual(bench_util.placement_cpus("proxy+origin", cpus), (2, 2, 5))
+        self.assertEqual(bench_util.placement_cpus("proxy+client", cpus), (2, 5, 2))
+        self.assertEqual(bench_util.placement_cpus("proxy-alone", cpus), (2, 5, 5))
+
+    def test_unknown_placement_or_one_cpu_is_refused(self):
+        with self.assertRaises(ValueError):
+            bench_util.placement_cpus("origin+client", {0, 1})
+        with self.assertRaises(ValueError):
+            bench_util.placement_cpus("proxy-alone", {3})
+
+
 class H2Frames(unittest.TestCase):
     SERVER_SETTINGS = h2_tools.frame(h2_tools.SETTINGS, 0, 0, bytes.fromhex("000300000080"))
     SETTINGS_ACK = h2_tools.frame(h2_tools.SETTINGS, h2_tools.ACK, 0)
@@ -178,6 +203,30 @@ class H2Report(unittest.TestCase):
         self.assertEqual(verdict["HTTP/2 throughput >= 1.2x NGINX (1 worker)"], True)
         self.assertIsNone(verdict["HTTP/2 throughput >= 1.0x nghttpx (1 worker)"])
         self.assertEqual(verdict["idle h2c connection memory <= nghttpx's"], True)
+
+    def test_a_pinned_run_says_where_each_process_ran(self):
+        rows = [h2_row("onelayer", 1, 60.0, 5.0), h2_row("nghttpx", 1, 50.0, 5.0)]
+        lines, _ = report.h2(rows, self.SETTINGS)
+        self.assertFalse(any("Pinned" in line for line in lines))
+        settings = dict(self.SETTINGS, h2_placement="proxy-alone", h2_placement_cpus="0 1 1")
+        lines, _ = report.h2(rows, settings)
+        pinned = [line for line in lines if line.startswith("**Pinned")]
+        self.assertEqual(len(pinned), 1)
+        self.assertIn("`BENCH_H2_PLACEMENT=proxy-alone`", pinned[0])
+        self.assertIn("threads ran on CPU 0, the origin's on CPU 1 and h2load on CPU 1", pinned[0])
+
+    def test_kernel_time_and_proxy_sleeps_table(self):
+        rows = [h2_row("onelayer", r, 60.0, 5.0, proxy_sys_us_per_req=2.0, origin_sys_us_per_req=v,
+                       client_sys_us_per_req=1.2, proxy_sleeps_per_1k_req=z)
+                for r, v, z in ((1, 2.9, 19.0), (2, 2.7, 21.0), (3, 2.8, 20.0))]
+        rows += [h2_row("nghttpx", r, 60.0, 5.0, proxy_sys_us_per_req=1.8, origin_sys_us_per_req=2.6,
+                        client_sys_us_per_req=1.0, proxy_sleeps_per_1k_req=10.5) for r in (1, 2, 3)]
+        lines, _ = report.h2(rows, self.SETTINGS)
+        self.assertIn("| onelayer | 2.00 | 2.80 | 1.20 | 20.0 |", lines)
+        self.assertIn("| nghttpx | 1.80 | 2.60 | 1.00 | 10.5 |", lines)
+        # Rows from before these figures were recorded: no table.
+        lines, _ = report.h2([h2_row("onelayer", 1, 60.0, 5.0), h2_row("nghttpx", 1, 50.0, 5.0)], self.SETTINGS)
+        self.assertFalse(any("proxy sleeps" in line for line in lines))
 
     def test_median_of_the_round_by_round_ratios_beside_the_ratio_of_medians(self):
         # Medians 100 against 100 (1.00x), but onelayer is ahead in two
