@@ -595,20 +595,17 @@ void put_frame_header(std::string& out, size_t length, uint8_t type, uint8_t fla
 // CONTINUATION frames when over the peer's largest frame size.
 bool H2Session::splice_block(const uint8_t* p, size_t n, std::string& out) {
   if (n < H2FrameHeader::kBytes) return false;
-  const H2FrameHeader hd = H2FrameHeader::read(p);
-  if (hd.type != NGHTTP2_HEADERS) return false;
-  const size_t length = hd.length;
-  const uint8_t flags = hd.flags;
-  const int32_t stream = hd.stream;
+  const auto [length, type, flags, stream] = H2FrameHeader::read(p);
+  if (type != NGHTTP2_HEADERS) return false;
   const size_t priority = (flags & NGHTTP2_FLAG_PRIORITY) ? 5 : 0;
-  if (length != n - 9 || stream != block_stream_ || (flags & NGHTTP2_FLAG_PADDED) || length < priority) return false;
+  if (length != n - H2FrameHeader::kBytes || stream != block_stream_ || (flags & NGHTTP2_FLAG_PADDED) || length < priority) return false;
   const size_t max_frame = nghttp2_session_get_remote_settings(session_, NGHTTP2_SETTINGS_MAX_FRAME_SIZE);
   std::string_view block = block_;
   size_t first = std::min(block.size(), max_frame - priority);
   bool last = first == block.size();
   uint8_t first_flags = last ? (flags | NGHTTP2_FLAG_END_HEADERS) : (flags & ~NGHTTP2_FLAG_END_HEADERS);
   put_frame_header(out, priority + first, NGHTTP2_HEADERS, first_flags, stream);
-  out.append(reinterpret_cast<const char*>(p) + 9, priority);
+  out.append(reinterpret_cast<const char*>(p) + H2FrameHeader::kBytes, priority);
   out.append(block.substr(0, first));
   block.remove_prefix(first);
   while (!block.empty()) {
