@@ -42,30 +42,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-nginx_user=""
-[[ $(id -u) == 0 ]] && nginx_user="user root;"
+. "$root/tests/bench/origin_conf.sh"
 start_origin() {  # NAME PORT MODULE SERVER
   local dir="$tmp/$1"
-  mkdir -p "$dir/tmp"
-  cat >"$dir/nginx.conf" <<EOF
-$3
-$nginx_user
-daemon off;
-worker_processes 1;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 1024; }
-http {
-  client_body_temp_path $dir/tmp/body;
-  proxy_temp_path $dir/tmp/proxy;
-  fastcgi_temp_path $dir/tmp/fastcgi;
-  uwsgi_temp_path $dir/tmp/uwsgi;
-  scgi_temp_path $dir/tmp/scgi;
-  access_log off;
-  keepalive_requests 1000000;
-  $4
-}
-EOF
+  write_origin_conf "$dir" "$3" "$4"
   nginx -p "$dir/" -c "$dir/nginx.conf" -e "$dir/error.log" &
   pids+=($!)
   python3 "$util" waitport "$2" --timeout 10

@@ -123,6 +123,29 @@ def thread_dirs(pids):
             yield int(tid), f"/proc/{pid}/task/{tid}"
 
 
+def wakeup_interrupts(text=None):
+    """Rescheduling and function-call interrupts summed over every CPU, from
+    /proc/interrupts (or `text` in its format): the interrupts one CPU sends
+    another to wake a task there (a function call when that CPU was idle, a
+    rescheduling interrupt when a woken task should preempt the running
+    one). Machine-wide; None where the file cannot be read."""
+    if text is None:
+        try:
+            with open("/proc/interrupts") as f:
+                text = f.read()
+        except OSError:
+            return None
+    lines = text.splitlines()
+    if not lines:
+        return None
+    cpus = len(lines[0].split())
+    total = 0
+    for line in lines[1:]:
+        if "Rescheduling interrupts" in line or "Function call interrupts" in line:
+            total += sum(int(v) for v in line.split()[1:1 + cpus] if v.isdigit())
+    return total
+
+
 def voluntary_switches(pids):
     """Voluntary context switches summed over every thread of the processes:
     how many times they went to sleep (for a proxy, mostly in epoll_wait

@@ -151,6 +151,7 @@ def run_h2load(args):
     p0, o0 = bench_util.cpu_split(proxy), bench_util.cpu_split(origin)
     c0 = children_cpu_split()
     sleeps0 = bench_util.voluntary_switches(proxy)
+    wakes0 = bench_util.wakeup_interrupts()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.max_seconds)
         text, rc = proc.stdout + proc.stderr, proc.returncode
@@ -158,6 +159,7 @@ def run_h2load(args):
         text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         rc = "timeout"
     sleeps1 = bench_util.voluntary_switches(proxy)
+    wakes1 = bench_util.wakeup_interrupts()
     p1, o1 = bench_util.cpu_split(proxy), bench_util.cpu_split(origin)
     c1 = children_cpu_split()
     res = parse_h2load(text)
@@ -173,7 +175,11 @@ def run_h2load(args):
                proxy_sys_us_per_req=per_request_us(p1[1] - p0[1], done) if proxy else None,
                origin_sys_us_per_req=per_request_us(o1[1] - o0[1], done) if origin else None,
                client_sys_us_per_req=(c1[1] - c0[1]) / done * 1e6 if done else None,
-               proxy_sleeps_per_1k_req=(sleeps1 - sleeps0) * 1000 / done if proxy and done else None)
+               proxy_sleeps_per_1k_req=(sleeps1 - sleeps0) * 1000 / done if proxy and done else None,
+               # The wake-ups those sleeps cost, as the interrupts CPUs
+               # sent each other (machine-wide: the load is all there is).
+               wakeup_interrupts_per_1k_req=(wakes1 - wakes0) * 1000 / done
+               if done and wakes0 is not None and wakes1 is not None else None)
     if args.raw:
         with open(args.raw, "w") as f:
             f.write(" ".join(cmd) + "\n" + text)

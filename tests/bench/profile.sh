@@ -65,22 +65,13 @@ done
 [[ $NGHTTPX == 1 ]] && { tools="$tools nghttpx"; BIN=$(command -v nghttpx || echo nghttpx); }
 [[ -x $BIN ]] || { echo "profile.sh: $BIN is not executable" >&2; exit 1; }
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/onelayer-profile.XXXXXX")
-chmod 755 "$TMP"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  [[ ${PROFILE_KEEP:-0} == 1 ]] && echo "kept $TMP" >&2 || rm -rf "$TMP"
-}
-trap cleanup EXIT
+. "$HERE/scratch.sh"
+scratch_start profile PROFILE_KEEP
 
 free_port() { python3 "$HERE/bench_util.py" freeports 1; }
 ORIGIN_PORT=$(free_port)
-mkdir -p "$TMP/www" "$TMP/origin/tmp"
+mkdir -p "$TMP/www"
 head -c 100 /dev/zero | tr '\0' 'x' >"$TMP/www/small.txt"
-NGINX_USER=""
-[[ $(id -u) == 0 ]] && NGINX_USER="user root;"
 if [[ $H2 == 1 ]]; then
   ORIGIN_MODULE="load_module $H2_ECHO_MODULE;"
   # h2c with prior knowledge; the echo module reads the body, then "ok".
@@ -92,26 +83,9 @@ fi
 # Under callgrind, the origin runs as one process (no master).
 ORIGIN_MASTER=""
 [[ $ORIGIN_PROFILE == 1 ]] && ORIGIN_MASTER="master_process off;"
-cat >"$TMP/origin/nginx.conf" <<EOF
-$ORIGIN_MODULE
-$NGINX_USER
-$ORIGIN_MASTER
-daemon off;
-worker_processes 1;
-pid $TMP/origin/nginx.pid;
-error_log $TMP/origin/error.log warn;
-events { worker_connections 1024; }
-http {
-  client_body_temp_path $TMP/origin/tmp/body;
-  proxy_temp_path $TMP/origin/tmp/proxy;
-  fastcgi_temp_path $TMP/origin/tmp/fastcgi;
-  uwsgi_temp_path $TMP/origin/tmp/uwsgi;
-  scgi_temp_path $TMP/origin/tmp/scgi;
-  access_log off;
-  keepalive_requests 1000000;
-  $ORIGIN_SERVER
-}
-EOF
+. "$HERE/origin_conf.sh"
+write_origin_conf "$TMP/origin" "$ORIGIN_MODULE
+$ORIGIN_MASTER" "$ORIGIN_SERVER"
 OUTFILE="$TMP/callgrind.out"
 if [[ $ORIGIN_PROFILE == 1 ]]; then
   valgrind --tool=callgrind --callgrind-out-file="$OUTFILE" \

@@ -291,7 +291,7 @@ def workers(rows, settings):
 
 # The kernel's part of each process's CPU, and the proxy's sleeps (h2_tools).
 H2_KERNEL_KEYS = ("proxy_sys_us_per_req", "origin_sys_us_per_req", "client_sys_us_per_req",
-                  "proxy_sleeps_per_1k_req")
+                  "proxy_sleeps_per_1k_req", "wakeup_interrupts_per_1k_req")
 
 
 def h2_summary(rows):
@@ -461,22 +461,30 @@ def h2_cpu_budget(summary, peers):
 
 
 def h2_kernel_table(summary):
-    """System time of the three processes and how often the proxy slept, by
-    path (medians): on a virtual machine, a write to a process whose CPU
-    sleeps costs the writer the wake-up, so a proxy that sleeps more often
-    shows up in its peers' system time. Empty for results without them."""
+    """System time of the three processes, how busy the proxy kept its CPU,
+    how often it slept and the wake-up interrupts of the machine, by path
+    (medians): on a virtual machine, a write to a process whose CPU sleeps
+    costs the writer the wake-up, and a proxy that needs less CPU per
+    request is idle more of the time, so more of its peers' writes find it
+    asleep. Empty for results without them."""
     paths = [t for t, s in summary.items()
              if "unavailable" not in s and t != "direct" and s.get("proxy_sleeps_per_1k_req") is not None]
     if not paths:
         return []
-    out = ["", "The kernel's part of that CPU (system time, µs per request) and how often the proxy went "
-           "to sleep (voluntary context switches of its threads per 1,000 requests):", "",
-           "| path | proxy system | origin system | load generator system | proxy sleeps / 1,000 requests |",
-           "|---|---:|---:|---:|---:|"]
+    out = ["", "The kernel's part of that CPU (system time, µs per request), the share of one CPU the proxy "
+           "kept busy (its CPU per request times req/s), how often it went to sleep (voluntary context "
+           "switches of its threads per 1,000 requests) and the interrupts the CPUs sent each other to "
+           "wake a task (rescheduling and function-call interrupts, whole machine, per 1,000 requests):", "",
+           "| path | proxy system | origin system | load generator system | proxy busy | "
+           "proxy sleeps / 1,000 requests | wake-up interrupts / 1,000 requests |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
     for t in paths:
         s = summary[t]
+        cpu, rps = s.get("proxy_cpu_us_per_req"), s.get("rps")
+        busy = cpu * rps / 1e6 if cpu is not None and rps is not None else None
         out.append(f"| {LABEL[t]} | {fmt(s.get('proxy_sys_us_per_req'))} | {fmt(s.get('origin_sys_us_per_req'))} | "
-                   f"{fmt(s.get('client_sys_us_per_req'))} | {fmt(s.get('proxy_sleeps_per_1k_req'), 1)} |")
+                   f"{fmt(s.get('client_sys_us_per_req'))} | {fmt(busy)} | "
+                   f"{fmt(s.get('proxy_sleeps_per_1k_req'), 1)} | {fmt(s.get('wakeup_interrupts_per_1k_req'), 1)} |")
     return out
 
 

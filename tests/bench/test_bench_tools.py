@@ -14,6 +14,7 @@ import h2_wire  # noqa: E402  (puts tests/integration on the path)
 import hpack_reading  # noqa: E402
 import load_clients  # noqa: E402
 import report  # noqa: E402
+import wakeup_trace  # noqa: E402
 
 WRK_OUTPUT = """Running 10s test @ http://127.0.0.1:8080/small.txt
   2 threads and 64 connections
@@ -124,6 +125,26 @@ class H2loadParsing(unittest.TestCase):
 
 
 class ProcCounters(unittest.TestCase):
+    def test_wakeup_interrupts_sum_rescheduling_and_function_calls(self):
+        text = ("            CPU0       CPU1\n"
+                "   0:         45          0   IO-APIC    2-edge      timer\n"
+                " LOC:    1000       2000   Local timer interrupts\n"
+                " RES:     300        400   Rescheduling interrupts\n"
+                " CAL:      50         60   Function call interrupts\n"
+                " TLB:       7          8   TLB shootdowns\n")
+        self.assertEqual(bench_util.wakeup_interrupts(text), 810)
+        # arm64 names them IPI0 and IPI1.
+        text = ("       CPU0       CPU1       CPU2\n"
+                "IPI0:    10         20         30       Rescheduling interrupts\n"
+                "IPI1:     1          2          3       Function call interrupts\n"
+                "IPI2:   100        100        100       CPU stop interrupts\n")
+        self.assertEqual(bench_util.wakeup_interrupts(text), 66)
+        self.assertEqual(bench_util.wakeup_interrupts(""), None)
+        # This machine's own file reads, and counts only up.
+        a = bench_util.wakeup_interrupts()
+        self.assertIsNotNone(a)
+        self.assertGreaterEqual(bench_util.wakeup_interrupts(), a)
+
     def test_voluntary_switches_count_sleeps(self):
         import time
         me = [os.getpid()]
@@ -222,8 +243,15 @@ class H2Report(unittest.TestCase):
         rows += [h2_row("nghttpx", r, 60.0, 5.0, proxy_sys_us_per_req=1.8, origin_sys_us_per_req=2.6,
                         client_sys_us_per_req=1.0, proxy_sleeps_per_1k_req=10.5) for r in (1, 2, 3)]
         lines, _ = report.h2(rows, self.SETTINGS)
-        self.assertIn("| onelayer | 2.00 | 2.80 | 1.20 | 20.0 |", lines)
-        self.assertIn("| nghttpx | 1.80 | 2.60 | 1.00 | 10.5 |", lines)
+        # Busy: 5.0 µs per request at 60 req/s is 0.0003 of a CPU; rows
+        # recorded before the interrupt count show n/a there.
+        self.assertIn("| onelayer | 2.00 | 2.80 | 1.20 | 0.00 | 20.0 | n/a |", lines)
+        self.assertIn("| nghttpx | 1.80 | 2.60 | 1.00 | 0.00 | 10.5 | n/a |", lines)
+        rows = [h2_row("onelayer", r, 120000.0, 5.5, proxy_sys_us_per_req=2.0, origin_sys_us_per_req=2.8,
+                       client_sys_us_per_req=1.2, proxy_sleeps_per_1k_req=20.0, wakeup_interrupts_per_1k_req=w)
+                for r, w in ((1, 61.0), (2, 59.0), (3, 60.0))]
+        lines, _ = report.h2(rows, self.SETTINGS)
+        self.assertIn("| onelayer | 2.00 | 2.80 | 1.20 | 0.66 | 20.0 | 60.0 |", lines)
         # Rows from before these figures were recorded: no table.
         lines, _ = report.h2([h2_row("onelayer", 1, 60.0, 5.0), h2_row("nghttpx", 1, 50.0, 5.0)], self.SETTINGS)
         self.assertFalse(any("proxy sleeps" in line for line in lines))
@@ -458,6 +486,65 @@ class H2WireReading(unittest.TestCase):
     def test_client_side_refuses_what_is_not_http2(self):
         with self.assertRaises(ValueError):
             h2_wire.ClientSide().feed(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+
+
+
+
+def trace_line(t_us, cpu, comm, event, text):
+    return f"{comm:>16} 100 [{cpu:03d}] {1000 + t_us / 1e6:.6f}: {event}: {text}"
+
+
+def switch(t_us, cpu, prev, state, nxt):
+    return trace_line(t_us, cpu, prev, "sched:sched_switch",
+                      f"prev_comm={prev} prev_pid=1 prev_prio=120 prev_state={state} ==> next_comm={nxt} next_pid=2 next_prio=120")
+
+
+def ipi(t_us, cpu, comm, target):
+    return trace_line(t_us, cpu, comm, "ipi:ipi_send_cpu", f"cpu={target} callsite=ttwu_queue_wakelist+0x11d callback=0x0")
+
+
+def writev(t_us, cpu, comm):
+    return trace_line(t_us, cpu, comm, "syscalls:sys_enter_writev", "fd: 0x00000006, vec: 0x7ffd, vlen: 0x00000001")
+
+
+class WakeupTrace(unittest.TestCase):
+    def test_who_woke_the_proxy_and_whether_it_slept_before_h2load_answered(self):
+        # Proxy on CPU 0, h2load and the origin on CPU 1, over one second.
+        # Round 1: the proxy interrupts CPU 1 at 100 µs (its write woke
+        # h2load), sleeps at 130, h2load writes at 150 and wakes it (an
+        # interrupt to CPU 0 from h2load). Round 2: it interrupts at 500,
+        # h2load writes at 540 while the proxy is still busy, and the proxy
+        # sleeps at 600; nginx wakes it at 700.
+        lines = [
+            switch(0, 0, "swapper/0", "R", "onelayer"),
+            ipi(100, 0, "onelayer", 1),
+            switch(130, 0, "onelayer", "S", "swapper/0"),
+            writev(150, 1, "h2load"),
+            ipi(151, 1, "h2load", 0),
+            switch(160, 0, "swapper/0", "R", "onelayer"),
+            ipi(500, 0, "onelayer", 1),
+            writev(540, 1, "h2load"),
+            switch(600, 0, "onelayer", "S", "swapper/0"),
+            ipi(700, 1, "nginx", 0),
+            switch(710, 0, "swapper/0", "R", "onelayer"),
+            writev(900, 1, "nginx"),  # not h2load: not counted
+            trace_line(1_000_000, 1, "perf", "sched:sched_switch",
+                       "prev_comm=perf prev_pid=3 prev_prio=120 prev_state=S ==> next_comm=nginx next_pid=4 next_prio=120"),
+        ]
+        s = wakeup_trace.summarize(wakeup_trace.parse(lines), "onelayer", 0, 1)
+        self.assertAlmostEqual(s["seconds"], 1.0, places=6)
+        self.assertAlmostEqual(s["proxy_sleeps_per_s"], 2.0, places=3)
+        self.assertEqual(list(s["wakeups_of_proxy_cpu_per_s"]), ["h2load", "nginx"])
+        self.assertAlmostEqual(s["wakeups_of_proxy_cpu_per_s"]["h2load"], 1.0, places=3)
+        self.assertAlmostEqual(s["proxy_interrupts_of_peer_cpu_per_s"], 2.0, places=3)
+        self.assertEqual(s["writer_writes_after_proxy_interrupt"], 2)
+        self.assertAlmostEqual(s["proxy_asleep_at_writer_write"], 0.5)
+        self.assertAlmostEqual(s["median_us_to_writer_write"], 45.0, places=3)  # 50 and 40
+        self.assertAlmostEqual(s["median_us_to_proxy_sleep"], 65.0, places=3)  # 30 and 100
+        text = "\n".join(wakeup_trace.describe("onelayer", s))
+        self.assertIn("h2load 1/s, nginx 1/s", text)
+        self.assertIn("asleep at that write 50% of 2 times", text)
+        self.assertIsNone(wakeup_trace.summarize(wakeup_trace.parse(lines[:1]), "onelayer", 0, 1))
 
 
 if __name__ == "__main__":
