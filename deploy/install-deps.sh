@@ -17,8 +17,9 @@ TEST_PKGS="python3 curl openssl nginx-light python3-websockets nghttp2-client py
 # unless a kubectl from elsewhere is installed already (the two conflict).
 command -v kubectl >/dev/null || TEST_PKGS="$TEST_PKGS kubernetes-client"
 # nghttp2-proxy (nghttpx), python3-grpcio: the HTTP/2 and gRPC benchmarks (h2load, from
-# nghttp2-client, is a test package already).
-BENCH_PKGS="wrk libnginx-mod-http-echo gnuplot-nox valgrind strace nghttp2-proxy python3-grpcio"
+# nghttp2-client, is a test package already). linux-perf: tests/bench/wakeups.sh
+# (a scheduler trace of the HTTP/2 load).
+BENCH_PKGS="wrk libnginx-mod-http-echo gnuplot-nox valgrind strace nghttp2-proxy python3-grpcio linux-perf"
 
 case "${1:-all}" in
   build) want="$BUILD_PKGS" ;;
