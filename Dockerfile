@@ -28,7 +28,8 @@ RUN BUILD_DIR=/src/build-image bash deploy/build.sh -DONELAYER_TESTS=OFF \
 FROM debian:${DEBIAN_VERSION}-slim AS runtime
 # Only the runtime shared libraries of what the build stage linked
 # (libstdc++6, libgcc-s1 and libc6 are in the base image already; nghttp2
-# is linked into the binary).
+# is linked into the binary), and libssl3, which onelayer opens when a
+# config asks for TLS.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libuv1 libyaml-cpp0.7 libspdlog1.10 libfmt9 libssl3 ca-certificates \

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "shell/openssl_library.h"
 #include "shell/tls_channel.h"
 
 namespace onelayer {
@@ -239,6 +240,19 @@ std::vector<ConfigError> build_tls_contexts(const Config& cfg, TlsContexts& out)
     errors.push_back(ConfigError{cfg.source_path, 0, 0, key.empty() ? path : path + "." + key, msg});
   };
   out.upstreams.assign(cfg.upstreams.size(), nullptr);
+  out.listeners.assign(cfg.listeners.size(), nullptr);
+  // OpenSSL is opened by the first config that asks for TLS: each `tls`
+  // block is an error while it cannot be.
+  bool wants_tls = std::any_of(cfg.upstreams.begin(), cfg.upstreams.end(), [](const Upstream& u) { return bool(u.tls); }) ||
+                   std::any_of(cfg.listeners.begin(), cfg.listeners.end(), [](const Listener& l) { return bool(l.tls); });
+  std::string load_error;
+  if (wants_tls && !OpenSslLibrary::load(&load_error)) {
+    for (size_t i = 0; i < cfg.upstreams.size(); ++i)
+      if (cfg.upstreams[i].tls) problem("upstreams[" + std::to_string(i) + "].tls", "", "TLS needs OpenSSL: " + load_error);
+    for (size_t i = 0; i < cfg.listeners.size(); ++i)
+      if (cfg.listeners[i].tls) problem("listeners[" + std::to_string(i) + "].tls", "", "TLS needs OpenSSL: " + load_error);
+    return errors;
+  }
   for (size_t i = 0; i < cfg.upstreams.size(); ++i) {
     const Upstream& u = cfg.upstreams[i];
     if (!u.tls) continue;
@@ -251,7 +265,6 @@ std::vector<ConfigError> build_tls_contexts(const Config& cfg, TlsContexts& out)
     out.upstreams[i] = TlsClientContext::create(*u.tls, u.protocol, &error, &key);
     if (!out.upstreams[i]) problem(path, key, error);
   }
-  out.listeners.assign(cfg.listeners.size(), nullptr);
   for (size_t i = 0; i < cfg.listeners.size(); ++i) {
     const Listener& l = cfg.listeners[i];
     if (!l.tls) continue;

@@ -291,5 +291,63 @@ class TlsListenerTest(PkiTest):
         self.assertIn("listeners[0].tls.cert_file: cannot load", out.stderr)
 
 
+def openssl_mappings(proxy):
+    """The OpenSSL libraries mapped into the running proxy, by file name."""
+    with open("/proc/%d/maps" % proxy.proc.pid) as f:
+        paths = {line.split()[-1] for line in f if len(line.split()) >= 6}
+    return sorted({os.path.basename(p) for p in paths if "libssl" in p or "libcrypto" in p})
+
+
+class OpenSslLoadingTest(PkiTest):
+    """OpenSSL is opened by the first config with a `tls` block, not before."""
+
+    def test_a_config_without_tls_never_maps_openssl_and_a_reload_to_tls_opens_it(self):
+        import ops_helpers as ops
+        plain = self.start_origin(handler=lambda a: h.respond(200, body=b"plain"))
+        proxy = self.start_proxy(h.simple_config(plain.port))
+        with h.Conn(proxy.port()) as c:
+            self.assertEqual(c.request("GET", "/p").body, b"plain")
+        self.assertEqual(openssl_mappings(proxy), [], "no TLS configured: OpenSSL is not loaded")
+        n = tls.Nginx(self.pki)
+        self.addCleanup(n.stop)
+        ops.rewrite_config(proxy, h.simple_config(n.port, upstream={"tls": {"sni": "origin.test",
+                                                                            "ca_file": self.pki.path("ca.pem")}}))
+        self.assertEqual(ops.admin(proxy, "POST", "/reload").status, 200)
+        with h.Conn(proxy.port()) as c:
+            r = c.request("GET", "/after-reload")
+        self.assertEqual((r.status, r.body), (200, b"ok sni=origin.test alpn=http/1.1\n"))
+        self.assertEqual(openssl_mappings(proxy), ["libcrypto.so.3", "libssl.so.3"])
+
+    def test_an_openssl_that_cannot_be_used_fails_only_configs_with_tls(self):
+        plain_path = os.path.join(self.pki.dir, "plain.yaml")
+        with open(plain_path, "w") as f:
+            f.write(h.simple_config(1))
+        tls_path = os.path.join(self.pki.dir, "with-tls.yaml")
+        with open(tls_path, "w") as f:
+            f.write(h.simple_config(1, upstream={"tls": {"ca_file": self.pki.path("ca.pem")}},
+                                    listener={"tls": {"cert_file": self.pki.path("proxy.pem"),
+                                                      "key_file": self.pki.path("proxy.key")}}))
+        cases = [
+            ("/nonexistent/libssl.so.3", "cannot open /nonexistent/libssl.so.3 (OpenSSL 3): "),
+            ("libz.so.1", "libz.so.1 is not OpenSSL 3.0 or later"),          # a library, but not OpenSSL
+            ("libcrypto.so.3", "libcrypto.so.3 has no SSL_CTX_check_private_key"),  # OpenSSL without libssl
+        ]
+        for library, why in cases:
+            env = dict(os.environ, ONELAYER_OPENSSL_LIBRARY=library)
+            out = subprocess.run([h.onelayer_bin(), "--check", "--config", plain_path], capture_output=True,
+                                 text=True, env=env)
+            self.assertEqual(out.returncode, 0, (library, out))
+            out = subprocess.run([h.onelayer_bin(), "--check", "--config", tls_path], capture_output=True,
+                                 text=True, env=env)
+            self.assertEqual(out.returncode, 1, (library, out))
+            self.assertIn("upstreams[0].tls: TLS needs OpenSSL: " + why, out.stderr)
+            self.assertIn("listeners[0].tls: TLS needs OpenSSL: " + why, out.stderr)
+        # Named explicitly, the system's libssl serves.
+        env = dict(os.environ, ONELAYER_OPENSSL_LIBRARY="libssl.so.3")
+        out = subprocess.run([h.onelayer_bin(), "--check", "--config", tls_path], capture_output=True, text=True,
+                             env=env)
+        self.assertEqual(out.returncode, 0, out)
+
+
 if __name__ == "__main__":
     unittest.main()
