@@ -1,7 +1,7 @@
 // OpenSSL, loaded only when a config asks for TLS.
 //
 // onelayer is not linked against libssl or libcrypto. Mapping them costs
-// every process about 1.7 MiB of resident memory at start (libcrypto's
+// every process about 1.5 MiB of resident memory at start (libcrypto's
 // symbol and relocation tables, and its relocated data), whether or not a
 // listener or an upstream has a `tls` block, and most sidecars have none.
 // So the shell defines, under OpenSSL's own names, the few dozen OpenSSL
