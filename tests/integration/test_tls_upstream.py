@@ -342,6 +342,21 @@ class OpenSslLoadingTest(PkiTest):
             self.assertEqual(out.returncode, 1, (library, out))
             self.assertIn("upstreams[0].tls: TLS needs OpenSSL: " + why, out.stderr)
             self.assertIn("listeners[0].tls: TLS needs OpenSSL: " + why, out.stderr)
+        # A running proxy whose OpenSSL cannot be opened refuses a reload to TLS and serves on.
+        import ops_helpers as ops
+        plain = self.start_origin(handler=lambda a: h.respond(200, body=b"plain"))
+        os.environ["ONELAYER_OPENSSL_LIBRARY"] = "/nonexistent/libssl.so.3"
+        try:
+            proxy = self.start_proxy(h.simple_config(plain.port))
+        finally:
+            del os.environ["ONELAYER_OPENSSL_LIBRARY"]
+        ops.rewrite_config(proxy, h.simple_config(plain.port, upstream={"tls": {"ca_file": self.pki.path("ca.pem")}}))
+        r = ops.admin(proxy, "POST", "/reload")
+        self.assertEqual(r.status, 500, r)
+        self.assertIn(b"upstreams[0].tls: TLS needs OpenSSL: cannot open /nonexistent/libssl.so.3", r.body)
+        with h.Conn(proxy.port()) as c:
+            self.assertEqual(c.request("GET", "/still").body, b"plain")
+        self.assertEqual(openssl_mappings(proxy), [])
         # Named explicitly, the system's libssl serves.
         env = dict(os.environ, ONELAYER_OPENSSL_LIBRARY="libssl.so.3")
         out = subprocess.run([h.onelayer_bin(), "--check", "--config", tls_path], capture_output=True, text=True,
