@@ -124,8 +124,6 @@ std::string OpenSslLibrary::file_name() {
   return chosen && *chosen ? chosen : "libssl.so.3";
 }
 
-bool OpenSslLibrary::loaded() { return functions_ready.load(std::memory_order_acquire); }
-
 bool OpenSslLibrary::load(std::string* error) {
   std::lock_guard<std::mutex> lock(load_mutex);
   if (functions_ready.load(std::memory_order_acquire)) return true;

@@ -28,8 +28,6 @@ class OpenSslLibrary {
   // why, when the library cannot be opened, lacks a function or is older
   // than OpenSSL 3.0; a later call tries again.
   static bool load(std::string* error);
-  // Whether load() has succeeded in this process.
-  static bool loaded();
   // The library load() opens: ONELAYER_OPENSSL_LIBRARY, else libssl.so.3.
   static std::string file_name();
 };

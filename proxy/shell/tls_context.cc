@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "shell/openssl_library.h"
 #include "shell/tls_channel.h"
@@ -241,22 +242,20 @@ std::vector<ConfigError> build_tls_contexts(const Config& cfg, TlsContexts& out)
   };
   out.upstreams.assign(cfg.upstreams.size(), nullptr);
   out.listeners.assign(cfg.listeners.size(), nullptr);
-  // OpenSSL is opened by the first config that asks for TLS: each `tls`
-  // block is an error while it cannot be.
-  bool wants_tls = std::any_of(cfg.upstreams.begin(), cfg.upstreams.end(), [](const Upstream& u) { return bool(u.tls); }) ||
-                   std::any_of(cfg.listeners.begin(), cfg.listeners.end(), [](const Listener& l) { return bool(l.tls); });
+  // OpenSSL is opened at the config's first `tls` block: each block is an
+  // error while it cannot be.
   std::string load_error;
-  if (wants_tls && !OpenSslLibrary::load(&load_error)) {
-    for (size_t i = 0; i < cfg.upstreams.size(); ++i)
-      if (cfg.upstreams[i].tls) problem("upstreams[" + std::to_string(i) + "].tls", "", "TLS needs OpenSSL: " + load_error);
-    for (size_t i = 0; i < cfg.listeners.size(); ++i)
-      if (cfg.listeners[i].tls) problem("listeners[" + std::to_string(i) + "].tls", "", "TLS needs OpenSSL: " + load_error);
-    return errors;
-  }
+  std::optional<bool> opened;
+  auto openssl = [&](const std::string& path) {
+    if (!opened) opened = OpenSslLibrary::load(&load_error);
+    if (!*opened) problem(path, "", "TLS needs OpenSSL: " + load_error);
+    return *opened;
+  };
   for (size_t i = 0; i < cfg.upstreams.size(); ++i) {
     const Upstream& u = cfg.upstreams[i];
     if (!u.tls) continue;
     std::string path = "upstreams[" + std::to_string(i) + "].tls";
+    if (!openssl(path)) continue;
     if (!u.tls->verify)
       spdlog::warn("{}: upstream {}: tls.verify is false: its certificates are not checked, so anyone on the path "
                    "can read and change its traffic",
@@ -268,9 +267,11 @@ std::vector<ConfigError> build_tls_contexts(const Config& cfg, TlsContexts& out)
   for (size_t i = 0; i < cfg.listeners.size(); ++i) {
     const Listener& l = cfg.listeners[i];
     if (!l.tls) continue;
+    std::string path = "listeners[" + std::to_string(i) + "].tls";
+    if (!openssl(path)) continue;
     std::string error, key;
     out.listeners[i] = TlsServerContext::create(*l.tls, l.protocols, &error, &key);
-    if (!out.listeners[i]) problem("listeners[" + std::to_string(i) + "].tls", key, error);
+    if (!out.listeners[i]) problem(path, key, error);
   }
   return errors;
 }
