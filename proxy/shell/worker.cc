@@ -28,6 +28,8 @@ Worker::Worker(Runtime& rt, int index) : rt_(rt), index_(index), read_buf_(new c
   reaper_.data = this;
   uv_check_start(&reaper_, [](uv_check_t* c) { static_cast<Worker*>(c->data)->on_check(); });
   uv_unref(reinterpret_cast<uv_handle_t*>(&reaper_));
+  uv_idle_init(&loop_, &second_poll_);
+  uv_unref(reinterpret_cast<uv_handle_t*>(&second_poll_));
   timers_.emplace(&loop_);
   parked_.emplace(this);
 }
@@ -128,6 +130,8 @@ void Worker::close_everything() {
   }
   uv_check_stop(&reaper_);
   uv_close(reinterpret_cast<uv_handle_t*>(&reaper_), nullptr);
+  uv_idle_stop(&second_poll_);
+  uv_close(reinterpret_cast<uv_handle_t*>(&second_poll_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&async_), nullptr);
   parked_->close();
   timers_->close();
@@ -201,6 +205,20 @@ void Worker::forget_write(DeferredWriter* w) {
 }
 
 void Worker::on_check() {
+  // Writes this poll queued wait for one more poll, which returns at once
+  // (the idle handle): a client's requests and the upstream's responses
+  // that arrive in pieces leave in fewer, fuller writes, and each write
+  // spares the peer a read and a wakeup. Never twice in a row, so nothing
+  // waits longer than that one poll.
+  if (!writes_held_ && !deferred_writes_.empty()) {
+    writes_held_ = true;
+    uv_idle_start(&second_poll_, [](uv_idle_t*) {});
+    return;
+  }
+  if (writes_held_) {
+    writes_held_ = false;
+    uv_idle_stop(&second_poll_);
+  }
   // Writing one connection can give another bytes to send: a frame that
   // ends a client's stream ends its exchange, whose upstream stream's slot
   // opens a request that waited; a WINDOW_UPDATE lets a body go on. Those

@@ -98,6 +98,10 @@ class Worker {
   // write_deferred() after the poll, and so it does for every writer but
   // the one writing during on_check's passes; elsewhere it returns false
   // and the caller writes at once. A writer going away calls forget_write().
+  // What a poll queues is written after the poll that follows it, one that
+  // returns at once: the bytes that reached the worker meanwhile (the rest
+  // of a client's burst, responses on the other upstream connections) leave
+  // in the same writes instead of one write each (docs/http2.md, "Writes").
   void enter_read() { ++reading_; }
   void leave_read() { --reading_; }
   bool defer_write(DeferredWriter* w);
@@ -128,7 +132,10 @@ class Worker {
   void maybe_finish_drain();
   void close_everything();
   void link(DownConn* d);  // into the list of connections (not counted)
-  void on_check();         // after every poll: deferred writes, then retired exchanges
+  // After every poll: deferred writes, then retired exchanges; or, when
+  // the poll queued writes and the one before did not, nothing yet (the
+  // writes wait for one more poll, which does not block).
+  void on_check();
   // Each writer queued now writes once; while writing_deferred_, what that
   // queues for another writer waits for the next pass.
   void write_deferred_writers();
@@ -142,6 +149,10 @@ class Worker {
   uv_loop_t loop_;
   uv_async_t async_;
   uv_check_t reaper_;
+  // Active while writes are held past a poll: an active idle handle makes
+  // the next poll return at once (timeout 0) instead of waiting.
+  uv_idle_t second_poll_;
+  bool writes_held_ = false;
   std::optional<TimerList> timers_;  // made once loop_ is initialised
   HttpParserPool parsers_;
   std::optional<ParkedConnections> parked_;  // after timers_: its records hold entries
