@@ -210,15 +210,12 @@ void Worker::on_check() {
   // that arrive in pieces leave in fewer, fuller writes, and each write
   // spares the peer a read and a wakeup. Never twice in a row, so nothing
   // waits longer than that one poll.
-  if (!writes_held_ && !deferred_writes_.empty()) {
-    writes_held_ = true;
+  const bool held = uv_is_active(reinterpret_cast<uv_handle_t*>(&second_poll_));
+  if (!held && !deferred_writes_.empty()) {
     uv_idle_start(&second_poll_, [](uv_idle_t*) {});
     return;
   }
-  if (writes_held_) {
-    writes_held_ = false;
-    uv_idle_stop(&second_poll_);
-  }
+  if (held) uv_idle_stop(&second_poll_);
   // Writing one connection can give another bytes to send: a frame that
   // ends a client's stream ends its exchange, whose upstream stream's slot
   // opens a request that waited; a WINDOW_UPDATE lets a body go on. Those

@@ -149,10 +149,9 @@ class Worker {
   uv_loop_t loop_;
   uv_async_t async_;
   uv_check_t reaper_;
-  // Active while writes are held past a poll: an active idle handle makes
-  // the next poll return at once (timeout 0) instead of waiting.
+  // Active exactly while writes are held past a poll: an active idle
+  // handle makes the next poll return at once (timeout 0) instead of waiting.
   uv_idle_t second_poll_;
-  bool writes_held_ = false;
   std::optional<TimerList> timers_;  // made once loop_ is initialised
   HttpParserPool parsers_;
   std::optional<ParkedConnections> parked_;  // after timers_: its records hold entries

@@ -8,6 +8,7 @@ import subprocess
 import unittest
 
 import harness as h
+import ops_helpers as ops
 import tls_helpers as tls
 
 
@@ -194,7 +195,6 @@ class TlsUpstreamTest(PkiTest):
         self.assertGreaterEqual(took, 0.25)
 
     def test_reload_with_a_bad_certificate_file_is_refused_and_the_old_tls_serves(self):
-        import ops_helpers as ops
         n = self.nginx()
         good = {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")}
         proxy = self.proxy_to(n, good)
@@ -302,7 +302,6 @@ class OpenSslLoadingTest(PkiTest):
     """OpenSSL is opened by the first config with a `tls` block, not before."""
 
     def test_a_config_without_tls_never_maps_openssl_and_a_reload_to_tls_opens_it(self):
-        import ops_helpers as ops
         plain = self.start_origin(handler=lambda a: h.respond(200, body=b"plain"))
         proxy = self.start_proxy(h.simple_config(plain.port))
         with h.Conn(proxy.port()) as c:
@@ -343,7 +342,6 @@ class OpenSslLoadingTest(PkiTest):
             self.assertIn("upstreams[0].tls: TLS needs OpenSSL: " + why, out.stderr)
             self.assertIn("listeners[0].tls: TLS needs OpenSSL: " + why, out.stderr)
         # A running proxy whose OpenSSL cannot be opened refuses a reload to TLS and serves on.
-        import ops_helpers as ops
         plain = self.start_origin(handler=lambda a: h.respond(200, body=b"plain"))
         os.environ["ONELAYER_OPENSSL_LIBRARY"] = "/nonexistent/libssl.so.3"
         try:
