@@ -33,6 +33,7 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   WireProtocol protocol() const override { return WireProtocol::http1; }
   const std::string& peer_ip() const override { return peer_ip_; }
   bool over_tls() const override { return tls_ != nullptr; }
+  uint64_t client_connection() const override { return client_connection_; }
   bool send_response_head(const MessageHead& head, const ResponseMeta& meta) override;
   bool send_response_body(std::string_view bytes) override;
   void send_response_trailers(const Headers& trailers) override;
@@ -142,6 +143,7 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   std::unique_ptr<Response> response_;
   std::unique_ptr<H2Downstream> h2_;  // set once the preface said HTTP/2: every byte goes there
   std::string peer_ip_;
+  const uint64_t client_connection_ = next_client_connection();
   Link link_;
   // One bit each: every idle connection holds these.
   bool tracked_ : 1 = false;

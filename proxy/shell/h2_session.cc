@@ -764,8 +764,8 @@ struct H2Session::Callbacks {
     return 0;
   }
 
-  static int on_stream_close(nghttp2_session*, int32_t id, uint32_t error_code, void* ud) {
-    self(ud).finish_stream(id, error_code);
+  static int on_stream_close(nghttp2_session* session, int32_t id, uint32_t error_code, void* ud) {
+    self(ud).finish_stream(id, error_code, nghttp2_session_get_stream_remote_close(session, id) == 1);
     return 0;
   }
 
@@ -1214,12 +1214,16 @@ bool H2Session::refuse_malformed(int32_t id, Stream& st) {
   return !failed_;
 }
 
-void H2Session::finish_stream(int32_t id, uint32_t error_code) {
+void H2Session::finish_stream(int32_t id, uint32_t error_code, bool peer_ended) {
   std::unique_ptr<Stream> st = remove_stream(id);
   if (!st || !st->known() || !handler_) return;
   Ending ending(*this, id, st->owner);
+  // A server's RST_STREAM NO_ERROR ends a stream cleanly only after its
+  // complete response (RFC 9113 8.1: it stops the rest of an upload).
+  // Before that it cut the response: a reset like any other code.
+  const bool clean = error_code == NGHTTP2_NO_ERROR && (peer_ended || role_ == Role::server);
   if (st->refused_code) handler_->on_reset(id, st->refused_code);
-  else if (st->local_reset || error_code == NGHTTP2_NO_ERROR) handler_->on_closed(id);
+  else if (st->local_reset || clean) handler_->on_closed(id);
   else handler_->on_reset(id, error_code);
 }
 

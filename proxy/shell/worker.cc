@@ -443,6 +443,7 @@ EndpointState* Worker::endpoint(const HostPort& hp, const Upstream& u, uint64_t 
   ep->idle_timeout = u.pool.idle_timeout;
   ep->max_concurrent_streams = u.pool.max_concurrent_streams;
   ep->max_requests_per_connection = u.pool.max_requests_per_connection;
+  ep->reuse_safe = u.reuse == ConnectionReuse::safe;
   endpoint_memo_ = EndpointMemo{generation, &hp, ep};
   return ep;
 }

@@ -118,7 +118,7 @@ class AutoUpstreamTest(tls.PkiTest):
         # and the endpoint learns it.
         before = self.nginx(http2=True)
         proxy = self.first_request_then_idle_out(before, retry={"max_attempts": 1})
-        self.assertEqual([tls.field(l, "http") for l in before.access_lines()], ["HTTP/2.0"])
+        self.assertEqual([tls.field(l, "http") for l in h.wait_for_lines(before.access_lines, 1)], ["HTTP/2.0"])
         before.stop()
         after = self.nginx(http2=False, port=before.port)
         for target in ("/now", "/then"):
