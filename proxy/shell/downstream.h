@@ -143,7 +143,6 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   std::unique_ptr<Response> response_;
   std::unique_ptr<H2Downstream> h2_;  // set once the preface said HTTP/2: every byte goes there
   std::string peer_ip_;
-  const uint64_t client_connection_ = next_client_connection();
   Link link_;
   // One bit each: every idle connection holds these.
   bool tracked_ : 1 = false;
@@ -158,6 +157,10 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   bool protocol_known_ : 1 = false;  // the first bytes told HTTP/1 from HTTP/2
   bool parked_ : 1 = false;
   bool lingering_ : 1 = false;  // FIN sent after the last write: input discarded until EOF
+  // In the padding after the bits (32 bits: a serial that comes round
+  // again after 2^32 connections of one worker, when the idle upstream
+  // connection of the first is long gone).
+  const uint32_t client_connection_ = static_cast<uint32_t>(next_client_connection());
 };
 
 }  // namespace onelayer

@@ -36,8 +36,9 @@ class DownstreamStream {
   virtual uint64_t client_connection() const { return 0; }
   // A serial for a new client connection (per thread, never 0).
   static uint64_t next_client_connection() {
-    static thread_local uint64_t last = 0;
-    return ++last;
+    static thread_local uint32_t last = 0;
+    if (++last == 0) ++last;
+    return last;
   }
 
   // What goes with a proxied response head besides the upstream's fields.

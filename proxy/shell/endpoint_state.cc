@@ -90,16 +90,18 @@ UpConn* EndpointState::take_idle(int addr, uint64_t client, bool oldest) {
   // only one to `addr` will do.
   while (oldest && !idle.empty()) {
     UpConn* u = idle.front();
-    idle.erase(idle.begin());
+    unpool(0);
     if (u->closing()) continue;
     u->leave_pool();
     return u;
   }
+  if (reuse_safe && client == 0) return nullptr;
   for (size_t k = idle.size(); k-- > 0;) {
+    // reuse: safe compares the client first, in one array (no UpConn read).
+    if (reuse_safe && idle_clients[k] != client) continue;
     UpConn* u = idle[k];
     if (addr >= 0 && u->addr_used() != addr) continue;
-    if (reuse_safe && (client == 0 || u->client_connection() != client)) continue;
-    idle.erase(idle.begin() + static_cast<std::ptrdiff_t>(k));
+    unpool(k);
     if (u->closing()) continue;
     u->leave_pool();
     return u;
@@ -108,10 +110,20 @@ UpConn* EndpointState::take_idle(int addr, uint64_t client, bool oldest) {
 }
 
 void EndpointState::forget(UpConn* u) {
-  for (std::vector<UpConn*>* v : {&idle, &waiting}) {
-    auto it = std::find(v->begin(), v->end(), u);
-    if (it != v->end()) v->erase(it);
-  }
+  auto it = std::find(idle.begin(), idle.end(), u);
+  if (it != idle.end()) unpool(static_cast<size_t>(it - idle.begin()));
+  it = std::find(waiting.begin(), waiting.end(), u);
+  if (it != waiting.end()) waiting.erase(it);
+}
+
+void EndpointState::pool(UpConn* u, uint64_t client) {
+  idle.push_back(u);
+  idle_clients.push_back(client);
+}
+
+void EndpointState::unpool(size_t k) {
+  idle.erase(idle.begin() + static_cast<std::ptrdiff_t>(k));
+  idle_clients.erase(idle_clients.begin() + static_cast<std::ptrdiff_t>(k));
 }
 
 void EndpointState::learn_alpn(Alpn chosen) {

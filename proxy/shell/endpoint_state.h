@@ -49,6 +49,7 @@ struct EndpointState {
   uint32_t max_requests_per_connection = 0;  // pool.max_requests_per_connection (0: no limit)
   bool reuse_safe = true;                    // the upstream's `reuse: safe`
   std::vector<UpConn*> idle;
+  std::vector<uint64_t> idle_clients;  // idle[i]'s last client connection (pool() and unpool() keep both)
   std::vector<UpConn*> waiting;  // connections waiting for DNS
   std::vector<H2UpConn*> h2;     // HTTP/2 connections (h2_upstream.h), in use or idle
   // HTTP/2 connections opened so far (each one's serial), and how many had
@@ -81,6 +82,9 @@ struct EndpointState {
   UpConn* take_idle(int addr, uint64_t client, bool oldest = false);
   // Forgets `u` in the pool and the DNS wait list.
   void forget(UpConn* u);
+  // Into the pool, its last request having come on client connection `client`.
+  void pool(UpConn* u, uint64_t client);
+  void unpool(size_t k);  // idle[k] out of the pool
   // An `auto` connection's handshake chose `chosen` (logged when it changes).
   void learn_alpn(Alpn chosen);
 };

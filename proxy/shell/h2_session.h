@@ -346,7 +346,7 @@ class H2Session {
   // failed the session.
   bool refuse_malformed(int32_t id, Stream& st);
   void charge_early_reset();
-  void finish_stream(int32_t id, uint32_t error_code, bool peer_ended);  // nghttp2 closed it
+  void finish_stream(int32_t id, uint32_t error_code);  // nghttp2 closed it
   void fail(uint32_t error_code, std::string_view reason);
 
   Role role_;

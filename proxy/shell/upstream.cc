@@ -467,7 +467,7 @@ void UpConn::release_to_pool() {
   expect_no_body_ = false;
   parser_.reset();
   resume_reading();  // notices an upstream close while pooled
-  ep_->idle.push_back(this);
+  ep_->pool(this, client_connection_);
   arm_timer(static_cast<uint64_t>(ep_->idle_timeout.count()), [](TimerList::Entry* t) {
     Conn::of<UpConn>(t)->detach_and_close();
   });

@@ -87,7 +87,6 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
   void resume_reading();
 
   int addr_used() const { return addr_used_; }
-  uint64_t client_connection() const { return client_connection_; }  // the last one it served
 
  private:
   int on_head(MessageHead& head) override;

@@ -126,6 +126,7 @@ void Worker::close_everything() {
     std::vector<UpConn*> idle = ep->idle;
     for (UpConn* u : idle) u->detach_and_close();
     ep->idle.clear();
+    ep->idle_clients.clear();
     for (H2UpConn* c : std::vector<H2UpConn*>(ep->h2)) c->close_for_shutdown();
   }
   uv_check_stop(&reaper_);
