@@ -29,7 +29,10 @@ class AutoUpstreamTest(tls.PkiTest):
         return n
 
     def proxy_to(self, nginx, *, upstream=None, retry=None):
-        up = {"protocol": "auto", "tls": {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")}}
+        # reuse: always: these tests follow one kept-alive upstream connection
+        # from one client connection to the next.
+        up = {"protocol": "auto", "tls": {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")},
+              "reuse": "always"}
         up.update(upstream or {})
         return self.start_proxy(h.simple_config(nginx.port, upstream=up, retry=retry, workers=1))
 
