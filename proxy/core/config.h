@@ -228,6 +228,12 @@ struct UpstreamTls {
   bool operator==(const UpstreamTls&) const = default;
 };
 
+// Which requests an idle HTTP/1.1 upstream connection may carry next.
+// safe: only later requests of the client connection it served last (a
+// stray second response from the upstream reaches no other client);
+// always: any request.
+enum class ConnectionReuse : uint8_t { safe, always };
+
 struct Upstream {
   std::string name;
   std::vector<HostPort> endpoints;
@@ -239,6 +245,7 @@ struct Upstream {
   OutlierDetectionConfig outlier_detection;
   HealthCheckConfig health_check;
   UpstreamProtocol protocol = UpstreamProtocol::http1;
+  ConnectionReuse reuse = ConnectionReuse::safe;
   std::optional<UpstreamTls> tls;
   bool operator==(const Upstream&) const = default;
 };

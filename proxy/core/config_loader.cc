@@ -960,6 +960,10 @@ void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
        }},
       {"outlier_detection", [&](const At& a) { read_outlier_detection(a, u.outlier_detection); }},
       {"health_check", [&](const At& a) { read_health_check(a, u.health_check); }},
+      {"reuse",
+       [&](const At& a) {
+         read_choice(a, {{"safe", ConnectionReuse::safe}, {"always", ConnectionReuse::always}}, u.reuse);
+       }},
       {"protocol",
        [&](const At& a) {
          protocol_at = a;
@@ -1397,6 +1401,7 @@ void emit_upstream(YAML::Emitter& e, const Upstream& u) {
   e << YAML::Key << "healthy" << YAML::Value << hc.healthy;
   e << YAML::EndMap;
   emit_kv(e, "protocol", protocol_name(u.protocol));
+  emit_kv(e, "reuse", u.reuse == ConnectionReuse::safe ? "safe" : "always");
   if (u.tls) {
     const UpstreamTls& t = *u.tls;
     e << YAML::Key << "tls" << YAML::Value << YAML::BeginMap;

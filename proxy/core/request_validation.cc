@@ -1,6 +1,7 @@
 #include "core/request_validation.h"
 
 #include <algorithm>
+#include <array>
 
 namespace onelayer {
 
@@ -205,6 +206,20 @@ UpgradeVerdict check_upgrade(const RequestHeadFacts& head, const Headers& header
     v.hint = "An Upgrade request with a body is not forwarded.";
   }
   return v;
+}
+
+bool is_known_method(std::string_view method) {
+  // llhttp 8.1's HTTP_METHOD_MAP without PRI (the HTTP/2 preface, which it
+  // refuses as a request); tests/unit/shell/known_methods_test.cc checks the
+  // list against llhttp itself.
+  static constexpr std::array<std::string_view, 34> kKnown = {
+      "DELETE",     "GET",      "HEAD",     "POST",     "PUT",       "CONNECT",     "OPTIONS",
+      "TRACE",      "COPY",     "LOCK",     "MKCOL",    "MOVE",      "PROPFIND",    "PROPPATCH",
+      "SEARCH",     "UNLOCK",   "BIND",     "REBIND",   "UNBIND",    "ACL",         "REPORT",
+      "MKACTIVITY", "CHECKOUT", "MERGE",    "M-SEARCH", "NOTIFY",    "SUBSCRIBE",   "UNSUBSCRIBE",
+      "PATCH",      "PURGE",    "MKCALENDAR", "LINK",   "UNLINK",    "SOURCE",
+  };
+  return std::find(kKnown.begin(), kKnown.end(), method) != kKnown.end();
 }
 
 }  // namespace onelayer

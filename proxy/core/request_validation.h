@@ -23,6 +23,16 @@ namespace onelayer {
 // than read differently by the next hop.
 inline constexpr uint64_t kMaxContentLength = (uint64_t{1} << 53) - 1;
 
+// The most header fields one request head may carry, on either front: above
+// it the request is refused with 431 headers_too_large.
+inline constexpr size_t kMaxRequestHeaderFields = 128;
+
+// The methods the HTTP/1.1 front's parser (llhttp 8.1, HTTP mode) accepts,
+// case-sensitive: GET, POST, the WebDAV ones, PATCH, PURGE and the others
+// it knows. A method outside them is refused with 400 bad_request, on
+// HTTP/2 as on HTTP/1.1, so both fronts forward the same requests.
+bool is_known_method(std::string_view method);
+
 // The request-line and framing facts the parser found.
 struct RequestHeadFacts {
   std::string_view method;

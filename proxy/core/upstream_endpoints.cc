@@ -124,8 +124,18 @@ UpstreamEndpoints::Report UpstreamEndpoints::check(uint32_t member, bool passed,
   return rep;
 }
 
-void UpstreamEndpoints::set_addresses(uint32_t endpoint, const std::vector<std::string>& addresses) {
-  if (addresses.empty() || endpoint >= endpoints_.size()) return;
+void UpstreamEndpoints::set_addresses(uint32_t endpoint, const std::vector<std::string>& answer) {
+  if (answer.empty() || endpoint >= endpoints_.size()) return;
+  // A dual-stack answer (localhost: 127.0.0.1 and ::1) names one host twice:
+  // only its IPv4 addresses are balanced on; the IPv6 ones are what a
+  // connect failure falls back to within the attempt (Exchange).
+  const bool any_ipv4 = std::any_of(answer.begin(), answer.end(), [](const std::string& a) {
+    return a.find(':') == std::string::npos;
+  });
+  std::vector<std::string> addresses;
+  for (const std::string& a : answer) {
+    if (!any_ipv4 || a.find(':') == std::string::npos) addresses.push_back(a);
+  }
   std::lock_guard lock(mu_);
   bool all_tracked = true;
   for (const std::string& a : addresses) {

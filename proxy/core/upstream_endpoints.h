@@ -5,7 +5,8 @@
 // A member is what the balancer balances over: each endpoint written as an
 // IP literal is one member; a DNS name is one member until a worker has
 // resolved it, then one member per address it resolved to (label
-// "name:port/address"), each with its own health. At most kMaxMembers per
+// "name:port/address"), each with its own health; of a dual-stack answer
+// only the IPv4 addresses. At most kMaxMembers per
 // upstream; addresses beyond that are not balanced on their own.
 // Labels and addresses of a member never change once it exists, so the
 // string_views handed out stay valid for the object's lifetime.
@@ -66,7 +67,9 @@ class UpstreamEndpoints {
   Report check(uint32_t member, bool passed, TimePoint now);  // an active health check's verdict
 
   // DNS: the addresses (IP text, no port) endpoint `endpoint` resolves to now.
-  void set_addresses(uint32_t endpoint, const std::vector<std::string>& addresses);
+  // When the answer holds IPv4 addresses, its IPv6 addresses are no members
+  // (they are the name's fallback after a connect failure).
+  void set_addresses(uint32_t endpoint, const std::vector<std::string>& answer);
 
   std::string_view label(uint32_t member) const;
   // Present members, for gauges and health checks.

@@ -21,6 +21,7 @@ struct Attempt {
   int address = -1;                   // the member's index in endpoint->addrs (-1: any)
   TimePoint started{};
   bool request_end_sent = false;      // the request's end went to `stream`
+  size_t fallbacks = 0;               // a DNS name's fallback addresses tried after connect failures
 
   // A new attempt to `ep` (its stream comes next).
   void begin(EndpointState* ep, uint32_t picked_member, int addr, TimePoint now) {
@@ -29,6 +30,7 @@ struct Attempt {
     address = addr;
     started = now;
     request_end_sent = false;
+    fallbacks = 0;
   }
   bool verdict_owed() const { return member != UpstreamEndpoints::kNone; }
   // The member whose verdict is owed, once; kNone after.

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/http_status.h"
+#include "core/request_validation.h"
 #include "shell/downstream.h"
 #include "shell/exchange.h"
 #include "shell/h2_downstream.h"
@@ -276,7 +277,7 @@ void DownConn::on_tls_error() {
 HttpParser& DownConn::parser() {
   if (!parser_) {
     parser_ = worker_->parsers().take(HTTP_REQUEST, this);
-    parser_->set_limits(limits_for(worker_, listener_->name()).max_header_bytes, 128);
+    parser_->set_limits(limits_for(worker_, listener_->name()).max_header_bytes, kMaxRequestHeaderFields);
   }
   return *parser_;
 }

@@ -33,6 +33,7 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   WireProtocol protocol() const override { return WireProtocol::http1; }
   const std::string& peer_ip() const override { return peer_ip_; }
   bool over_tls() const override { return tls_ != nullptr; }
+  uint64_t client_connection() const override { return client_connection_; }
   bool send_response_head(const MessageHead& head, const ResponseMeta& meta) override;
   bool send_response_body(std::string_view bytes) override;
   void send_response_trailers(const Headers& trailers) override;
@@ -156,6 +157,10 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   bool protocol_known_ : 1 = false;  // the first bytes told HTTP/1 from HTTP/2
   bool parked_ : 1 = false;
   bool lingering_ : 1 = false;  // FIN sent after the last write: input discarded until EOF
+  // In the padding after the bits (32 bits: a serial that comes round
+  // again after 2^32 connections of one worker, when the idle upstream
+  // connection of the first is long gone).
+  const uint32_t client_connection_ = static_cast<uint32_t>(next_client_connection());
 };
 
 }  // namespace onelayer

@@ -30,6 +30,16 @@ class DownstreamStream {
   virtual bool over_tls() const = 0;
   // The HTTP/2 stream id (0 on HTTP/1), for the access log.
   virtual uint32_t stream_id() const { return 0; }
+  // Which client connection this is, unique on this thread (0: unknown):
+  // `reuse: safe` hands an idle upstream connection only to later requests
+  // of the client connection it served.
+  virtual uint64_t client_connection() const { return 0; }
+  // A serial for a new client connection (per thread, never 0).
+  static uint64_t next_client_connection() {
+    static thread_local uint32_t last = 0;
+    if (++last == 0) ++last;
+    return last;
+  }
 
   // What goes with a proxied response head besides the upstream's fields.
   struct ResponseMeta {

@@ -14,24 +14,30 @@ namespace onelayer {
 
 static constexpr Millis kDnsRefresh{30'000};
 
+std::vector<sockaddr_storage> resolved_addresses(const addrinfo* res) {
+  std::vector<sockaddr_storage> addrs;
+  for (const addrinfo* a = res; a; a = a->ai_next) {
+    if (a->ai_family != AF_INET && a->ai_family != AF_INET6) continue;
+    sockaddr_storage ss{};
+    std::memcpy(&ss, a->ai_addr, a->ai_addrlen);
+    addrs.push_back(ss);
+  }
+  // IPv4 first: a dual-stack name such as localhost then reaches servers
+  // that listen on 127.0.0.1 only.
+  std::stable_partition(addrs.begin(), addrs.end(), [](const sockaddr_storage& a) { return a.ss_family == AF_INET; });
+  return addrs;
+}
+
 static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
   auto* ep = static_cast<EndpointState*>(req->data);
   ep->resolving = false;
   ep->last_resolve_error = status;
   if (status == 0) {
-    std::vector<sockaddr_storage> addrs;
-    for (addrinfo* a = res; a; a = a->ai_next) {
-      if (a->ai_family != AF_INET && a->ai_family != AF_INET6) continue;
-      sockaddr_storage ss{};
-      std::memcpy(&ss, a->ai_addr, a->ai_addrlen);
-      addrs.push_back(ss);
-    }
+    std::vector<sockaddr_storage> addrs = resolved_addresses(res);
     if (!addrs.empty()) {
-      // IPv4 first: a dual-stack name such as localhost then reaches servers
-      // that listen on 127.0.0.1 only; the next address is tried after a
-      // connect failure (see start_connect).
-      std::stable_partition(addrs.begin(), addrs.end(),
-                            [](const sockaddr_storage& a) { return a.ss_family == AF_INET; });
+      const auto ipv4 = static_cast<size_t>(std::count_if(
+          addrs.begin(), addrs.end(), [](const sockaddr_storage& a) { return a.ss_family == AF_INET; }));
+      ep->balanced = ipv4 ? ipv4 : addrs.size();
       ep->addrs = std::move(addrs);
       ep->next_addr = 0;
       ep->resolved_at = Clock::now();
@@ -79,13 +85,23 @@ void EndpointState::refresh_addresses() {
   }
 }
 
-UpConn* EndpointState::take_idle(int addr) {
+UpConn* EndpointState::take_idle(int addr, uint64_t client, bool oldest) {
   // A DNS name's idle connections may lead to other addresses (members):
   // only one to `addr` will do.
+  while (oldest && !idle.empty()) {
+    UpConn* u = idle.front();
+    unpool(0);
+    if (u->closing()) continue;
+    u->leave_pool();
+    return u;
+  }
+  if (reuse_safe && client == 0) return nullptr;
   for (size_t k = idle.size(); k-- > 0;) {
+    // reuse: safe compares the client first, in one array (no UpConn read).
+    if (reuse_safe && idle_clients[k] != client) continue;
     UpConn* u = idle[k];
     if (addr >= 0 && u->addr_used() != addr) continue;
-    idle.erase(idle.begin() + static_cast<std::ptrdiff_t>(k));
+    unpool(k);
     if (u->closing()) continue;
     u->leave_pool();
     return u;
@@ -94,10 +110,20 @@ UpConn* EndpointState::take_idle(int addr) {
 }
 
 void EndpointState::forget(UpConn* u) {
-  for (std::vector<UpConn*>* v : {&idle, &waiting}) {
-    auto it = std::find(v->begin(), v->end(), u);
-    if (it != v->end()) v->erase(it);
-  }
+  auto it = std::find(idle.begin(), idle.end(), u);
+  if (it != idle.end()) unpool(static_cast<size_t>(it - idle.begin()));
+  it = std::find(waiting.begin(), waiting.end(), u);
+  if (it != waiting.end()) waiting.erase(it);
+}
+
+void EndpointState::pool(UpConn* u, uint64_t client) {
+  idle.push_back(u);
+  idle_clients.push_back(client);
+}
+
+void EndpointState::unpool(size_t k) {
+  idle.erase(idle.begin() + static_cast<std::ptrdiff_t>(k));
+  idle_clients.erase(idle_clients.begin() + static_cast<std::ptrdiff_t>(k));
 }
 
 void EndpointState::learn_alpn(Alpn chosen) {

@@ -4,6 +4,7 @@
 // are named below.
 #pragma once
 
+#include <netdb.h>
 #include <sys/socket.h>
 #include <uv.h>
 
@@ -20,6 +21,10 @@ class H2UpConn;
 class UpConn;
 class Worker;
 
+// A lookup's answer as an endpoint keeps it: IPv4 and IPv6 addresses,
+// IPv4 first, each family in the resolver's order.
+std::vector<sockaddr_storage> resolved_addresses(const addrinfo* res);
+
 struct EndpointState {
   // What an `auto` upstream's TLS handshake (ALPN) last chose at this
   // endpoint: later attempts go to that protocol's pool without a
@@ -30,7 +35,11 @@ struct EndpointState {
   std::string label;  // hp.to_string(), for logs and Host
   std::string key;
   bool literal = false;
-  std::vector<sockaddr_storage> addrs;
+  std::vector<sockaddr_storage> addrs;  // IPv4 first (resolved_addresses)
+  // A DNS name: how many of addrs the balancer takes (its IPv4 addresses,
+  // or all when it has none); the rest (IPv6) are the fallback a connect
+  // failure goes on to within the same attempt.
+  size_t balanced = 0;
   TimePoint resolved_at{};
   bool resolving = false;
   int last_resolve_error = 0;
@@ -38,7 +47,9 @@ struct EndpointState {
   Millis idle_timeout{60'000};
   uint32_t max_concurrent_streams = 1000;  // per HTTP/2 connection (pool.max_concurrent_streams)
   uint32_t max_requests_per_connection = 0;  // pool.max_requests_per_connection (0: no limit)
+  bool reuse_safe = true;                    // the upstream's `reuse: safe`
   std::vector<UpConn*> idle;
+  std::vector<uint64_t> idle_clients;  // idle[i]'s last client connection (pool() and unpool() keep both)
   std::vector<UpConn*> waiting;  // connections waiting for DNS
   std::vector<H2UpConn*> h2;     // HTTP/2 connections (h2_upstream.h), in use or idle
   // HTTP/2 connections opened so far (each one's serial), and how many had
@@ -64,10 +75,16 @@ struct EndpointState {
   // connected, or failed, when it ends).
   void refresh_addresses();
   // An idle pooled connection to address `addr` (-1: any), out of the pool
-  // and ready for an attempt; null when there is none.
-  UpConn* take_idle(int addr);
+  // and ready for an attempt; null when there is none. With reuse_safe,
+  // only one whose last request came on `client` (a client connection,
+  // DownstreamStream::client_connection; 0 takes none). `oldest`: the one
+  // pooled first, whatever its client (to make room).
+  UpConn* take_idle(int addr, uint64_t client, bool oldest = false);
   // Forgets `u` in the pool and the DNS wait list.
   void forget(UpConn* u);
+  // Into the pool, its last request having come on client connection `client`.
+  void pool(UpConn* u, uint64_t client);
+  void unpool(size_t k);  // idle[k] out of the pool
   // An `auto` connection's handshake chose `chosen` (logged when it changes).
   void learn_alpn(Alpn chosen);
 };

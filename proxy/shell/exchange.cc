@@ -274,12 +274,40 @@ void Exchange::start_attempt(TimePoint now) {
 
   // A pooled connection (or a free stream on one) when there is one, else
   // a new connection; its on_connected (or failure) comes later.
+  open_stream(ep, std::min(ucfg_->connect_timeout, t), now);
+}
+
+void Exchange::open_stream(EndpointState* ep, Millis connect_timeout, TimePoint now) {
   const std::shared_ptr<TlsClientContext>& tls = gen_->tls.upstreams[route_->upstream_index];
-  const Millis connect_timeout = std::min(ucfg_->connect_timeout, t);
   UpstreamStreamFactory* f = w_->upstream_streams();
   attempt_.stream = f ? f->open(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_, connect_timeout)
                       : open_upstream_stream(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_, connect_timeout);
   if (attempt_.stream->ready()) send_head_and_body(now);
+}
+
+// A DNS name that answered both IPv4 and IPv6 (localhost: 127.0.0.1 and
+// ::1) is balanced over its IPv4 addresses; when a connect to one fails,
+// the same attempt goes on to the name's IPv6 addresses in turn (nothing
+// was sent: no retry is spent). The address that refused gets its verdict
+// now; the attempt goes on without one owed.
+bool Exchange::connect_to_fallback_address() {
+  EndpointState* ep = attempt_.endpoint;
+  if (ep == nullptr || ep->literal || attempt_.stream == nullptr) return false;
+  const size_t at = ep->balanced + attempt_.fallbacks;
+  if (at >= ep->addrs.size()) return false;
+  const TimePoint now = Clock::now();
+  if (attempt_.verdict_owed()) {
+    const uint32_t m = attempt_.take_member();
+    UpstreamEndpoints::Report rep = eps_->report(m, UpstreamEndpoints::Result::failure, now, now - attempt_.started);
+    if (rep.event.kind != OutlierDetector::Event::Kind::none) log_endpoint_event(ucfg_->name, eps_->label(m), rep.event);
+  }
+  const Millis connect_timeout = attempt_.stream->connect_timeout();
+  drop_upstream();
+  attempt_.address = static_cast<int>(at);
+  attempt_.fallbacks++;
+  spdlog::debug("upstream {}: trying its address {}", ep->label, ep->addr_text[at]);
+  open_stream(ep, connect_timeout, now);
+  return true;
 }
 
 // The balancer's choice for this attempt (a retry prefers a member not
@@ -595,6 +623,7 @@ void Exchange::on_connect_failed(int err, bool dns) {
   if (finished_) return;
   spdlog::debug("connect to {} failed: {}{}", attempt_.endpoint ? attempt_.endpoint->label : "?", uv_strerror(err),
                 dns ? " (dns)" : "");
+  if (!dns && connect_to_fallback_address()) return;
   AttemptResult r;
   r.outcome = AttemptOutcome::connect_failure;
   r.request_may_have_reached = false;

@@ -76,6 +76,7 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   bool needs_http1() const override { return wants_upgrade(); }
   bool follows_refusal() const override;
   bool reopens_response_window() const override { return down_->reports_body_sent(); }
+  uint64_t client_connection() const override { return down_->client_connection(); }
   void on_connect_failed(int err, bool dns) override;
   void on_tls_failed(const std::string& why, bool verify) override;
   int on_up_head(MessageHead& head) override;
@@ -103,6 +104,8 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   bool request_complete() const { return request_complete_; }
  private:
   void start_attempt(TimePoint now);
+  void open_stream(EndpointState* ep, Millis connect_timeout, TimePoint now);
+  bool connect_to_fallback_address();
   void send_head_and_body(TimePoint now);
   void refuse_grpc_over_http1();
   void send_body_bytes(const char* data, size_t len);

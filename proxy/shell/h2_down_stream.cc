@@ -9,6 +9,7 @@
 
 #include "core/grpc_error_answer.h"
 #include "core/grpc_protocol.h"
+#include "core/request_validation.h"
 #include "shell/downstream.h"
 #include "shell/exchange.h"
 #include "shell/h2_downstream.h"
@@ -67,6 +68,7 @@ H2Session& H2DownStream::session() const { return conn_->session(); }
 Worker* H2DownStream::worker() const { return conn_->worker(); }
 const std::string& H2DownStream::peer_ip() const { return conn_->connection()->peer_ip(); }
 bool H2DownStream::over_tls() const { return conn_->connection()->over_tls(); }
+uint64_t H2DownStream::client_connection() const { return conn_->connection()->client_connection(); }
 
 void H2DownStream::on_head(H2Session::Head& head, bool end_stream) {
   MessageHead mh;
@@ -76,6 +78,11 @@ void H2DownStream::on_head(H2Session::Head& head, bool end_stream) {
   grpc_ = is_grpc_request(mh.headers);
   if (malformed) {
     refuse(400, "bad_request", malformed, {}, nullptr, {});
+    return;
+  }
+  // The HTTP/1.1 front's field limit (Host counted, as a field there).
+  if (mh.headers.size() > kMaxRequestHeaderFields) {
+    refuse(431, "headers_too_large", "request over the header field count limit", {}, nullptr, {});
     return;
   }
   Admission a = admit_request(*worker(), *conn_->listener(), mh);

@@ -53,6 +53,7 @@ class H2DownStream final : public DownstreamStream {
   const std::string& peer_ip() const override;
   bool over_tls() const override;
   uint32_t stream_id() const override { return static_cast<uint32_t>(id_); }
+  uint64_t client_connection() const override;
   bool send_response_head(const MessageHead& head, const ResponseMeta& meta) override;
   bool send_response_body(std::string_view bytes) override;
   void send_response_trailers(const Headers& trailers) override;

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/request_validation.h"
+
 namespace onelayer {
 
 namespace {
@@ -78,6 +80,14 @@ const char* translate_h2_request(H2Session::Head& in, bool end_stream, MessageHe
     ++kept;
   }
   hand_over();
+  // One method policy for both fronts (is_known_method): `get` or `FROB`
+  // reaches no upstream through HTTP/2 that HTTP/1.1 would refuse.
+  if (!is_known_method(out.method)) return "HTTP/2 :method that HTTP/1.1 does not accept";
+  // :path in origin form (or `*`) whatever :scheme says: an absolute URI
+  // there would route by its own authority, not by :authority.
+  const bool origin_form = !out.target.empty() && (out.target[0] == '/' || out.target == "*");
+  if (!origin_form && !(out.target.empty() && out.method == "CONNECT"))
+    return "HTTP/2 :path not in origin form";
   if (end_stream) {
     // No DATA follows whatever content-length says (the session's message
     // rules check they agree).

@@ -503,6 +503,7 @@ struct H2Session::Stream {
   bool oversized = false;     // that block went over max_header_list_bytes
   bool head_delivered = false;
   bool refused = false;       // answered by the session itself; the Handler never saw it
+  bool peer_end = false;      // the peer's END_STREAM came
   // Sending.
   bool head_submitted = false;
   bool has_provider = false;  // a body or trailers may follow our head
@@ -1202,6 +1203,7 @@ int H2Session::headers_received(int32_t id, bool end) {
 
 void H2Session::peer_ended(int32_t id) {
   Stream* st = find(id);
+  if (st) st->peer_end = true;
   if (!st || !st->known() || st->local_reset || st->refused_code) return;
   if (handler_) handler_->on_end(id);
 }
@@ -1218,8 +1220,12 @@ void H2Session::finish_stream(int32_t id, uint32_t error_code) {
   std::unique_ptr<Stream> st = remove_stream(id);
   if (!st || !st->known() || !handler_) return;
   Ending ending(*this, id, st->owner);
+  // A server's RST_STREAM NO_ERROR ends a stream cleanly only after its
+  // complete response (RFC 9113 8.1: it stops the rest of an upload).
+  // Before that it cut the response: a reset like any other code.
+  const bool clean = error_code == NGHTTP2_NO_ERROR && (st->peer_end || role_ == Role::server);
   if (st->refused_code) handler_->on_reset(id, st->refused_code);
-  else if (st->local_reset || error_code == NGHTTP2_NO_ERROR) handler_->on_closed(id);
+  else if (st->local_reset || clean) handler_->on_closed(id);
   else handler_->on_reset(id, error_code);
 }
 

@@ -325,8 +325,11 @@ void H2UpStream::on_head(H2Session::Head& h, bool end_stream) {
   }
   bool no_body = end_stream || head_request_ || head.status == 204 || head.status == 304;
   head.chunked = !no_body && !head.has_content_length;
+  // Three digits from 600 up are no status (RFC 9110 15 ends at 599): a
+  // broken response, as from an HTTP/1.1 upstream.
+  const bool bad_status = head.status < 100 || head.status > 599;
   int rc = -1;
-  const bool alive = too_long || call([&] { rc = r_->on_up_head(head); });
+  const bool alive = too_long || bad_status || call([&] { rc = r_->on_up_head(head); });
   h.fields = std::move(head.headers);  // back to the session, for the next head's fields
   if (!alive) return;
   if (rc < 0) {

@@ -78,6 +78,7 @@ void UpConn::connect(Millis timeout) {
 
 void UpConn::attach(UpstreamStream::Receiver* rx, bool head_request) {
   ex_ = rx;
+  client_connection_ = rx ? rx->client_connection() : 0;
   expect_no_body_ = head_request;
   upgrade_asked_ = false;
 }
@@ -451,6 +452,11 @@ void UpConn::on_write_done(int status) {
 
 void UpConn::release_to_pool() {
   ex_ = nullptr;
+  // reuse: safe: a full pool gives up its oldest connection (its client
+  // has most likely gone) rather than this one, which its client may want.
+  if (ep_->reuse_safe && !closing() && ep_->max_idle != 0 && ep_->idle.size() >= ep_->max_idle) {
+    if (UpConn* oldest = ep_->take_idle(-1, 0, /*oldest=*/true)) oldest->detach_and_close();
+  }
   if (closing() || ep_->idle.size() >= ep_->max_idle || worker_->draining() ||
       (ep_->max_requests_per_connection != 0 && requests_ >= ep_->max_requests_per_connection)) {
     detach_and_close();
@@ -461,7 +467,7 @@ void UpConn::release_to_pool() {
   expect_no_body_ = false;
   parser_.reset();
   resume_reading();  // notices an upstream close while pooled
-  ep_->idle.push_back(this);
+  ep_->pool(this, client_connection_);
   arm_timer(static_cast<uint64_t>(ep_->idle_timeout.count()), [](TimerList::Entry* t) {
     Conn::of<UpConn>(t)->detach_and_close();
   });
@@ -505,7 +511,7 @@ UpstreamStream* open_http1_stream(Worker* w, EndpointState* ep, int addr, const 
                                   bool http1_only) {
   // An idle connection to the address, else a new one. One made under other
   // TLS settings (before a reload) is never reused.
-  while (UpConn* pooled = ep->take_idle(addr)) {
+  while (UpConn* pooled = ep->take_idle(addr, r->client_connection())) {
     if (pooled->tls_context() != tls.get()) {
       pooled->detach_and_close();
       continue;

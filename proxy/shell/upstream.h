@@ -127,6 +127,7 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
   Millis connect_timeout_{1000};
   int addr_index_ = -1;  // index into ep_->addrs to use (the balancer's pick); -1: the sticky one
   int addr_used_ = -1;   // the index it connected to
+  uint64_t client_connection_ = 0;
   int dns_error_ = 0;    // reported by fail_dns_later
   int open_error_ = 0;   // take_over could not open the socket
 };

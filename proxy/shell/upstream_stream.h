@@ -62,6 +62,9 @@ class UpstreamStream {
     // response_body_sent() as the client takes the body; otherwise the
     // stream does as soon as on_up_body() has taken the bytes.
     virtual bool reopens_response_window() const { return false; }
+    // The client connection the request came on (DownstreamStream's; 0:
+    // unknown), for `reuse: safe`.
+    virtual uint64_t client_connection() const { return 0; }
     virtual void on_connect_failed(int err, bool dns) = 0;
     // TLS handshake failed (`verify`: the certificate did not verify).
     virtual void on_tls_failed(const std::string& why, bool verify) = 0;

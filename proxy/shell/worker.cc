@@ -126,6 +126,7 @@ void Worker::close_everything() {
     std::vector<UpConn*> idle = ep->idle;
     for (UpConn* u : idle) u->detach_and_close();
     ep->idle.clear();
+    ep->idle_clients.clear();
     for (H2UpConn* c : std::vector<H2UpConn*>(ep->h2)) c->close_for_shutdown();
   }
   uv_check_stop(&reaper_);
@@ -443,6 +444,7 @@ EndpointState* Worker::endpoint(const HostPort& hp, const Upstream& u, uint64_t 
   ep->idle_timeout = u.pool.idle_timeout;
   ep->max_concurrent_streams = u.pool.max_concurrent_streams;
   ep->max_requests_per_connection = u.pool.max_requests_per_connection;
+  ep->reuse_safe = u.reuse == ConnectionReuse::safe;
   endpoint_memo_ = EndpointMemo{generation, &hp, ep};
   return ep;
 }

@@ -298,7 +298,7 @@ def metric_sum(text, name, **labels):
 def onelayer_config(upstream_port, layer, workers, max_connections, budget_mode="requests",
                     listener_protocols=None, upstream_protocol=None,
                     retry_on=("connect-failure", "reset", "503"), idempotent=False, access_log=False,
-                    single_layer_headers=True, max_requests_per_connection=0):
+                    single_layer_headers=True, max_requests_per_connection=0, reuse=None):
     """The benchmark's onelayer config: retries configured (3 attempts on
     503/connect failure/reset, budget on) but not triggered by a healthy
     origin, keep-alive pool to the origin, admin and listener on port 0.
@@ -310,11 +310,14 @@ def onelayer_config(upstream_port, layer, workers, max_connections, budget_mode=
     single_layer_headers the route still retries, but writes none of the
     headers that tell inner hops about it (inner_hops: pass, no baggage, no
     Via): what proxying alone costs, next to the full config.
-    max_requests_per_connection sets the upstream pool's (0: not written)."""
+    max_requests_per_connection sets the upstream pool's (0: not written);
+    reuse the upstream's `reuse` (None: not written, the default)."""
     listener_extra = f"\n    protocols: [{', '.join(listener_protocols)}]" if listener_protocols else ""
     if not access_log:
         listener_extra += "\n    access_log: false"
     upstream_extra = f"\n    protocol: {upstream_protocol}" if upstream_protocol else ""
+    if reuse:
+        upstream_extra += f"\n    reuse: {reuse}"
     retry_extra = "\n          idempotent: true" if idempotent else ""
     route_extra = "" if single_layer_headers else "\n        inner_hops: pass"
     top_extra = "" if single_layer_headers else "via: false\npropagate_baggage: false\n"
@@ -433,6 +436,7 @@ def main():
                    help="off: inner_hops pass, no baggage, no Via (the route still retries)")
     p.add_argument("--access-log", choices=["on", "off"], default="off",
                    help="the listener's access log (default off, like the other proxies')")
+    p.add_argument("--reuse", choices=["safe", "always"], help="the upstream's reuse (default: not written)")
     p = sub.add_parser("haproxy-config", help="print the benchmark's HAProxy config")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--upstream-port", type=int, required=True)
@@ -480,7 +484,8 @@ def main():
         sys.stdout.write(onelayer_config(a.upstream_port, a.layer, a.workers, a.max_connections,
                                          a.budget_mode, protocols, a.upstream_protocol,
                                          access_log=a.access_log == "on",
-                                         single_layer_headers=a.single_layer_headers == "on"))
+                                         single_layer_headers=a.single_layer_headers == "on",
+                                         reuse=a.reuse))
     elif a.cmd == "haproxy-config":
         sys.stdout.write(haproxy_config(a.port, a.upstream_port, a.maxconn, a.nofile, a.proto))
     elif a.cmd == "wrk":

@@ -36,7 +36,8 @@
 #              (--cache-sim=yes: the report adds simulated first-level cache
 #              misses per request, and the instruction cache's by library),
 #              PROFILE_ACCESS_LOG=on turns onelayer's access log on (default
-#              off, as in tests/bench/run.sh).
+#              off, as in tests/bench/run.sh), PROFILE_REUSE=safe|always
+#              sets the upstream's reuse (default: onelayer's).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -106,7 +107,7 @@ if [[ $H2 == 1 ]]; then
   head -c 64 /dev/zero | tr '\0' 'p' >"$TMP/body.bin"
 else
   python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile \
-    --access-log "$ACCESS_LOG" >"$TMP/onelayer.yaml"
+    --access-log "$ACCESS_LOG" ${PROFILE_REUSE:+--reuse "$PROFILE_REUSE"} >"$TMP/onelayer.yaml"
 fi
 
 load() {  # load SECONDS [warm]: wrk (or h2load with --h2) against onelayer; prints "requests: N"; fails on non-2xx

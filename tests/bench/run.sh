@@ -46,6 +46,8 @@ Environment:
                        reported as not available; required: that fails the run
   BENCH_ACCESS_LOG     off (default, as the other proxies run) or on: onelayer's
                        access log, formatted into /dev/null
+  BENCH_ONELAYER_REUSE safe or always: the upstream's reuse (default: not written,
+                       so onelayer's default)
   BENCH_H2_OTHER_BIN   a second onelayer binary (another build of the same or
                        other code, e.g. a profile-guided one): the h2 phase runs
                        it as a row of its own right after onelayer, on the same
@@ -364,7 +366,7 @@ start_onelayer() {  # NAME UPSTREAM_PORT LAYER_ID
   mkdir -p "$dir"
   "$PY" "$UTIL" onelayer-config --upstream-port "$up" --layer "$layer" --workers "$ONELAYER_WORKERS" \
     --max-connections $((NOFILE - 200)) --budget-mode "${ONELAYER_BUDGET_MODE:-requests}" \
-    --access-log "${BENCH_ACCESS_LOG:-off}" >"$dir/onelayer.yaml"
+    --access-log "${BENCH_ACCESS_LOG:-off}" ${BENCH_ONELAYER_REUSE:+--reuse "$BENCH_ONELAYER_REUSE"} >"$dir/onelayer.yaml"
   launch_onelayer "$name"
 }
 

@@ -256,7 +256,7 @@ class _Connection:
             self.requests[ev.stream_id] = req
             with self.origin.lock:
                 self.origin.requests.append(req)
-            if ev.stream_ended:
+            if ev.stream_ended or self.origin.answers_at_head:
                 self.origin.handler(req)
         elif isinstance(ev, h2.events.DataReceived):
             req = self.requests.get(ev.stream_id)
@@ -264,13 +264,13 @@ class _Connection:
                 req.body += ev.data
             if self.origin.reads_bodies:
                 self.h2.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
-            if ev.stream_ended and req:
+            if ev.stream_ended and req and not self.origin.answers_at_head:
                 self.origin.handler(req)
         elif isinstance(ev, h2.events.TrailersReceived):
             req = self.requests.get(ev.stream_id)
             if req:
                 req.trailers = list(ev.headers)
-            if ev.stream_ended and req:
+            if ev.stream_ended and req and not self.origin.answers_at_head:
                 self.origin.handler(req)
         elif isinstance(ev, h2.events.StreamReset):
             self.pending.pop(ev.stream_id, None)
@@ -354,11 +354,15 @@ class H2Origin(LoopbackServer):
     ``settings_delay`` maps a connection number (from 1) to seconds its
     first SETTINGS frame waits. With ``reads_bodies=False`` it never gives
     back the windows of the request bodies it receives: a client can send
-    it no more than one window's worth on a connection."""
+    it no more than one window's worth on a connection. With
+    ``answers_at_head`` the handler runs as soon as a request's HEADERS
+    arrive, its body still to come."""
 
-    def __init__(self, handler=None, max_concurrent_streams=100, settings_delay=None, reads_bodies=True):
+    def __init__(self, handler=None, max_concurrent_streams=100, settings_delay=None, reads_bodies=True,
+                 answers_at_head=False):
         self.handler = handler or (lambda r: r.respond(200, [("content-type", "text/plain")], r.body))
         self.reads_bodies = reads_bodies
+        self.answers_at_head = answers_at_head
         self.max_concurrent_streams = max_concurrent_streams
         self.settings_delay = dict(settings_delay or {})
         self.resets = []   # (connection, stream id, error code) the client sent

@@ -74,6 +74,20 @@ def wait_until(predicate, timeout=5.0, interval=0.02):
         time.sleep(interval)
 
 
+def wait_for_lines(read, count, timeout=5.0):
+    """What a peer wrote down (``read()``: a list, e.g. an NGINX access log,
+    an origin's resets or GOAWAYs, a counter's records) once it holds
+    ``count`` items, or what it holds after ``timeout`` seconds, for the
+    caller's assertion to show. A peer writes its log line after its answer
+    has gone: read at once, the line may not be there yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = read()
+        if len(got) >= count or time.monotonic() >= deadline:
+            return got
+        time.sleep(0.02)
+
+
 def fd_count(pid):
     """Open file descriptors of a process."""
     return len(os.listdir("/proc/%d/fd" % pid))
@@ -918,7 +932,7 @@ class Origin:
     the origin a slow reader (so a proxy without backpressure would buffer)."""
 
     def __init__(self, script=None, default=None, handler=None, record_limit=8 << 20,
-                 send_continue=True, name="origin", recv_throttle=None):
+                 send_continue=True, name="origin", recv_throttle=None, host="127.0.0.1"):
         self.name = name
         self._script = list(script or [])
         self.default = default or respond(200, body=b"ok")
@@ -936,9 +950,10 @@ class Origin:
         self._conns = {}               # conn_id -> socket
         self._idle = set()             # conn ids waiting for a request with nothing buffered
         self._threads = []
-        self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
+                                       socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
+        self._listener.bind((host, 0))
         self._listener.listen(256)
         self.port = self._listener.getsockname()[1]
         self._accept_thread = threading.Thread(target=self._accept_loop, daemon=True,
@@ -1300,6 +1315,19 @@ def _merge(base, extra):
     return out
 
 
+# Debian 12's default /etc/hosts: localhost is 127.0.0.1 and ::1.
+DEBIAN_HOSTS = ("127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n"
+                "ff02::1\t\tip6-allnodes\nff02::2\t\tip6-allrouters\n")
+
+
+def refusing_port(host, port):
+    """A socket bound to (host, port) that does not listen: connects to it are
+    refused, and nothing else can take the port meanwhile. Close it after."""
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((host, port))
+    return s
+
+
 def simple_config(origin_port=None, *, endpoints=None, limits=None, route=None, retry=None,
                   timeout=None, upstream=None, routes=None, listener=None, **top):
     """A complete config: listener ``main`` on 127.0.0.1:0, admin on
@@ -1352,8 +1380,11 @@ class Proxy:
     filled from ``subs`` (string.Template). Call start() (or use ``with``)."""
 
     def __init__(self, config, subs=None, *, binary=None, log_level="info", log_format="text",
-                 extra_args=(), ready_timeout=10.0, config_name="onelayer.yaml"):
+                 extra_args=(), ready_timeout=10.0, config_name="onelayer.yaml", hosts=None):
         self.binary = binary or onelayer_bin()
+        # ``hosts``: the text of an /etc/hosts the proxy alone sees (bind-mounted
+        # in a mount namespace of its own; the machine's file is untouched).
+        self.hosts = hosts
         if subs:
             config = string.Template(config).substitute({k: str(v) for k, v in subs.items()})
         self.config_text = config
@@ -1376,6 +1407,12 @@ class Proxy:
         cmd = [self.binary, "--config", self.config_path, "--ports-file", self.ports_path,
                "--log-level", self.log_level, "--log-format", self.log_format]
         cmd += self.extra_args
+        if self.hosts is not None:
+            hosts_path = os.path.join(self.dir, "hosts")
+            with open(hosts_path, "w") as f:
+                f.write(self.hosts)
+            cmd = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                   'mount --bind "$0" /etc/hosts && exec "$@"', hosts_path] + cmd
         if shutil.which("setpriv"):
             # Dies with the test runner even if it is killed (no orphans).
             cmd = ["setpriv", "--pdeathsig", "KILL", "--"] + cmd

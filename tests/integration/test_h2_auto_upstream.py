@@ -29,7 +29,10 @@ class AutoUpstreamTest(tls.PkiTest):
         return n
 
     def proxy_to(self, nginx, *, upstream=None, retry=None):
-        up = {"protocol": "auto", "tls": {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")}}
+        # reuse: always: these tests follow one kept-alive upstream connection
+        # from one client connection to the next.
+        up = {"protocol": "auto", "tls": {"sni": "origin.test", "ca_file": self.pki.path("ca.pem")},
+              "reuse": "always"}
         up.update(upstream or {})
         return self.start_proxy(h.simple_config(nginx.port, upstream=up, retry=retry, workers=1))
 
@@ -118,7 +121,7 @@ class AutoUpstreamTest(tls.PkiTest):
         # and the endpoint learns it.
         before = self.nginx(http2=True)
         proxy = self.first_request_then_idle_out(before, retry={"max_attempts": 1})
-        self.assertEqual([tls.field(l, "http") for l in before.access_lines()], ["HTTP/2.0"])
+        self.assertEqual([tls.field(l, "http") for l in h.wait_for_lines(before.access_lines, 1)], ["HTTP/2.0"])
         before.stop()
         after = self.nginx(http2=False, port=before.port)
         for target in ("/now", "/then"):

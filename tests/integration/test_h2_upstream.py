@@ -81,7 +81,7 @@ class H2UpstreamTest(IntegrationTest):
             r = c.request("GET", "/hello?x=1", headers=[("Host", "svc.test")])
             self.assertEqual((r.status, r.body), (200, b"ok /hello?x=1\n"))
             self.assertEqual(r.header("content-length"), "14")
-        lines = n.access_lines()
+        lines = h.wait_for_lines(n.access_lines, 1)  # NGINX logs after it answered
         self.assertEqual(len(lines), 1, lines)
         self.assertEqual((tls.field(lines[0], "http"), lines[0].split()[:2]), ("HTTP/2.0", ["GET", "/hello?x=1"]))
 
@@ -192,7 +192,7 @@ class H2UpstreamTest(IntegrationTest):
         proxy = self.proxy_to(n.port)
         results = h.concurrent_gets(proxy.port(), 100, concurrency=100, target="/item")
         self.assertEqual([status for _, status, _ in results], [200] * 100)
-        lines = n.access_lines()
+        lines = h.wait_for_lines(n.access_lines, 100)
         self.assertEqual(len(lines), 100)
         conns = {tls.field(l, "conn") for l in lines}
         self.assertEqual(len(conns), 1, "nginx saw %d connections for 100 requests" % len(conns))
@@ -687,7 +687,7 @@ class H2UpstreamTest(IntegrationTest):
         self.assertTrue(h.wait_until(lambda: line in proxy.stderr(), 3.0), proxy.stderr()[-2000:])
         self.assertEqual(proxy.stderr().count("HTTP/2 connection ended by onelayer"), 1)
         # The GOAWAY itself reached the origin before the connection closed.
-        self.assertEqual(o.goaways, [(1, h2_origin.PROTOCOL_ERROR)])
+        self.assertEqual(h.wait_for_lines(lambda: o.goaways, 1), [(1, h2_origin.PROTOCOL_ERROR)])
 
     def test_a_response_length_above_2_53_is_a_502_bad_upstream_response(self):
         # (Some body, then a reset: a HEADERS that ended the stream with a
@@ -789,7 +789,7 @@ class H2TlsUpstreamTest(tls.PkiTest):
         self.assertEqual((r.status, r.body), (200, b"ok sni=origin.test alpn=h2\n"))
         results = h.concurrent_gets(proxy.port(), 40, concurrency=20, target="/many")
         self.assertEqual([status for _, status, _ in results], [200] * 40)
-        lines = n.access_lines()
+        lines = h.wait_for_lines(n.access_lines, 41)
         self.assertEqual(len(lines), 41)
         self.assertEqual({(tls.field(l, "alpn"), tls.field(l, "http")) for l in lines}, {("h2", "HTTP/2.0")})
         self.assertEqual(len({tls.field(l, "conn") for l in lines}), 1, "one HTTP/2 connection for all")
@@ -806,7 +806,7 @@ class H2TlsUpstreamTest(tls.PkiTest):
         # The new context does not verify nginx: a stream on the old
         # connection would have answered 200.
         self.assertProxyError(get(proxy.port(), "/after"), 502, "upstream_tls")
-        self.assertEqual([l.split()[1] for l in n.access_lines()], ["/before"])
+        self.assertEqual([l.split()[1] for l in h.wait_for_lines(n.access_lines, 1)], ["/before"])
         self.assertEqual(ops.value(ops.metrics(self, proxy), "onelayer_upstream_connections_active", protocol="h2"), 0,
                          "the stale idle connection was closed")
 

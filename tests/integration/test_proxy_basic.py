@@ -15,15 +15,35 @@ HOP_BY_HOP = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "
 class RoundTripTest(IntegrationTest):
     def test_dns_name_endpoint_is_resolved_and_reused(self):
         # "localhost:<port>" goes through uv_getaddrinfo; later requests reuse
-        # the cached answer and the pooled connection.
+        # the cached answer and the pooled connection. Debian's /etc/hosts
+        # answers ::1 and 127.0.0.1 for localhost; the origin listens on
+        # 127.0.0.1 only and [::1]:<port> refuses (bound, not listening).
         origin = self.start_origin(default=h.respond(200, body=b"named"))
-        proxy = self.start_proxy(h.simple_config(endpoints=["localhost:%d" % origin.port]))
+        refuser = h.refusing_port("::1", origin.port)
+        self.addCleanup(refuser.close)
+        proxy = self.start_proxy(h.simple_config(endpoints=["localhost:%d" % origin.port]),
+                                 hosts=h.DEBIAN_HOSTS)
         with h.Conn(proxy.port()) as c:
             for _ in range(5):
                 r = c.request("GET", "/dns")
                 self.assertEqual((r.status, r.body), (200, b"named"))
         self.assertEqual(origin.count(), 5)
         self.assertEqual(origin.connections_accepted, 1)
+
+    def test_a_dual_stack_name_falls_back_to_ipv6_within_the_attempt(self):
+        # The reverse: a server on ::1 only, 127.0.0.1 refusing. No retry
+        # block: each request has one attempt, whose connect to 127.0.0.1
+        # fails and goes on to ::1 (no 502, however the balancer picks).
+        origin = self.start_origin(default=h.respond(200, body=b"v6"), host="::1")
+        refuser = h.refusing_port("127.0.0.1", origin.port)
+        self.addCleanup(refuser.close)
+        proxy = self.start_proxy(h.simple_config(endpoints=["dual.test:%d" % origin.port]),
+                                 hosts="127.0.0.1 dual.test\n::1 dual.test\n")
+        for _ in range(4):
+            with h.Conn(proxy.port()) as c:
+                r = c.request("GET", "/v6")
+                self.assertEqual((r.status, r.body), (200, b"v6"))
+        self.assertEqual(origin.count(), 4)
 
     def setUp(self):
         self.origin = self.start_origin()

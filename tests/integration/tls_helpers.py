@@ -179,9 +179,9 @@ http {
             return []
 
     def wait_lines(self, n, timeout=5):
-        got = h.wait_until(lambda: (lambda ls: ls if len(ls) >= n else None)(self.access_lines()), timeout)
-        if not got:
-            raise AssertionError("nginx logged %r, expected %d lines" % (self.access_lines(), n))
+        got = h.wait_for_lines(self.access_lines, n, timeout)
+        if len(got) < n:
+            raise AssertionError("nginx logged %r, expected %d lines" % (got, n))
         return got
 
     def error_log(self):

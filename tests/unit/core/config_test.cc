@@ -189,6 +189,20 @@ TEST_CASE("config: pool.max_requests_per_connection is 0 (no limit) to 1e9 and r
   }
 }
 
+TEST_CASE("config: reuse is safe by default, always when written, and round-trips") {
+  CHECK(load_ok(kMinimal)->upstreams.at(0).reuse == ConnectionReuse::safe);
+  std::string text = kMinimal;
+  text += "    reuse: always\n";
+  ConfigPtr c = load_ok(text);
+  CHECK(c->upstreams.at(0).reuse == ConnectionReuse::always);
+  test::check_round_trip(*c);
+  std::string bad = kMinimal;
+  bad += "    reuse: never\n";
+  auto e = errors_of(bad);
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].find("upstreams[0].reuse: must be one of safe, always") != std::string::npos);
+}
+
 TEST_CASE("config: an empty retry block turns retries on with the documented defaults") {
   std::string yaml = kMinimal;
   const std::string line = "        upstream: up\n";

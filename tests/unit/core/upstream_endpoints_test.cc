@@ -140,6 +140,28 @@ TEST_CASE("EndpointsDnsNamesBalancePerResolvedAddress") {
   CHECK(m[1].label == "svc.local:8080/10.0.0.2");
 }
 
+TEST_CASE("EndpointsDualStackAnswerBalancesOnlyItsIpv4Addresses") {
+  // localhost on Debian's /etc/hosts: ::1 and 127.0.0.1, in either order.
+  UpstreamEndpoints e(upstream({{"localhost", 8080}}));
+  e.set_addresses(0, {"::1", "127.0.0.1"});
+  auto m = e.members();
+  REQUIRE(m.size() == 1);
+  CHECK(m[0].label == "localhost:8080/127.0.0.1");
+  ScriptedRandom none{};
+  for (int k = 0; k < 4; ++k) {
+    auto p = e.pick(kT0, none, 0, kNone);
+    CHECK(p.address == "127.0.0.1");  // never ::1: a server on 127.0.0.1 only sees every request
+    e.report(p.member, Result::success, kT0, 1ms);
+  }
+  // An IPv6-only answer is balanced on.
+  UpstreamEndpoints v6(upstream({{"v6.svc", 8080}}));
+  v6.set_addresses(0, {"fd00::1", "fd00::2"});
+  m = v6.members();
+  REQUIRE(m.size() == 2);
+  CHECK(m[0].address == "fd00::1");
+  CHECK(m[1].address == "fd00::2");
+}
+
 TEST_CASE("EndpointsHealthCheckVerdictsEjectAndReturn") {
   Upstream u = upstream({kA, kB});
   u.health_check.enabled = true;

@@ -1642,3 +1642,39 @@ TEST_CASE("h2 the spares kept for a thread's sessions are freed when its last se
   CHECK(H2Session::spare_field_lists() == 0);
   CHECK(SpareStringRooms::kept() == 0);
 }
+
+TEST_CASE("h2 client: RST_STREAM NO_ERROR before the response's end is a reset, after it a clean close") {
+  SUBCASE("before any head") {
+    LoneClient lone("/cut");
+    REQUIRE(lone.feed(settings() + frame(SETTINGS, ACK, 0, "") + rst(lone.id, H2Session::kNoError)));
+    CHECK(lone.rec.streams[lone.id].resets == 1);
+    CHECK(lone.rec.streams[lone.id].reset_code == H2Session::kNoError);
+    CHECK_FALSE(lone.rec.streams[lone.id].closed);
+  }
+  SUBCASE("after the head and part of the body") {
+    LoneClient lone("/cut");
+    REQUIRE(lone.feed(settings() + frame(SETTINGS, ACK, 0, "") + headers(lone.id, std::string(1, char(0x88))) +
+                      data(lone.id, "part") + rst(lone.id, H2Session::kNoError)));
+    CHECK(lone.rec.streams[lone.id].head_seen);
+    CHECK_FALSE(lone.rec.streams[lone.id].ended);
+    CHECK(lone.rec.streams[lone.id].resets == 1);
+    CHECK_FALSE(lone.rec.streams[lone.id].closed);
+  }
+  SUBCASE("after a complete response, while the request is still being sent (RFC 9113 8.1)") {
+    Recorder rec;
+    H2Session client{Role::client, &rec};
+    rec.session = &client;
+    const int32_t id = client.submit_request(post("/upload"), false);
+    std::string sent;
+    client.flush(sent);
+    auto feed = [&](const std::string& in) {
+      return client.recv(reinterpret_cast<const uint8_t*>(in.data()), in.size(), 0);
+    };
+    REQUIRE(feed(settings() + frame(SETTINGS, ACK, 0, "") +
+                 headers(id, std::string(1, char(0x88)), END_HEADERS | END_STREAM) +
+                 rst(id, H2Session::kNoError)));
+    CHECK(rec.streams[id].ended);
+    CHECK(rec.streams[id].closed);
+    CHECK(rec.streams[id].resets == 0);
+  }
+}
