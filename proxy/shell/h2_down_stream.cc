@@ -78,7 +78,7 @@ void H2DownStream::on_head(H2Session::Head& head, bool end_stream) {
     refuse(400, "bad_request", malformed, {}, nullptr, {});
     return;
   }
-  Admission a = admit_request(*worker(), *conn_->listener(), mh);
+  Admission a = admit_request(*worker(), *conn_->listener(), mh, conn_->connection()->original_destination());
   if (a.refused()) {
     refuse(a.status, a.reason, a.detail, a.extra, a.counted_in, a.hint);
     return;
