@@ -4,15 +4,17 @@
 # Used by the README commands, .ci/run and the Dockerfile's build stage.
 set -euo pipefail
 
+# libhiredis-dev: the fleet-wide retry budgets' Redis client (hiredis async on libuv).
 # libmimalloc-dev: for builds with -DONELAYER_MIMALLOC=ON (the default build does not link it).
-BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libnghttp2-dev doctest-dev node-llhttp libssl-dev libmimalloc-dev"
+BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libnghttp2-dev doctest-dev node-llhttp libssl-dev libmimalloc-dev libhiredis-dev"
 # podman, buildah, debootstrap: the container test builds the Dockerfile.
 # haproxy, nginx-light: the inner-peer chain tests (test_inner_peers) run real ones.
 # openssl, nginx-light, python3-websockets: the TLS and tunnel tests (certificates
 # made at test time, NGINX as the TLS origin, a WebSocket client and origin).
 # nghttp2-client, python3-h2: the HTTP/2 tests (nghttp, h2load, scripted clients and origins).
 # python3-grpcio: the gRPC tests (a real gRPC server and client).
-TEST_PKGS="python3 curl openssl nginx-light python3-websockets nghttp2-client python3-h2 python3-grpcio clang libclang-rt-14-dev prometheus podman buildah debootstrap haproxy"
+# redis-server, redis-sentinel: the fleet budget tests (a real Redis and Sentinel).
+TEST_PKGS="python3 curl openssl nginx-light python3-websockets nghttp2-client python3-h2 python3-grpcio clang libclang-rt-14-dev prometheus podman buildah debootstrap haproxy redis-server redis-sentinel"
 # kubectl (test_deploy's kustomize cross-check): Debian's kubernetes-client,
 # unless a kubectl from elsewhere is installed already (the two conflict).
 command -v kubectl >/dev/null || TEST_PKGS="$TEST_PKGS kubernetes-client"
