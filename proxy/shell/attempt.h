@@ -21,6 +21,9 @@ struct Attempt {
   int address = -1;                   // the member's index in endpoint->addrs (-1: any)
   TimePoint started{};
   bool request_end_sent = false;      // the request's end went to `stream`
+  uint32_t number = 0;                // its x-retry-attempt number
+  bool first = false;                 // the request's first attempt
+  bool hedge = false;                 // a hedged attempt (shell/hedging/hedge_leg.h)
 
   // A new attempt to `ep` (its stream comes next).
   void begin(EndpointState* ep, uint32_t picked_member, int addr, TimePoint now) {
@@ -29,6 +32,9 @@ struct Attempt {
     address = addr;
     started = now;
     request_end_sent = false;
+    number = 0;
+    first = false;
+    hedge = false;
   }
   bool verdict_owed() const { return member != UpstreamEndpoints::kNone; }
   // The member whose verdict is owed, once; kNone after.
