@@ -19,6 +19,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include "core/callers/caller_patterns.h"
 #include "core/http_headers.h"
 #include "core/units.h"
 
@@ -235,6 +236,7 @@ class Loader {
   void read_limits(const At& at, Limits& limits);
   void read_route(const At& at, size_t listener, size_t index, Route& r, NameIndex& names);
   void read_match(const At& at, RouteMatch& m);
+  void read_caller_patterns(const At& at, std::vector<std::string>& out);
   void read_retry(const At& at, RetryPolicy& p);
   void read_fault(const At& at, FaultConfig& f);
   void read_retry_on(const At& at, RetryOn& on);
@@ -532,10 +534,14 @@ void Loader::read_root(const At& at) {
        }},
       {"admin",
        [&](const At& a) {
-         read_map(a, {{"listen", [&](const At& l) {
+         read_map(a, {{"listen",
+                       [&](const At& l) {
                          if (read_host_port(l, true, config_.admin_listen))
                            addresses_.push_back({config_.admin_listen, l});
-                       }}});
+                       }},
+                      {"token_file", [&](const At& t) { read_file_name(t, config_.admin_token_file); }},
+                      {"allow_remote_mutations",
+                       [&](const At& r) { read_bool(r, config_.admin_allow_remote_mutations); }}});
        }},
       {"workers", [&](const At& a) { read_uint_as(a, 1, 64, config_.workers); }},
       {"drain_timeout", [&](const At& a) { read_duration(a, true, config_.drain_timeout); }},
@@ -614,6 +620,7 @@ bool Loader::read_unique_name(const At& at, std::string& out, NameIndex& names,
 
 void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& names) {
   NameIndex route_names;
+  std::optional<At> callers_at, caller_header_at;
   read_map(at, {
       {"name", [&](const At& a) { read_unique_name(a, l.name, names, "listener"); }, true},
       {"listen",
@@ -649,6 +656,26 @@ void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& n
          l.tls.emplace();
          read_listener_tls(a, *l.tls);
        }},
+      {"allowed_callers",
+       [&](const At& a) {
+         read_caller_patterns(a, l.allowed_callers);
+         callers_at = a;
+       }},
+      {"caller_header",
+       [&](const At& a) {
+         caller_header_at = a;
+         if (!read_token(a, l.caller_header, "a header name")) return;
+         l.caller_header = to_lower(l.caller_header);
+         // Its copies from the client are removed: never a field that
+         // frames or routes the message, or one onelayer writes itself.
+         static const char* const kReserved[] = {
+             "host", "content-length", "transfer-encoding", "connection", "keep-alive", "proxy-connection",
+             "te", "trailer", "upgrade", "expect", "via", "x-forwarded-for", "x-forwarded-proto", "baggage",
+             "x-retry-owner", "x-retry-attempt", "x-request-timeout-ms", "x-retry-exhausted", "x-onelayer-error"};
+         for (const char* r : kReserved) {
+           if (l.caller_header == r) error(a, quoted(l.caller_header) + " is a header HTTP or onelayer itself uses");
+         }
+       }},
       {"routes",
        [&](const At& a) {
          read_list(
@@ -662,6 +689,30 @@ void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& n
        },
        true},
   });
+  // Identities come only from client certificates checked against a CA.
+  if (!l.tls || l.tls->client_ca_file.empty()) {
+    const char* why = " needs tls.client_ca_file (caller identities come from verified client certificates)";
+    if (callers_at && !l.allowed_callers.empty()) error(*callers_at, std::string("allowed_callers") + why);
+    if (caller_header_at && !l.caller_header.empty()) error(*caller_header_at, std::string("caller_header") + why);
+    for (const Route& r : l.routes) {
+      if (!r.match.callers.empty()) error(at, "route " + quoted(r.name) + ": match.callers" + why);
+    }
+  }
+}
+
+void Loader::read_caller_patterns(const At& at, std::vector<std::string>& out) {
+  read_list(
+      at,
+      [&](const At& item) {
+        std::optional<std::string> s = read_string(item);
+        if (!s) return;
+        if (std::string problem = caller_pattern_problem(*s); !problem.empty()) {
+          error(item, problem);
+          return;
+        }
+        if (std::find(out.begin(), out.end(), *s) == out.end()) out.push_back(*s);
+      },
+      false);
 }
 
 void Loader::read_limits(const At& at, Limits& limits) {
@@ -781,6 +832,7 @@ void Loader::read_match(const At& at, RouteMatch& m) {
              },
              false);
        }},
+      {"callers", [&](const At& a) { read_caller_patterns(a, m.callers); }},
   });
 }
 
@@ -1050,7 +1102,11 @@ void Loader::read_listener_tls(const At& at, ListenerTls& tls) {
   read_map(at, {
       {"cert_file", [&](const At& a) { read_file_name(a, tls.cert_file); }, true},
       {"key_file", [&](const At& a) { read_file_name(a, tls.key_file); }, true},
+      {"client_ca_file", [&](const At& a) { read_file_name(a, tls.client_ca_file); }},
+      {"require_client_cert", [&](const At& a) { read_bool(a, tls.require_client_cert); }},
   });
+  if (tls.require_client_cert && tls.client_ca_file.empty())
+    error(at, "require_client_cert needs client_ca_file (the CA client certificates are checked against)");
 }
 
 void Loader::read_upstream_tls(const At& at, UpstreamTls& tls, std::optional<At>& h2_at) {
@@ -1294,6 +1350,9 @@ void emit_route(YAML::Emitter& e, const Route& r) {
   if (!r.match.methods.empty()) {
     e << YAML::Key << "methods" << YAML::Value << YAML::Flow << r.match.methods;
   }
+  if (!r.match.callers.empty()) {
+    e << YAML::Key << "callers" << YAML::Value << YAML::Flow << r.match.callers;
+  }
   e << YAML::EndMap;
   emit_kv(e, "upstream", r.upstream);
   emit_kv(e, "timeout", format_duration(r.timeout));
@@ -1345,8 +1404,15 @@ void emit_listener(YAML::Emitter& e, const Listener& l) {
     e << YAML::Key << "tls" << YAML::Value << YAML::BeginMap;
     emit_kv(e, "cert_file", l.tls->cert_file);
     emit_kv(e, "key_file", l.tls->key_file);
+    if (!l.tls->client_ca_file.empty()) {
+      emit_kv(e, "client_ca_file", l.tls->client_ca_file);
+      e << YAML::Key << "require_client_cert" << YAML::Value << l.tls->require_client_cert;
+    }
     e << YAML::EndMap;
   }
+  if (!l.allowed_callers.empty())
+    e << YAML::Key << "allowed_callers" << YAML::Value << YAML::Flow << l.allowed_callers;
+  if (!l.caller_header.empty()) emit_kv(e, "caller_header", l.caller_header);
   e << YAML::Key << "routes" << YAML::Value << YAML::BeginSeq;
   for (const Route& r : l.routes) emit_route(e, r);
   e << YAML::EndSeq;
@@ -1467,6 +1533,8 @@ std::string config_to_yaml(const Config& c) {
   emit_kv(e, "layer_id", c.layer_id);
   e << YAML::Key << "admin" << YAML::Value << YAML::BeginMap;
   emit_kv(e, "listen", c.admin_listen.to_string());
+  if (!c.admin_token_file.empty()) emit_kv(e, "token_file", c.admin_token_file);
+  e << YAML::Key << "allow_remote_mutations" << YAML::Value << c.admin_allow_remote_mutations;
   e << YAML::EndMap;
   e << YAML::Key << "workers" << YAML::Value << c.workers;
   emit_kv(e, "drain_timeout", format_duration(c.drain_timeout));
