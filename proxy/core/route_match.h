@@ -17,9 +17,14 @@ namespace onelayer {
 // ignored and the prefix comparison is byte-wise and case-sensitive
 // ("/items" matches "/items", "/items/1" and "/itemsX", like Envoy's prefix).
 // A path of "*" (`OPTIONS *`) matches only routes whose prefix is "/".
-// method: exact, upper case.
+// method: exact, upper case. caller: the client's verified identity ("":
+// none), matched against each route's `callers` (core/callers); a route
+// with callers never matches a client without an identity. The first route
+// that matches host, path and method decides: when its callers leave the
+// caller out, no route matches (later ones are not tried) and
+// *caller_refused (if given) is set: the answer is 403 caller_not_allowed.
 const Route* match_route(const Listener& listener, std::string_view host, std::string_view path,
-                         std::string_view method);
+                         std::string_view method, std::string_view caller = {}, bool* caller_refused = nullptr);
 
 // The host part of a Host header value, without port and IPv6 brackets:
 // "Example.com:80" -> "Example.com", "[::1]:80" -> "::1". Case is kept.

@@ -33,6 +33,8 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   WireProtocol protocol() const override { return WireProtocol::http1; }
   const std::string& peer_ip() const override { return peer_ip_; }
   bool over_tls() const override { return tls_ != nullptr; }
+  // Kept in the TLS channel: a cleartext connection pays nothing for it.
+  const std::string& caller() const override;
   bool send_response_head(const MessageHead& head, const ResponseMeta& meta) override;
   bool send_response_body(std::string_view bytes) override;
   void send_response_trailers(const Headers& trailers) override;
