@@ -5,10 +5,10 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "core/config_loader.h"
-#include "shell/logging.h"
-#include "shell/server.h"
-#include "shell/tls_context.h"
+#include "core/config/config_loader.h"
+#include "shell/io/logging.h"
+#include "shell/server/server.h"
+#include "shell/tls/tls_context.h"
 
 static void usage(FILE* out) {
   std::fprintf(out,
