@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/grpc_status.h"
+#include "core/transparent/destination.h"
 
 namespace onelayer {
 
@@ -87,6 +88,9 @@ struct RouteMatch {
   std::string host;                  // "" any; exact (case-insensitive) or "*.suffix"
   std::string path_prefix = "/";
   std::vector<std::string> methods;  // empty: any; upper case
+  // Transparent listeners: the connection's original destination.
+  std::optional<Cidr> destination;   // unset: any
+  uint16_t destination_port = 0;     // 0: any
   bool operator==(const RouteMatch&) const = default;
 };
 
@@ -113,6 +117,9 @@ struct Route {
   bool has_retry = false;  // a `retry:` block was given
   RetryPolicy retry;       // max_attempts 1 without a `retry:` block
   FaultConfig fault;
+  // Added by the loader (a transparent listener's fallback): never matched
+  // by match_route, not written by config_to_yaml.
+  bool implicit = false;
   bool operator==(const Route&) const = default;
 };
 
@@ -132,6 +139,8 @@ struct ListenerProtocols {
   bool operator==(const ListenerProtocols&) const = default;
 };
 
+enum class ListenerMode { proxy, transparent };
+
 struct Listener {
   std::string name;
   HostPort listen;
@@ -150,6 +159,10 @@ struct Listener {
   // One access-log line per request answered on this listener (false: none;
   // metrics and the error log are unchanged).
   bool access_log = true;
+  // transparent: connections redirected by iptables, each with its
+  // original destination (docs/transparent.md).
+  ListenerMode mode = ListenerMode::proxy;
+  Millis detect_timeout{300};  // transparent: no byte by then -> passthrough (server speaks first)
   bool operator==(const Listener&) const = default;
 };
 
@@ -247,6 +260,10 @@ struct Upstream {
   UpstreamProtocol protocol = UpstreamProtocol::http1;
   ConnectionReuse reuse = ConnectionReuse::safe;
   std::optional<UpstreamTls> tls;
+  // Each attempt goes to the request's original destination (transparent
+  // listeners); `endpoints` is empty.
+  bool original_destination = false;
+  bool implicit = false;  // added by the loader, not written by config_to_yaml
   bool operator==(const Upstream&) const = default;
 };
 

@@ -253,12 +253,22 @@ class Loader {
   void check_header_names(const At& at, const HeaderNames& h);
   void check_addresses();
   void resolve_upstreams();
+  // Transparent listeners: where their keys are used elsewhere, and the
+  // fallback routes added at the end (docs/transparent.md).
+  void check_transparent();
+  void add_transparent_fallbacks();
 
   std::string file_;
   std::vector<ConfigError> errors_;
   Config config_;
   std::vector<Address> addresses_;
   std::vector<UpstreamRef> upstream_refs_;
+  // Keys that need a transparent listener: where, and in which listener.
+  struct TransparentKey {
+    size_t listener;
+    At at;
+  };
+  std::vector<TransparentKey> transparent_keys_;
 };
 
 void Loader::error(const At& at, std::string message) {
@@ -644,6 +654,14 @@ void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& n
       {"access_log", [&](const At& a) { read_bool(a, l.access_log); }},
       {"upgrades", [&](const At& a) { read_upgrades(a, l.upgrades); }},
       {"protocols", [&](const At& a) { read_listener_protocols(a, l.protocols); }},
+      {"mode",
+       [&](const At& a) {
+         read_choice(a, {{"proxy", ListenerMode::proxy}, {"transparent", ListenerMode::transparent}}, l.mode);
+       }},
+      {"detect_timeout",
+       [&](const At& a) {
+         if (read_duration(a, false, l.detect_timeout)) transparent_keys_.push_back({index, a});
+       }},
       {"tls",
        [&](const At& a) {
          l.tls.emplace();
@@ -685,7 +703,11 @@ void Loader::read_route(const At& at, size_t listener, size_t index, Route& r,
                         NameIndex& names) {
   read_map(at, {
       {"name", [&](const At& a) { read_unique_name(a, r.name, names, "route"); }, true},
-      {"match", [&](const At& a) { read_match(a, r.match); }},
+      {"match",
+       [&](const At& a) {
+         read_match(a, r.match);
+         if (r.match.destination || r.match.destination_port != 0) transparent_keys_.push_back({listener, a});
+       }},
       {"upstream",
        [&](const At& a) {
          if (read_name(a, r.upstream)) upstream_refs_.push_back({listener, index, a});
@@ -781,6 +803,15 @@ void Loader::read_match(const At& at, RouteMatch& m) {
              },
              false);
        }},
+      {"destination",
+       [&](const At& a) {
+         std::optional<std::string> s = read_string(a);
+         if (!s) return;
+         std::string why;
+         m.destination = parse_cidr(*s, &why);
+         if (!m.destination) error(a, why);
+       }},
+      {"destination_port", [&](const At& a) { read_uint_as(a, 1, 65535, m.destination_port); }},
   });
 }
 
@@ -891,11 +922,13 @@ void Loader::read_backoff(const At& at, Backoff& b) {
 }
 
 void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
-  std::optional<At> protocol_at, alpn_h2_at;
+  std::optional<At> protocol_at, alpn_h2_at, original_at;
+  bool endpoints_given = false;
   read_map(at, {
       {"name", [&](const At& a) { read_unique_name(a, u.name, names, "upstream"); }, true},
       {"endpoints",
        [&](const At& a) {
+         endpoints_given = true;
          read_list(
              a,
              [&](const At& item) {
@@ -905,8 +938,11 @@ void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
              false);
          // The balancer keeps its endpoints in 64-bit sets (endpoint_balancer.h).
          if (u.endpoints.size() > 64) error(a, "at most 64 endpoints per upstream");
-       },
-       true},
+       }},
+      {"original_destination",
+       [&](const At& a) {
+         if (read_bool(a, u.original_destination) && u.original_destination) original_at = a;
+       }},
       {"connect_timeout", [&](const At& a) { read_duration(a, false, u.connect_timeout); }},
       {"pool",
        [&](const At& a) {
@@ -979,6 +1015,15 @@ void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
        }},
   });
   check_protocol(protocol_at, u, alpn_h2_at);
+  if (original_at) {
+    // Each attempt goes where the app was going, over cleartext: the app
+    // speaks plain HTTP to that address (TLS from the app passes through).
+    if (!u.endpoints.empty()) error(*original_at, "an upstream with original_destination: true has no endpoints");
+    if (u.tls) error(*original_at, "original_destination upstreams speak cleartext (http1 or h2c): no tls block");
+    if (u.health_check.enabled) error(*original_at, "original_destination upstreams have no health_check");
+  } else if (!endpoints_given) {
+    error(At{at.node, at.mark, child_path(at.path, "endpoints")}, "is required (or original_destination: true)");
+  }
 }
 
 void Loader::check_protocol(const std::optional<At>& at, const Upstream& u, const std::optional<At>& alpn_h2_at) {
@@ -1182,6 +1227,71 @@ void Loader::resolve_upstreams() {
   }
 }
 
+void Loader::check_transparent() {
+  for (const Listener& l : config_.listeners) {
+    if (l.mode == ListenerMode::transparent && l.tls)
+      error(At{YAML::Node(), YAML::Mark::null_mark(), "listeners"},
+            "listener " + quoted(l.name) + ": mode transparent has no tls block (the app's own TLS passes through)");
+  }
+  for (const TransparentKey& k : transparent_keys_) {
+    if (config_.listeners[k.listener].mode != ListenerMode::transparent)
+      error(k.at, "needs mode: transparent on this listener (a proxy listener's connections have no original "
+                  "destination)");
+  }
+  for (const UpstreamRef& ref : upstream_refs_) {
+    const Listener& l = config_.listeners[ref.listener];
+    const Route& r = l.routes[ref.route];
+    if (r.upstream_index < config_.upstreams.size() && config_.upstreams[r.upstream_index].original_destination &&
+        l.mode != ListenerMode::transparent)
+      error(ref.at, "upstream " + quoted(r.upstream) +
+                        " has original_destination: true and needs a listener with mode: transparent");
+  }
+}
+
+// A transparent listener's request that no route matches goes to its
+// original destination, once: an implicit last route per listener and
+// protocol (HTTP/1.1 upstream for HTTP/1 clients, h2c for h2c clients,
+// so gRPC stays HTTP/2), never matched by match_route.
+static const char* const kFallbackNames[2] = {"transparent-fallback", "transparent-fallback-h2c"};
+
+void Loader::add_transparent_fallbacks() {
+  bool any = std::any_of(config_.listeners.begin(), config_.listeners.end(),
+                         [](const Listener& l) { return l.mode == ListenerMode::transparent; });
+  if (!any) return;
+  // A name of the user's that an implicit route or upstream would repeat.
+  auto reserved = [&](const auto& items, const char* path, const char* what) {
+    for (const auto& item : items) {
+      for (const char* name : kFallbackNames) {
+        if (item.name != name) continue;
+        error(At{YAML::Node(), YAML::Mark::null_mark(), path},
+              std::string(what) + quoted(name) + " is reserved for transparent listeners");
+        return true;
+      }
+    }
+    return false;
+  };
+  if (reserved(config_.upstreams, "upstreams", "the upstream name ")) return;
+  size_t first = config_.upstreams.size();
+  for (int i = 0; i < 2; ++i) {
+    Upstream& u = config_.upstreams.emplace_back();
+    u.name = kFallbackNames[i];
+    u.original_destination = true;
+    u.implicit = true;
+    u.protocol = i == 0 ? UpstreamProtocol::http1 : UpstreamProtocol::h2c;
+  }
+  for (Listener& l : config_.listeners) {
+    if (l.mode != ListenerMode::transparent) continue;
+    if (reserved(l.routes, "listeners", "the route name ")) return;
+    for (int i = 0; i < 2; ++i) {
+      Route& r = l.routes.emplace_back();
+      r.name = kFallbackNames[i];
+      r.upstream = kFallbackNames[i];
+      r.upstream_index = first + static_cast<size_t>(i);
+      r.implicit = true;
+    }
+  }
+}
+
 LoadResult Loader::load(std::string_view text) {
   config_.source_path = file_;
   config_.source_text = std::string(text);
@@ -1203,6 +1313,8 @@ LoadResult Loader::load(std::string_view text) {
       read_root(At{root, root.Mark(), ""});
       check_addresses();
       resolve_upstreams();
+      check_transparent();
+      if (errors_.empty()) add_transparent_fallbacks();
     }
   } catch (const YAML::Exception& e) {
     // Syntax errors (ParserException), too-deep nesting (DeepRecursion), ...
@@ -1298,6 +1410,8 @@ void emit_route(YAML::Emitter& e, const Route& r) {
   if (!r.match.methods.empty()) {
     e << YAML::Key << "methods" << YAML::Value << YAML::Flow << r.match.methods;
   }
+  if (r.match.destination) emit_kv(e, "destination", r.match.destination->to_string());
+  if (r.match.destination_port != 0) e << YAML::Key << "destination_port" << YAML::Value << r.match.destination_port;
   e << YAML::EndMap;
   emit_kv(e, "upstream", r.upstream);
   emit_kv(e, "timeout", format_duration(r.timeout));
@@ -1351,8 +1465,13 @@ void emit_listener(YAML::Emitter& e, const Listener& l) {
     emit_kv(e, "key_file", l.tls->key_file);
     e << YAML::EndMap;
   }
+  if (l.mode == ListenerMode::transparent) {
+    emit_kv(e, "mode", "transparent");
+    emit_kv(e, "detect_timeout", format_duration(l.detect_timeout));
+  }
   e << YAML::Key << "routes" << YAML::Value << YAML::BeginSeq;
-  for (const Route& r : l.routes) emit_route(e, r);
+  for (const Route& r : l.routes)
+    if (!r.implicit) emit_route(e, r);
   e << YAML::EndSeq;
   e << YAML::EndMap;
 }
@@ -1360,9 +1479,13 @@ void emit_listener(YAML::Emitter& e, const Listener& l) {
 void emit_upstream(YAML::Emitter& e, const Upstream& u) {
   e << YAML::BeginMap;
   emit_kv(e, "name", u.name);
-  e << YAML::Key << "endpoints" << YAML::Value << YAML::Flow << YAML::BeginSeq;
-  for (const HostPort& hp : u.endpoints) e << hp.to_string();
-  e << YAML::EndSeq;
+  if (u.original_destination) {
+    e << YAML::Key << "original_destination" << YAML::Value << true;
+  } else {
+    e << YAML::Key << "endpoints" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const HostPort& hp : u.endpoints) e << hp.to_string();
+    e << YAML::EndSeq;
+  }
   emit_kv(e, "connect_timeout", format_duration(u.connect_timeout));
   e << YAML::Key << "pool" << YAML::Value << YAML::Flow << YAML::BeginMap;
   e << YAML::Key << "max_idle" << YAML::Value << u.pool.max_idle;
@@ -1489,7 +1612,8 @@ std::string config_to_yaml(const Config& c) {
   for (const Listener& l : c.listeners) emit_listener(e, l);
   e << YAML::EndSeq;
   e << YAML::Key << "upstreams" << YAML::Value << YAML::BeginSeq;
-  for (const Upstream& u : c.upstreams) emit_upstream(e, u);
+  for (const Upstream& u : c.upstreams)
+    if (!u.implicit) emit_upstream(e, u);
   e << YAML::EndSeq;
   e << YAML::EndMap;
   std::string out = "# onelayer: the configuration in force, every default filled in\n";

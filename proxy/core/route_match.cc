@@ -56,11 +56,17 @@ bool host_matches(std::string_view pattern, std::string_view host) {
   return iequals(strip_brackets(pattern), host);
 }
 
+static bool destination_matches(const RouteMatch& m, const Destination* dst) {
+  if (!m.destination && m.destination_port == 0) return true;
+  if (!dst) return false;
+  return (!m.destination || m.destination->contains(*dst)) && (m.destination_port == 0 || m.destination_port == dst->port);
+}
+
 const Route* match_route(const Listener& listener, std::string_view host, std::string_view path,
-                         std::string_view method) {
+                         std::string_view method, const Destination* dst) {
   std::string_view bare_host = host_without_port(host);
   for (const Route& route : listener.routes) {
-    if (host_matches(route.match.host, bare_host) && path_matches(route.match.path_prefix, path) &&
+    if (!route.implicit && destination_matches(route.match, dst) && host_matches(route.match.host, bare_host) && path_matches(route.match.path_prefix, path) &&
         method_matches(route.match.methods, method)) {
       return &route;
     }

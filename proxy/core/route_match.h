@@ -17,9 +17,12 @@ namespace onelayer {
 // ignored and the prefix comparison is byte-wise and case-sensitive
 // ("/items" matches "/items", "/items/1" and "/itemsX", like Envoy's prefix).
 // A path of "*" (`OPTIONS *`) matches only routes whose prefix is "/".
-// method: exact, upper case.
+// method: exact, upper case. dst: the connection's original destination
+// (transparent listeners; null elsewhere): a route with `destination` or
+// `destination_port` matches only a destination inside them. Implicit
+// routes (a transparent listener's fallback) are never matched here.
 const Route* match_route(const Listener& listener, std::string_view host, std::string_view path,
-                         std::string_view method);
+                         std::string_view method, const Destination* dst = nullptr);
 
 // The host part of a Host header value, without port and IPv6 brackets:
 // "Example.com:80" -> "Example.com", "[::1]:80" -> "::1". Case is kept.

@@ -344,7 +344,7 @@ upstreams:
             "t.yaml:3:9: listeners[0].routes[0].name: is required",
             "t.yaml:3:9: listeners[0].routes[0].upstream: is required",
             "t.yaml:5:5: upstreams[0].name: is required",
-            "t.yaml:6:5: upstreams[1].endpoints: is required",
+            "t.yaml:6:5: upstreams[1].endpoints: is required (or original_destination: true)",
         });
 }
 
