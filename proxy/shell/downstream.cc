@@ -26,7 +26,9 @@ DownConn::DownConn(Worker* w, WorkerListener* l)
     : Conn(w), listener_(l) {
 }
 
-DownConn::~DownConn() = default;
+DownConn::~DownConn() {
+  if (transparent_) worker_->forget_transparent(this);
+}
 
 // An idle keep-alive connection is mostly this object (docs/benchmarks.md,
 // "Memory per idle keep-alive connection"): what it gains must be worth it.
@@ -68,7 +70,9 @@ void DownConn::start() {
     int li = g->listener_index(listener_->name());
     if (li >= 0 && g->tls.listeners[static_cast<size_t>(li)]) tls_ = g->tls.listeners[static_cast<size_t>(li)]->open();
   }
-  arm_header_timer();
+  const int transparent = start_transparent();
+  if (transparent < 0) return;  // refused
+  if (transparent == 0) arm_header_timer();  // else the detect timer runs
   resume_reading();
 }
 
@@ -117,7 +121,8 @@ void DownConn::on_idle_long(TimerList::Entry* t) {
   uint64_t idle = static_cast<uint64_t>(limits_for(d->worker_, d->listener_->name()).idle_timeout.count());
   uint64_t left = idle > ParkedConnections::kParkAfterMs ? idle - ParkedConnections::kParkAfterMs : 0;
   bool quiet = !d->h2_ && !d->ex_ && !d->in_exchange_ && !d->in_request() && !d->pending_in_ && d->reading_ && !d->eof_ &&
-               !d->close_pending_ && d->write_queue() == 0 && !d->tls_ && !d->worker_->draining();
+               !d->close_pending_ && d->write_queue() == 0 && !d->tls_ && !d->worker_->draining() &&
+               !d->transparent_;  // a parked socket would lose its original destination
   if (left > 0 && quiet && d->park(left)) return;
   d->arm_timer(left, on_head_or_idle_timeout);
 }
@@ -179,6 +184,10 @@ void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
     if (nread < 0) close_handles();
     return;
   }
+  if (passing_through()) {
+    pass_through(nread, buf);
+    return;
+  }
   if (h2_) {
     if (nread > 0) {
       account_in(static_cast<size_t>(nread));
@@ -190,7 +199,11 @@ void DownConn::on_read(ssize_t nread, const uv_buf_t* buf) {
   }
   if (nread > 0 && !protocol_known_) {
     account_in(static_cast<size_t>(nread));
-    take_first_bytes(buf->base, static_cast<size_t>(nread));
+    if (detecting_protocol()) {
+      detect_first_bytes(buf->base, static_cast<size_t>(nread));
+    } else {
+      take_first_bytes(buf->base, static_cast<size_t>(nread));
+    }
     return;
   }
   if (tunnel_ && ex_) {  // after a 101 the bytes are the tunnel's
@@ -336,7 +349,7 @@ int DownConn::on_head(MessageHead& head) {
   if (!head.keep_alive) close_after_ = true;
   if (worker_->draining()) close_after_ = true;
 
-  Admission a = admit_request(*worker_, *listener_, head);
+  Admission a = admit_request(*worker_, *listener_, head, original_destination());
   if (a.refused()) {
     std::string extra;
     append_serialized(a.extra, extra);
@@ -390,6 +403,7 @@ void DownConn::on_write_done(int status) {
   }
   if (h2_) h2_->on_write_done();
   if (ex_) ex_->on_down_drained();
+  if (passing_through()) passthrough_drained();
 }
 
 void DownConn::on_resume_timer(TimerList::Entry* t) {
@@ -668,6 +682,7 @@ void DownConn::drain() {
     h2_->drain();
     return;
   }
+  if (passing_through()) return;  // a tunnel runs until it ends or drain_timeout
   close_after_ = true;
   if (!ex_ && !in_request()) close_when_flushed();
 }

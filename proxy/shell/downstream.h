@@ -13,6 +13,7 @@
 namespace onelayer {
 
 class Exchange;
+struct TransparentConn;
 class H2Downstream;
 class WorkerListener;
 struct RouteMetrics;
@@ -66,6 +67,9 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
     if (pending_in_) out.swap(*pending_in_);
   }
   bool saw_eof() const { return eof_; }
+  // Transparent listeners (shell/transparent/transparent_down.cc): the
+  // connection's original destination (null elsewhere).
+  const Destination* original_destination() const;
   // A TLS listener's handshake end and errors (Conn::tls_pump).
   void on_tls_handshake(bool ok);
   void on_tls_error();
@@ -118,6 +122,18 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   // the connection over) or HTTP/1, each only where the listener's
   // `protocols` allow it; too few bytes to tell wait in pending_in_.
   void take_first_bytes(const char* data, size_t len);
+  // Transparent listeners: reads the original destination and applies the
+  // loop guard (-1: refused and closed; 0: not transparent; 1: detecting);
+  // then the first bytes say HTTP (as take_first_bytes) or passthrough.
+  int start_transparent();
+  void detect_first_bytes(const char* data, size_t len);
+  static void on_detect_timeout(TimerList::Entry* t);
+  void start_passthrough(const char* reason);
+  bool passing_through() const;
+  bool detecting_protocol() const;
+  void pass_through(ssize_t nread, const uv_buf_t* buf);
+  void passthrough_drained();
+  TransparentConn* transparent_state() const;
   HttpParser& parser();  // the lent parser, taken from the pool if none
   bool parser_paused() const { return parser_ && parser_->error() == HttpParser::Error::paused; }
   bool in_request() const { return parser_ && parser_->in_message(); }
@@ -157,6 +173,7 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   bool protocol_known_ : 1 = false;  // the first bytes told HTTP/1 from HTTP/2
   bool parked_ : 1 = false;
   bool lingering_ : 1 = false;  // FIN sent after the last write: input discarded until EOF
+  bool transparent_ : 1 = false;  // the worker holds its TransparentConn (transparent listeners)
   // In the padding after the bits (32 bits: a serial that comes round
   // again after 2^32 connections of one worker, when the idle upstream
   // connection of the first is long gone).

@@ -60,6 +60,11 @@ struct EndpointState {
   // The stream limit the endpoint's last HTTP/2 SETTINGS gave (0: none yet).
   uint32_t h2_peer_stream_limit = 0;
   Alpn alpn = Alpn::unknown;     // `auto` upstreams only
+  // Original destinations (Worker::destination_endpoint): upstream
+  // connections alive and exchanges that picked it; the worker's bounded
+  // table drops an entry only when both are 0.
+  uint32_t connections = 0;
+  uint32_t holds = 0;
   uv_getaddrinfo_t gai_req;
   Worker* worker = nullptr;
   size_t next_addr = 0;

@@ -71,6 +71,7 @@ Exchange::Exchange(DownstreamStream* down, Worker* w, Admission& a, MessageHead&
   ucfg_ = &cfg_->upstreams[route_->upstream_index];
   ups_ = gen_->upstreams[route_->upstream_index].get();
   eps_ = gen_->endpoints[route_->upstream_index].get();
+  destination_ = a.destination;
   // Take the parsed head; the parser's storage is reused for the next one.
   // An HTTP/2 head keeps checked_by_codec: the request rewrite then skips
   // the field checks nghttp2 has made.
@@ -78,6 +79,7 @@ Exchange::Exchange(DownstreamStream* down, Worker* w, Admission& a, MessageHead&
 }
 
 Exchange::~Exchange() {
+  if (destination_ep_) --destination_ep_->holds;
   cancel_member();
   if (attempt_.stream) attempt_.stream->cancel();
   // An HTTP/2 request's field list (its fields' strings too) serves the
@@ -314,6 +316,16 @@ bool Exchange::connect_to_fallback_address() {
 // tried yet), as this worker's EndpointState; a DNS name's addresses are
 // handed to the balancer whenever this worker resolved them anew.
 EndpointState* Exchange::pick_endpoint(TimePoint now) {
+  if (ucfg_->original_destination) {
+    // Every attempt to where the app was going; held while this exchange
+    // lives, so the worker's bounded table keeps it.
+    if (!destination_ep_) {
+      destination_ep_ = w_->destination_endpoint(destination_, *ucfg_);
+      ++destination_ep_->holds;
+    }
+    attempt_.begin(destination_ep_, UpstreamEndpoints::kNone, -1, now);
+    return destination_ep_;
+  }
   UpstreamEndpoints::Pick p = eps_->pick(now, w_->random(), tried_, last_member_);
   uint32_t e = p.member == UpstreamEndpoints::kNone ? 0 : p.endpoint;
   EndpointState* ep = w_->endpoint(ucfg_->endpoints[e], *ucfg_, gen_->id);

@@ -177,6 +177,10 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   const Upstream* ucfg_;
   UpstreamShared* ups_;
   UpstreamEndpoints* eps_;
+  // An `original_destination` upstream: the request's original destination
+  // and, once picked, its EndpointState (held: see Worker::destination_endpoint).
+  Destination destination_;
+  EndpointState* destination_ep_ = nullptr;
   RouteMetrics* rm_;
   MessageHead req_;
   std::string target_;  // what the upstream gets as request target

@@ -85,7 +85,7 @@ void H2DownStream::on_head(H2Session::Head& head, bool end_stream) {
     refuse(431, "headers_too_large", "request over the header field count limit", {}, nullptr, {});
     return;
   }
-  Admission a = admit_request(*worker(), *conn_->listener(), mh);
+  Admission a = admit_request(*worker(), *conn_->listener(), mh, conn_->connection()->original_destination());
   if (a.refused()) {
     refuse(a.status, a.reason, a.detail, a.extra, a.counted_in, a.hint);
     return;

@@ -39,6 +39,7 @@ H2UpConn::H2UpConn(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr
       serial_(++ep->h2_opened),
       addr_index_(addr_index) {
   connect_req_.data = this;
+  ++ep_->connections;
   ep_->h2.push_back(this);
   auto& m = w->runtime().metrics;
   m.upstream_connections_active.fetch_add(1, std::memory_order_relaxed);
@@ -96,6 +97,7 @@ UpstreamStream* H2UpConn::new_stream(UpstreamStream::Receiver* r, bool head_requ
 H2UpConn::~H2UpConn() {
   worker_->forget_write(this);
   tls_.reset();
+  --ep_->connections;
 }
 
 void H2UpConn::write_deferred() { flush(); }

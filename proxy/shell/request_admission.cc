@@ -22,7 +22,7 @@ static void refuse(Admission& a, int status, const char* reason, const char* det
   a.hint = std::move(hint);
 }
 
-Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head) {
+Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head, const Destination* dst) {
   Admission a;
   const GenerationPtr& gen = w.generation();
   int li = gen->listener_index(listener.name());
@@ -43,7 +43,11 @@ Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head) 
                  listener.name(), v.underscore_fields_dropped, head.method, head.target);
   }
   const bool no_body = head.content_length == 0 && !head.chunked;
-  const Route* route = match_route(l, v.host, v.path, head.method);
+  const Route* route = match_route(l, v.host, v.path, head.method, dst);
+  if (!route && dst && l.mode == ListenerMode::transparent && l.routes.size() >= 2) {
+    // The implicit fallbacks are the last two routes: HTTP/1.1, then h2c.
+    route = &l.routes[l.routes.size() - (head.http_major == 2 ? 1 : 2)];
+  }
   if (!route) {
     refuse(a, 404, "no_route", "no route matched");
     a.keeps_connection = no_body;  // the answer goes before a body the client would still send
@@ -89,6 +93,7 @@ Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head) 
   a.upstream_target = std::move(v.upstream_target);
   a.upgrade = upgrade.requested;
   a.upgrade_protocols = std::move(upgrade.protocols);
+  if (dst) a.destination = *dst;
   return a;
 }
 

@@ -42,10 +42,14 @@ struct Admission {
   bool expect_continue = false;  // answer 100 Continue before reading the body
   bool upgrade = false;          // an allowed Upgrade was asked for
   std::string upgrade_protocols;
+  Destination destination;  // transparent listeners: the connection's original destination
 
   bool refused() const { return status != 0; }
 };
 
-Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head);
+// `dst`: the connection's original destination (transparent listeners),
+// else null. There a request no route matches takes the listener's
+// implicit fallback route: its original destination, one attempt.
+Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head, const Destination* dst = nullptr);
 
 }  // namespace onelayer

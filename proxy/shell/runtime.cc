@@ -110,6 +110,7 @@ std::vector<GaugeSample> Runtime::gauges() const {
                    "counter"});
   }
   out.push_back({"onelayer_draining", "", draining.load() ? 1.0 : 0.0, "1 while the process drains"});
+  transparent.append_samples(out);
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include "core/load_shedder.h"
 #include "core/metrics.h"
 #include "core/retry_budget.h"
+#include "core/transparent/passthrough_counters.h"
 #include "core/upstream_endpoints.h"
 #include "shell/tls_context.h"
 
@@ -64,6 +65,7 @@ class Runtime {
   FaultInjector faults;
   // Repeated (request id, attempt) pairs on owned requests, all workers.
   HiddenRetryDetector hidden_retries;
+  TransparentCounters transparent;  // transparent listeners (docs/transparent.md)
 
   // Builds and publishes a generation for `cfg`; budgets and breakers of
   // upstreams with an unchanged name carry over.

@@ -9,6 +9,7 @@
 #include "shell/downstream.h"
 #include "shell/endpoint_state.h"
 #include "shell/exchange.h"
+#include "shell/tunnel.h"
 #include "shell/upstream.h"
 #include "shell/worker.h"
 
@@ -18,7 +19,11 @@ UpConn* Exchange::tunnel_upstream() const {
   return attempt_.stream ? attempt_.stream->http1_connection() : nullptr;
 }
 
-static constexpr size_t kTunnelHighWater = 256 * 1024;
+TunnelWrite tunnel_write(Worker* w, Conn* to, const char* data, size_t len) {
+  uv_buf_t b = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len));
+  if (w->write(to, &b, 1) < 0) return TunnelWrite::failed;
+  return to->write_queue() > kTunnelHighWater ? TunnelWrite::full : TunnelWrite::ok;
+}
 
 // Whether the upstream's Upgrade names a protocol the request asked for.
 static bool switched_to_requested(std::string_view answered, std::string_view requested) {
@@ -81,13 +86,13 @@ void Exchange::pass_tunnel_bytes(Conn* to, const char* data, size_t len, bool fr
   } else {
     bytes_out_ += len;
   }
-  uv_buf_t b = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len));
-  if (w_->write(to, &b, 1) < 0) {
+  const TunnelWrite r = tunnel_write(w_, to, data, len);
+  if (r == TunnelWrite::failed) {
     end_tunnel(from_down ? "upstream_reset" : "client_reset");
     return;
   }
   arm_timer(lcfg_->limits.idle_timeout, on_tunnel_idle);  // lazy: progress costs no timer work
-  if (to->write_queue() <= kTunnelHighWater) return;
+  if (r == TunnelWrite::ok) return;
   if (from_down) {
     down_->hold_request_body();
   } else if (attempt_.stream) {

@@ -21,10 +21,16 @@ namespace onelayer {
 UpConn::UpConn(Worker* w, EndpointState* ep, int addr_index, bool fresh)
     : Conn(w), ep_(ep), parser_(HTTP_RESPONSE, this), addr_index_(addr_index) {
   connect_req_.data = this;
+  ++ep_->connections;
   parser_.set_limits(64 * 1024, 256);
   auto& m = w->runtime().metrics;
   m.upstream_connections_active.fetch_add(1, std::memory_order_relaxed);
   if (fresh) m.upstream_connections_total.fetch_add(1, std::memory_order_relaxed);
+}
+
+UpConn::~UpConn() {
+  tls_.reset();
+  --ep_->connections;
 }
 
 UpConn* UpConn::take_over(Worker* w, EndpointState* ep, int addr_used, std::shared_ptr<TlsClientContext> tls,

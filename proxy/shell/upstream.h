@@ -35,7 +35,7 @@ class UpConn final : public Conn, public UpstreamStream, private HttpParser::Han
   void start_taken_over();
   // The TLS channel goes before its context (a member of this class, so
   // otherwise freed first).
-  ~UpConn() override { tls_.reset(); }
+  ~UpConn() override;
 
   void connect(Millis timeout);
   void start_connect();  // once an address is known

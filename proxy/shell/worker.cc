@@ -16,6 +16,7 @@
 #include "shell/logging.h"
 #include "shell/upstream.h"
 #include "shell/socket_address.h"
+#include "shell/transparent/transparent_conn.h"
 
 namespace onelayer {
 
@@ -122,13 +123,15 @@ void Worker::maybe_finish_drain() {
 void Worker::close_everything() {
   if (stopped_) return;
   stopped_ = true;
-  for (auto& [key, ep] : endpoints_) {
+  auto close_pool = [](EndpointState* ep) {
     std::vector<UpConn*> idle = ep->idle;
     for (UpConn* u : idle) u->detach_and_close();
     ep->idle.clear();
     ep->idle_clients.clear();
     for (H2UpConn* c : std::vector<H2UpConn*>(ep->h2)) c->close_for_shutdown();
-  }
+  };
+  for (auto& [key, ep] : endpoints_) close_pool(ep.get());
+  destinations_.for_each([&](std::unique_ptr<EndpointState>& ep) { close_pool(ep.get()); });
   uv_check_stop(&reaper_);
   uv_close(reinterpret_cast<uv_handle_t*>(&reaper_), nullptr);
   uv_idle_stop(&second_poll_);
@@ -408,6 +411,52 @@ int Worker::write_raw(Conn* c, const uv_buf_t* parts, unsigned n) {
     return rc;
   }
   return 0;
+}
+
+EndpointState* Worker::destination_endpoint(const Destination& d, const Upstream& u) {
+  std::string key = u.name;
+  key += '|';
+  key += d.to_string();
+  std::unique_ptr<EndpointState>* found = destinations_.find(key);
+  EndpointState* ep;
+  if (found) {
+    ep = found->get();
+  } else {
+    auto e = std::make_unique<EndpointState>();
+    e->hp = HostPort{d.ip(), d.port};
+    e->label = d.to_string();
+    e->key = key;
+    e->worker = this;
+    e->gai_req.data = e.get();
+    sockaddr_storage ss{};
+    e->literal = ip_literal_address(e->hp.host, d.port, &ss);
+    e->addrs.push_back(ss);
+    ep = e.get();
+    // Evicted entries whose idle connections are closing wait here until
+    // the last one is gone (each connection points at its entry).
+    std::erase_if(evicted_destinations_, [](const std::unique_ptr<EndpointState>& s) { return s->connections == 0; });
+    std::atomic<int64_t>& gauge = rt_.transparent.destinations;
+    gauge.fetch_add(1, std::memory_order_relaxed);
+    destinations_.insert(
+        key, std::move(e),
+        // In use: an exchange holds it, or a connection other than an idle
+        // HTTP/1.1 one in its pool (those are closed on eviction).
+        [](const std::unique_ptr<EndpointState>& s) {
+          return s->holds > 0 || !s->h2.empty() || !s->waiting.empty() || s->connections > s->idle.size();
+        },
+        [&](std::unique_ptr<EndpointState>& s) {
+          gauge.fetch_sub(1, std::memory_order_relaxed);
+          std::vector<UpConn*> idle = s->idle;
+          for (UpConn* u : idle) u->detach_and_close();
+          s->idle.clear();
+          if (s->connections > 0) evicted_destinations_.push_back(std::move(s));
+        });
+  }
+  ep->max_idle = u.pool.max_idle;
+  ep->idle_timeout = u.pool.idle_timeout;
+  ep->max_concurrent_streams = u.pool.max_concurrent_streams;
+  ep->max_requests_per_connection = u.pool.max_requests_per_connection;
+  return ep;
 }
 
 EndpointState* Worker::endpoint(const HostPort& hp, const Upstream& u, uint64_t generation) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/clock.h"
+#include "core/transparent/destination_table.h"
 #include "shell/conn.h"
 #include "shell/deferred_writer.h"
 #include "shell/h2_memory_pool.h"
@@ -33,6 +34,7 @@ class DownConn;
 class Exchange;
 class UpConn;
 struct EndpointState;
+struct TransparentConn;
 
 struct ListenSocket {
   std::string listener;  // listener name
@@ -79,6 +81,15 @@ class Worker {
   // the id of the generation whose config holds `u`; a repeated lookup of
   // the same endpoint within it skips building the key.
   EndpointState* endpoint(const HostPort& hp, const Upstream& u, uint64_t generation);
+  // An original destination (an `original_destination` upstream's attempt)
+  // as this worker's EndpointState, from a table bounded by
+  // DestinationTable::kDefaultCap entries beyond those in use.
+  EndpointState* destination_endpoint(const Destination& d, const Upstream& u);
+  size_t destinations_held() const { return destinations_.size(); }
+  // A transparent listener's connection's own state (null for others).
+  TransparentConn* transparent_state(const DownConn* d);
+  TransparentConn& add_transparent(const DownConn* d);
+  void forget_transparent(const DownConn* d);
   char* read_buffer() { return read_buf_.get(); }
   static constexpr size_t kReadBufferSize = 64 * 1024;
 
@@ -181,6 +192,9 @@ class Worker {
   size_t conn_count_ = 0;
   std::vector<DownConn*> connections() const;
   std::unordered_map<std::string, std::unique_ptr<EndpointState>> endpoints_;
+  DestinationTable<std::unique_ptr<EndpointState>> destinations_;
+  std::vector<std::unique_ptr<EndpointState>> evicted_destinations_;  // until their connections have closed
+  std::unordered_map<const DownConn*, std::unique_ptr<TransparentConn>> transparent_conns_;
   std::string endpoint_key_;  // Worker::endpoint's lookup key, reused
   // The last endpoint() answer. Within one generation a HostPort's address
   // names one endpoint of one upstream (another config may reuse the address).
