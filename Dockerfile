@@ -32,12 +32,14 @@ FROM debian:${DEBIAN_VERSION}-slim AS runtime
 # config asks for TLS.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libuv1 libyaml-cpp0.7 libspdlog1.10 libfmt9 libssl3 ca-certificates \
+      libuv1 libyaml-cpp0.7 libspdlog1.10 libfmt9 libssl3 ca-certificates iptables \
  && apt-get clean && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 onelayer \
  && useradd --system --uid 10001 --gid 10001 --no-create-home \
       --home-dir /nonexistent --shell /usr/sbin/nologin onelayer
 COPY --from=build /out/onelayer /usr/local/bin/onelayer
+# The transparent mode's redirect (docs/transparent.md), run by an init container.
+COPY deploy/iptables.sh /usr/local/bin/onelayer-iptables
 COPY config/ /etc/onelayer/
 # WORKDIR + link: the CLI's default config path (config/onelayer.yaml) also
 # resolves to /etc/onelayer/onelayer.yaml when arguments replace the CMD.

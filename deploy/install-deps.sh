@@ -12,7 +12,9 @@ BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlo
 # made at test time, NGINX as the TLS origin, a WebSocket client and origin).
 # nghttp2-client, python3-h2: the HTTP/2 tests (nghttp, h2load, scripted clients and origins).
 # python3-grpcio: the gRPC tests (a real gRPC server and client).
-TEST_PKGS="python3 curl openssl nginx-light python3-websockets nghttp2-client python3-h2 python3-grpcio clang libclang-rt-14-dev prometheus podman buildah debootstrap haproxy"
+# iptables, iproute2, util-linux (setpriv): the transparent-mode tests (network
+# namespaces, deploy/iptables.sh's redirect, onelayer run as another user).
+TEST_PKGS="python3 curl openssl nginx-light python3-websockets nghttp2-client python3-h2 python3-grpcio clang libclang-rt-14-dev prometheus podman buildah debootstrap haproxy iptables iproute2 util-linux"
 # kubectl (test_deploy's kustomize cross-check): Debian's kubernetes-client,
 # unless a kubectl from elsewhere is installed already (the two conflict).
 command -v kubectl >/dev/null || TEST_PKGS="$TEST_PKGS kubernetes-client"
