@@ -184,7 +184,22 @@ class TransparentSidecar(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for p in getattr(cls, "procs", []):
+        procs = getattr(cls, "procs", [])
+        if len(procs) > 1 and procs[1].poll() is None:
+            # onelayer drains and exits on SIGTERM: a sanitized build reports leaks then.
+            procs[1].send_signal(signal.SIGTERM)
+            try:
+                procs[1].wait(15)
+            except subprocess.TimeoutExpired:
+                pass
+        exit_code = procs[1].returncode if len(procs) > 1 else 0
+        sanitizer = ""
+        if getattr(cls, "stderr_path", None) and os.path.exists(cls.stderr_path):
+            with open(cls.stderr_path, errors="replace") as f:
+                text = f.read()
+            if "Sanitizer" in text:
+                sanitizer = text[text.index("Sanitizer") - 200:][:4000]
+        for p in procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGKILL)
             try:
@@ -198,6 +213,10 @@ class TransparentSidecar(unittest.TestCase):
             run(["ip", "netns", "del", ns], check=False)  # its veth end and rules go with it
         if getattr(cls, "tmp", None):
             shutil.rmtree(cls.tmp, ignore_errors=True)
+        if sanitizer:
+            raise AssertionError("onelayer's sanitizer report:\n" + sanitizer)
+        if exit_code not in (0, 3):  # 3: drain_timeout cut a connection short
+            raise AssertionError("onelayer did not drain and exit on SIGTERM (exit code %s)" % exit_code)
 
     @classmethod
     def ns(cls, ns, *cmd, check=True, timeout=30, input=None):
