@@ -32,7 +32,7 @@ FROM debian:${DEBIAN_VERSION}-slim AS runtime
 # config asks for TLS.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libuv1 libyaml-cpp0.7 libspdlog1.10 libfmt9 libssl3 ca-certificates iptables \
+      libuv1 libhiredis0.14 libyaml-cpp0.7 libspdlog1.10 libfmt9 libssl3 ca-certificates iptables \
  && apt-get clean && rm -rf /var/lib/apt/lists/* \
  && groupadd --system --gid 10001 onelayer \
  && useradd --system --uid 10001 --gid 10001 --no-create-home \

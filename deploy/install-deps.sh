@@ -4,8 +4,9 @@
 # Used by the README commands, .ci/run and the Dockerfile's build stage.
 set -euo pipefail
 
+# libhiredis-dev: the fleet-wide retry budgets' Redis client (hiredis async on libuv).
 # libmimalloc-dev: for builds with -DONELAYER_MIMALLOC=ON (the default build does not link it).
-BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libnghttp2-dev doctest-dev node-llhttp libssl-dev libmimalloc-dev"
+BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libnghttp2-dev doctest-dev node-llhttp libssl-dev libmimalloc-dev libhiredis-dev"
 # podman, buildah, debootstrap: the container test builds the Dockerfile.
 # haproxy, nginx-light: the inner-peer chain tests (test_inner_peers) run real ones.
 # openssl, nginx-light, python3-websockets: the TLS and tunnel tests (certificates
@@ -14,7 +15,8 @@ BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlo
 # python3-grpcio: the gRPC tests (a real gRPC server and client).
 # iptables, iproute2, util-linux (setpriv): the transparent-mode tests (network
 # namespaces, deploy/iptables.sh's redirect, onelayer run as another user).
-TEST_PKGS="python3 curl openssl nginx-light python3-websockets nghttp2-client python3-h2 python3-grpcio clang libclang-rt-14-dev prometheus podman buildah debootstrap haproxy iptables iproute2 util-linux"
+# redis-server, redis-sentinel: the fleet budget tests (a real Redis and Sentinel).
+TEST_PKGS="python3 curl openssl nginx-light python3-websockets nghttp2-client python3-h2 python3-grpcio clang libclang-rt-14-dev prometheus podman buildah debootstrap haproxy iptables iproute2 util-linux redis-server redis-sentinel"
 # kubectl (test_deploy's kustomize cross-check): Debian's kubernetes-client,
 # unless a kubectl from elsewhere is installed already (the two conflict).
 command -v kubectl >/dev/null || TEST_PKGS="$TEST_PKGS kubernetes-client"

@@ -6,6 +6,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include "core/config_loader.h"
+#include "shell/fleet/fleet_cli.h"
 #include "shell/logging.h"
 #include "shell/server.h"
 #include "shell/tls_context.h"
@@ -15,12 +16,14 @@ static void usage(FILE* out) {
                "usage: onelayer [--config FILE] [--check] [--version]\n"
                "                [--log-level trace|debug|info|warn|error] [--log-format text|json]\n"
                "                [--ports-file FILE]\n"
+               "       onelayer fleet --redis HOST:PORT [--service NAME]   (the fleet budgets' view)\n"
                "  --config FILE      configuration (default config/onelayer.yaml)\n"
                "  --check            validate the configuration, print every error, exit 0/1\n"
                "  --ports-file FILE  after binding, write '<listener> <port>' lines and 'admin <port>'\n");
 }
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "fleet") == 0) return onelayer::fleet::run_fleet_cli(argc - 2, argv + 2);
   onelayer::ServerOptions opts;
   bool check = false;
   std::string level = "info";

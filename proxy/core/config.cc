@@ -39,7 +39,7 @@ bool Config::same_settings(const Config& other) const {
          workers == other.workers && drain_timeout == other.drain_timeout &&
          propagate_baggage == other.propagate_baggage && via == other.via &&
          x_forwarded_for == other.x_forwarded_for && headers == other.headers &&
-         listeners == other.listeners && upstreams == other.upstreams;
+         listeners == other.listeners && upstreams == other.upstreams && fleet == other.fleet;
 }
 
 }  // namespace onelayer

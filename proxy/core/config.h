@@ -163,6 +163,10 @@ struct Listener {
   // original destination (docs/transparent.md).
   ListenerMode mode = ListenerMode::proxy;
   Millis detect_timeout{300};  // transparent: no byte by then -> passthrough (server speaks first)
+  // Fleet budgets: the service this listener fronts. Requests arriving here
+  // that some layer already retried count against that service's fleet
+  // budget ("other layer" retries). Empty: not counted.
+  std::string fleet_service;
   bool operator==(const Listener&) const = default;
 };
 
@@ -186,10 +190,16 @@ struct PoolConfig {
 // deposits `ratio`, and retries are allowed only above half full.
 enum class BudgetMode { requests, successes };
 
+// local: the budget is this process's alone. fleet: one budget per called
+// service for every instance, kept in Redis (`fleet:` block, docs/fleet.md).
+enum class BudgetScope { local, fleet };
+
 struct RetryBudgetConfig {
   double ratio = 0.2;
   double min_per_second = 10;
   BudgetMode mode = BudgetMode::requests;
+  BudgetScope scope = BudgetScope::local;
+  std::string service{};  // scope fleet: the service's name in Redis (default: the upstream's name)
   bool operator==(const RetryBudgetConfig&) const = default;
 };
 
@@ -278,6 +288,19 @@ struct HeaderNames {
   bool operator==(const HeaderNames&) const = default;
 };
 
+// The `fleet:` block: where the fleet-wide retry budgets live (docs/fleet.md).
+struct FleetConfig {
+  HostPort redis;                  // a single Redis; empty host when sentinels are used
+  std::vector<HostPort> sentinels;  // Sentinel: asked for `master`'s address
+  std::string master;
+  std::string password_file;  // else env ONELAYER_REDIS_PASSWORD; the password itself is never in Config
+  std::string key_prefix = "onelayer";
+  Millis sync_interval{1'000};
+  Millis timeout{200};
+  Millis stale_after{3'000};
+  bool operator==(const FleetConfig&) const = default;
+};
+
 struct Config {
   std::string layer_id;  // default: host name
   HostPort admin_listen{"127.0.0.1", 9901};
@@ -291,6 +314,7 @@ struct Config {
   HeaderNames headers;
   std::vector<Listener> listeners;
   std::vector<Upstream> upstreams;
+  std::optional<FleetConfig> fleet;  // absent: every budget is local
 
   std::string source_path;  // file it was loaded from
   std::string source_text;  // file contents, served by GET /config

@@ -19,6 +19,7 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include "core/fleet/fleet_share.h"
 #include "core/http_headers.h"
 #include "core/units.h"
 
@@ -257,6 +258,8 @@ class Loader {
   // fallback routes added at the end (docs/transparent.md).
   void check_transparent();
   void add_transparent_fallbacks();
+  void read_fleet(const At& at, FleetConfig& f);
+  void check_fleet();
 
   std::string file_;
   std::vector<ConfigError> errors_;
@@ -269,6 +272,8 @@ class Loader {
     At at;
   };
   std::vector<TransparentKey> transparent_keys_;
+  std::vector<At> fleet_uses_;  // retry budgets with scope fleet and listeners with fleet_service
+  std::map<std::string, std::string> fleet_services_;  // service -> the upstream whose budget it is
 };
 
 void Loader::error(const At& at, std::string message) {
@@ -553,6 +558,11 @@ void Loader::read_root(const At& at) {
       {"via", [&](const At& a) { read_bool(a, config_.via); }},
       {"x_forwarded_for", [&](const At& a) { read_bool(a, config_.x_forwarded_for); }},
       {"headers", [&](const At& a) { read_headers(a, config_.headers); }},
+      {"fleet",
+       [&](const At& a) {
+         config_.fleet.emplace();
+         read_fleet(a, *config_.fleet);
+       }},
       {"listeners",
        [&](const At& a) {
          read_list(
@@ -652,6 +662,17 @@ void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& n
          if (read_bool(a, v)) l.x_forwarded_for = v;
        }},
       {"access_log", [&](const At& a) { read_bool(a, l.access_log); }},
+      {"fleet_service",
+       [&](const At& a) {
+         std::optional<std::string> v = read_string(a);
+         if (!v) return;
+         if (!fleet::valid_service_name(*v)) {
+           error(a, "invalid service name " + quoted(*v) + " (1-64 of letters, digits, '.', '_', '-')");
+           return;
+         }
+         l.fleet_service = *v;
+         fleet_uses_.push_back(a);
+       }},
       {"upgrades", [&](const At& a) { read_upgrades(a, l.upgrades); }},
       {"protocols", [&](const At& a) { read_listener_protocols(a, l.protocols); }},
       {"mode",
@@ -973,7 +994,36 @@ void Loader::read_upstream(const At& at, Upstream& u, NameIndex& names) {
                           [&](const At& x) {
                             read_double(x, 0, 1e6, u.retry_budget.min_per_second);
                           }},
+                         {"scope",
+                          [&](const At& x) {
+                            read_choice(x, {{"local", BudgetScope::local}, {"fleet", BudgetScope::fleet}},
+                                        u.retry_budget.scope);
+                            if (u.retry_budget.scope == BudgetScope::fleet) fleet_uses_.push_back(x);
+                          }},
+                         {"service",
+                          [&](const At& x) {
+                            std::optional<std::string> v = read_string(x);
+                            if (!v) return;
+                            if (!fleet::valid_service_name(*v))
+                              error(x, "invalid service name " + quoted(*v) +
+                                           " (1-64 of letters, digits, '.', '_', '-')");
+                            else
+                              u.retry_budget.service = *v;
+                          }},
                      });
+         if (u.retry_budget.scope != BudgetScope::fleet) return;
+         if (u.retry_budget.service.empty()) {
+           if (!fleet::valid_service_name(u.name)) {
+             error(a, "scope: fleet needs a service name; upstream " + quoted(u.name) +
+                          " is not one, set retry_budget.service");
+             return;
+           }
+           u.retry_budget.service = u.name;
+         }
+         auto [it, fresh] = fleet_services_.emplace(u.retry_budget.service, u.name);
+         if (!fresh)
+           error(a, "service " + quoted(u.retry_budget.service) + " already has a fleet budget (upstream " +
+                        quoted(it->second) + "); one upstream per service");
        }},
       {"circuit_breaker",
        [&](const At& a) {
@@ -1292,6 +1342,66 @@ void Loader::add_transparent_fallbacks() {
   }
 }
 
+void Loader::read_fleet(const At& at, FleetConfig& f) {
+  bool redis_set = false;
+  read_map(at, {
+      {"redis",
+       [&](const At& a) {
+         redis_set = true;
+         if (!a.node.IsMap()) {
+           read_host_port(a, false, f.redis);
+           return;
+         }
+         read_map(a, {
+             {"sentinels",
+              [&](const At& x) {
+                read_list(
+                    x,
+                    [&](const At& item) {
+                      HostPort hp;
+                      if (read_host_port(item, false, hp)) f.sentinels.push_back(hp);
+                    },
+                    false);
+              },
+              true},
+             {"master", [&](const At& x) { read_name(x, f.master); }, true},
+         });
+       },
+       true},
+      {"password_file", [&](const At& a) { read_file_name(a, f.password_file); }},
+      {"key_prefix",
+       [&](const At& a) {
+         std::optional<std::string> v = read_string(a);
+         if (!v) return;
+         // Braces would change the key's hash tag; spaces and quotes have no place in a key.
+         bool ok = !v->empty() && v->size() <= 64 &&
+                   std::all_of(v->begin(), v->end(), [](char c) { return is_name(std::string_view(&c, 1)) || c == ':'; });
+         if (ok) f.key_prefix = *v;
+         else error(a, "invalid key_prefix " + quoted(*v) + " (1-64 of letters, digits, '.', '_', '-', ':')");
+       }},
+      {"sync_interval",
+       [&](const At& a) {
+         if (read_duration(a, false, f.sync_interval) &&
+             (f.sync_interval < Millis(100) || f.sync_interval > Millis(60'000)))
+           error(a, "sync_interval must be between 100ms and 60s");
+       }},
+      {"timeout", [&](const At& a) { read_duration(a, false, f.timeout); }},
+      {"stale_after", [&](const At& a) { read_duration(a, false, f.stale_after); }},
+  });
+  if (!redis_set) return;  // read_map said so
+  if (f.timeout > f.sync_interval)
+    error(at, "timeout (" + format_duration(f.timeout) + ") must not be longer than sync_interval (" +
+                  format_duration(f.sync_interval) + ")");
+  if (f.stale_after <= f.sync_interval)
+    error(at, "stale_after (" + format_duration(f.stale_after) + ") must be longer than sync_interval (" +
+                  format_duration(f.sync_interval) + ")");
+}
+
+void Loader::check_fleet() {
+  if (config_.fleet) return;
+  for (const At& a : fleet_uses_) error(a, "needs a top-level fleet: block (where the fleet's Redis is)");
+}
+
 LoadResult Loader::load(std::string_view text) {
   config_.source_path = file_;
   config_.source_text = std::string(text);
@@ -1315,6 +1425,7 @@ LoadResult Loader::load(std::string_view text) {
       resolve_upstreams();
       check_transparent();
       if (errors_.empty()) add_transparent_fallbacks();
+      check_fleet();
     }
   } catch (const YAML::Exception& e) {
     // Syntax errors (ParserException), too-deep nesting (DeepRecursion), ...
@@ -1454,6 +1565,7 @@ void emit_listener(YAML::Emitter& e, const Listener& l) {
   if (l.via) e << YAML::Key << "via" << YAML::Value << *l.via;
   if (l.x_forwarded_for) e << YAML::Key << "x_forwarded_for" << YAML::Value << *l.x_forwarded_for;
   e << YAML::Key << "access_log" << YAML::Value << l.access_log;
+  if (!l.fleet_service.empty()) emit_kv(e, "fleet_service", l.fleet_service);
   e << YAML::Key << "upgrades" << YAML::Value << YAML::Flow << l.upgrades;
   std::vector<std::string> protocols;
   if (l.protocols.http1) protocols.emplace_back("http1");
@@ -1497,6 +1609,8 @@ void emit_upstream(YAML::Emitter& e, const Upstream& u) {
   emit_kv(e, "mode", u.retry_budget.mode == BudgetMode::successes ? "successes" : "requests");
   emit_kv(e, "ratio", format_double(u.retry_budget.ratio));
   emit_kv(e, "min_per_second", format_double(u.retry_budget.min_per_second));
+  emit_kv(e, "scope", u.retry_budget.scope == BudgetScope::fleet ? "fleet" : "local");
+  if (!u.retry_budget.service.empty()) emit_kv(e, "service", u.retry_budget.service);
   e << YAML::EndMap;
   const CircuitBreakerConfig& cb = u.circuit_breaker;
   e << YAML::Key << "circuit_breaker" << YAML::Value << YAML::Flow << YAML::BeginMap;
@@ -1608,6 +1722,27 @@ std::string config_to_yaml(const Config& c) {
   emit_kv(e, "retry_exhausted", c.headers.retry_exhausted);
   emit_kv(e, "baggage_member", c.headers.baggage_member);
   e << YAML::EndMap;
+  if (c.fleet) {
+    // The password is never in Config: only where it is read from.
+    const FleetConfig& f = *c.fleet;
+    e << YAML::Key << "fleet" << YAML::Value << YAML::BeginMap;
+    if (f.sentinels.empty()) {
+      emit_kv(e, "redis", f.redis.to_string());
+    } else {
+      e << YAML::Key << "redis" << YAML::Value << YAML::Flow << YAML::BeginMap;
+      e << YAML::Key << "sentinels" << YAML::Value << YAML::BeginSeq;
+      for (const HostPort& hp : f.sentinels) e << hp.to_string();
+      e << YAML::EndSeq;
+      emit_kv(e, "master", f.master);
+      e << YAML::EndMap;
+    }
+    if (!f.password_file.empty()) emit_kv(e, "password_file", f.password_file);
+    emit_kv(e, "key_prefix", f.key_prefix);
+    emit_kv(e, "sync_interval", format_duration(f.sync_interval));
+    emit_kv(e, "timeout", format_duration(f.timeout));
+    emit_kv(e, "stale_after", format_duration(f.stale_after));
+    e << YAML::EndMap;
+  }
   e << YAML::Key << "listeners" << YAML::Value << YAML::BeginSeq;
   for (const Listener& l : c.listeners) emit_listener(e, l);
   e << YAML::EndSeq;

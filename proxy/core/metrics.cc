@@ -384,7 +384,7 @@ void render_extra(Writer& w, const std::vector<GaugeSample>& extra) {
     w.family(name, samples.front()->type, help);
     std::set<std::string> seen;  // a repeated label set would make the exposition invalid
     for (const auto* g : samples) {
-      if (seen.insert(g->labels).second) w.sample(name, g->labels, format_double(g->value));
+      if (seen.insert(g->suffix + g->labels).second) w.sample(name + g->suffix, g->labels, format_double(g->value));
     }
   }
 }

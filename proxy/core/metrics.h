@@ -163,7 +163,8 @@ struct GaugeSample {
   std::string labels;
   double value = 0;
   std::string help;
-  const char* type = "gauge";  // or "counter" (a total the shell keeps)
+  const char* type = "gauge";  // or "counter" (a total the shell keeps), or "histogram"
+  const char* suffix = "";     // a histogram's sample: "_bucket", "_sum" or "_count"
 };
 
 // Escapes a label value for the text format: backslash, double quote, newline.

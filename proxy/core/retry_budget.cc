@@ -22,14 +22,55 @@ int64_t to_micro(double tokens) {
 RetryBudget::RetryBudget(RetryBudgetConfig cfg, TimePoint now) : origin_(now) {
   set_config(cfg);
   balance_.last = now;
-  balance_.micro = mode_ == BudgetMode::successes ? full_micro_ : floor_micro_;
+  held_ = scope_ == BudgetScope::fleet;  // empty until the first sync
+  if (!held_) balance_.micro = mode_ == BudgetMode::successes ? full_micro_ : floor_micro_;
 }
 
 void RetryBudget::set_config(const RetryBudgetConfig& cfg) {
   mode_ = cfg.mode;
+  scope_ = cfg.scope;
+  floor_ = cfg.min_per_second;
   ratio_micro_ = to_micro(cfg.ratio);
-  floor_micro_ = to_micro(cfg.min_per_second);
-  full_micro_ = floor_micro_ * kWindowSeconds;
+  full_micro_ = to_micro(cfg.min_per_second) * kWindowSeconds;
+  floor_micro_ = to_micro(cfg.min_per_second * (scope_ == BudgetScope::fleet ? floor_scale_ : 1.0));
+}
+
+fleet::FleetCounts RetryBudget::take_counts() {
+  std::lock_guard lock(mu_);
+  fleet::FleetCounts c = counts_;
+  counts_ = {};
+  return c;
+}
+
+void RetryBudget::load_fleet_share(int64_t grant_micro, int64_t cap_micro) {
+  std::lock_guard lock(mu_);
+  if (scope_ != BudgetScope::fleet) return;
+  if (!held_) balance_.micro = 0;  // back from safe mode: the fleet's share only
+  held_ = true;
+  floor_scale_ = 1.0;
+  floor_micro_ = to_micro(floor_);
+  cap_micro = std::max<int64_t>(0, cap_micro);
+  if (mode_ == BudgetMode::successes) {
+    balance_.micro = std::min(cap_micro, full_micro_);
+  } else {
+    balance_.micro = std::min(balance_.micro + std::max<int64_t>(0, grant_micro), cap_micro);
+  }
+  balance_.carry = 0;
+}
+
+void RetryBudget::enter_fleet_safe_mode(double floor_scale) {
+  std::lock_guard lock(mu_);
+  if (scope_ != BudgetScope::fleet) return;
+  held_ = false;
+  floor_scale_ = std::clamp(floor_scale, 0.0, 1.0);
+  floor_micro_ = to_micro(floor_ * floor_scale_);
+  // The local bucket starts from what the last share left, within its cap.
+  if (mode_ == BudgetMode::requests) balance_.micro = std::min(balance_.micro, cap_micro(second_of(balance_.last)));
+}
+
+bool RetryBudget::fleet_held() const {
+  std::lock_guard lock(mu_);
+  return held_;
 }
 
 BudgetMode RetryBudget::mode() const {
@@ -39,6 +80,7 @@ BudgetMode RetryBudget::mode() const {
 
 void RetryBudget::on_attempt_result(bool failed, TimePoint now) {
   std::lock_guard lock(mu_);
+  ++(failed ? counts_.failed_attempts : counts_.ok_attempts);
   if (mode_ != BudgetMode::successes) return;
   if (now > balance_.last) balance_.last = now;
   if (failed) {
@@ -92,7 +134,9 @@ RetryBudget::Balance RetryBudget::refilled(TimePoint now, int64_t cap) const {
 
 void RetryBudget::on_request(TimePoint now) {
   std::lock_guard lock(mu_);
+  ++counts_.first_attempts;
   if (mode_ == BudgetMode::successes) return;  // paid by attempt outcomes instead
+  if (held_) return;                           // fed by the fleet's loads instead
   // The cap is read once: the refill to `now` needs it at the second of
   // the latest time seen, and this request's deposit raises it by exactly
   // one ratio (the window's count at `sec` grows by one).
@@ -107,23 +151,43 @@ void RetryBudget::on_request(TimePoint now) {
 bool RetryBudget::try_spend(TimePoint now) {
   std::lock_guard lock(mu_);
   // Strictly above half: a bucket of 10 allows retries at 5.000001, not at 5.
-  if (mode_ == BudgetMode::successes) return balance_.micro * 2 > full_micro_;
-  balance_ = refilled(now);
+  if (mode_ == BudgetMode::successes) {
+    if (balance_.micro * 2 <= full_micro_) return false;
+    ++counts_.retries;
+    return true;
+  }
+  if (!held_) balance_ = refilled(now);
   if (balance_.micro < kMicro) return false;
   balance_.micro -= kMicro;
+  ++counts_.retries;
   return true;
 }
 
 double RetryBudget::tokens(TimePoint now) const {
   std::lock_guard lock(mu_);
-  if (mode_ == BudgetMode::successes) return static_cast<double>(balance_.micro) / kMicro;
+  if (mode_ == BudgetMode::successes || held_) return static_cast<double>(balance_.micro) / kMicro;
   return static_cast<double>(refilled(now).micro) / kMicro;
 }
 
 void RetryBudget::reconfigure(RetryBudgetConfig cfg) {
   std::lock_guard lock(mu_);
   const BudgetMode before = mode_;
+  const BudgetScope scope_before = scope_;
   set_config(cfg);
+  if (scope_ != scope_before) {
+    // Into fleet: empty until the first sync. Back to local: the local
+    // bucket's initial balance.
+    held_ = scope_ == BudgetScope::fleet;
+    floor_scale_ = 1.0;
+    set_config(cfg);
+    balance_.carry = 0;
+    balance_.micro = held_ ? 0 : (mode_ == BudgetMode::successes ? full_micro_ : floor_micro_);
+    return;
+  }
+  if (held_) {
+    if (mode_ == BudgetMode::successes) balance_.micro = std::min(balance_.micro, full_micro_);
+    return;  // the next sync loads the new config's share
+  }
   if (mode_ == BudgetMode::successes) {
     // A new successes bucket starts full; an existing one keeps its level.
     balance_.micro = before == BudgetMode::successes ? std::min(balance_.micro, full_micro_) : full_micro_;

@@ -28,6 +28,15 @@
 // min_per_second * 5 failed attempts, and from then on no request is
 // retried until successes fill it again.
 //
+// scope: fleet (docs/fleet.md): the bucket is fed by the fleet's shell
+// instead. Until the first sync it is empty; each sync loads this instance's
+// share (load_fleet_share: requests mode, `grant` tokens added and the
+// balance held at most at `cap`, with no deposits or refill in between;
+// successes mode, the fleet bucket's level `cap`, which this instance's own
+// outcomes then move until the next load). In safe mode (enter_fleet_safe_mode) it is the local bucket
+// again, with min_per_second scaled down. Every scope counts first attempts,
+// retries and attempt outcomes for take_counts().
+//
 // Time points may arrive slightly out of order from different threads: a
 // `now` earlier than one already seen refills nothing.
 // Thread-safe: one short mutex-protected update per call.
@@ -38,6 +47,7 @@
 
 #include "core/clock.h"
 #include "core/config.h"
+#include "core/fleet/fleet_share.h"
 #include "core/request_window.h"
 
 namespace onelayer {
@@ -57,6 +67,12 @@ class RetryBudget {
   double tokens(TimePoint now) const;  // gauge; reading it changes nothing
   // Takes effect for later calls; the balance is kept (clamped to the new cap).
   void reconfigure(RetryBudgetConfig cfg);
+
+  // Fleet scope. Counts since the previous call (every scope counts).
+  fleet::FleetCounts take_counts();
+  void load_fleet_share(int64_t grant_micro, int64_t cap_micro);
+  void enter_fleet_safe_mode(double floor_scale);
+  bool fleet_held() const;  // fed by fleet loads (pending or synced), not local refill
 
  private:
   struct Balance {
@@ -79,6 +95,11 @@ class RetryBudget {
   TimePoint origin_;
   Balance balance_;
   RequestWindow window_;  // requests by seconds since origin_
+  BudgetScope scope_ = BudgetScope::local;
+  bool held_ = false;         // scope fleet, not in safe mode: fed by load_fleet_share only
+  double floor_scale_ = 1.0;  // scope fleet, safe mode: min_per_second's multiplier
+  double floor_ = 0;          // min_per_second as configured
+  fleet::FleetCounts counts_;
 };
 
 }  // namespace onelayer

@@ -201,6 +201,9 @@ struct AdminServer::Callbacks {
         r.content_type = "text/plain; version=0.0.4; charset=utf-8";
         return r;
       }
+      if (path == "/fleet" && h.fleet) {
+        return get ? text(200, h.fleet()) : method_not_allowed("GET, HEAD");
+      }
       if (path == "/fault") {
         const char* name = method == HTTP_POST ? "POST" : method == HTTP_DELETE ? "DELETE" : get ? "GET" : nullptr;
         if (!name) return method_not_allowed("GET, HEAD, POST, DELETE");

@@ -31,6 +31,7 @@ class AdminServer {
     // GET, POST and DELETE /fault (fault drills): method name and the raw
     // query string in, status and text body out. Empty: 501.
     std::function<std::pair<int, std::string>(std::string_view method, std::string_view query)> fault;
+    std::function<std::string()> fleet;  // GET /fleet (fleet budgets' view); empty: 404
   };
 
   struct Limits {

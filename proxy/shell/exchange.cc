@@ -6,6 +6,7 @@
 
 #include <charconv>
 
+#include "core/fleet/retried_arrival.h"
 #include "core/grpc_attempt.h"
 #include "core/grpc_error_answer.h"
 #include "core/grpc_protocol.h"
@@ -31,10 +32,11 @@ static int64_t steady_ms(TimePoint t) {
 
 // Hidden retries: an owned request whose (id, attempt) was seen before, or
 // that an Envoy hop retried. Counts and warns; the request is not changed.
-static void storm_note_hidden_retry(Runtime& rt, const Route& route, const RetryOwnership& own,
+// Returns whether it was one.
+static bool storm_note_hidden_retry(Runtime& rt, const Route& route, const RetryOwnership& own,
                                     const Headers& headers, const HeaderNames& names) {
   HiddenRetryDetector::Signals sig = HiddenRetryDetector::read_signals(headers);
-  if (!sig.key && sig.envoy_attempt_count <= 1 && sig.grpc_previous_attempts == 0) return;
+  if (!sig.key && sig.envoy_attempt_count <= 1 && sig.grpc_previous_attempts == 0) return false;
   // The owner's attempt number: its grpc-previous-rpc-attempts is that minus one.
   if (const Header* a = find_header(headers, names.retry_attempt))
     std::from_chars(a->value.data(), a->value.data() + a->value.size(), sig.owner_attempt);
@@ -44,6 +46,7 @@ static void storm_note_hidden_retry(Runtime& rt, const Route& route, const Retry
                  "again (its own retries multiply the owner's; see onelayer_hidden_retries_total)",
                  route.name, v.owner);
   }
+  return v.hidden_retry;
 }
 
 // Every attempt outcome the upstream (or an injected fault) gave: the
@@ -51,7 +54,8 @@ static void storm_note_hidden_retry(Runtime& rt, const Route& route, const Retry
 static void storm_on_attempt_result(UpstreamShared& ups, const Upstream& ucfg, RouteMetrics& rm, const Route& route,
                                     uint32_t attempt, const AttemptResult& r) {
   bool failed = attempt_failed(r, route.retry.retry_on);
-  if (ucfg.retry_budget.mode == BudgetMode::successes) ups.budget.on_attempt_result(failed, Clock::now());
+  if (ucfg.retry_budget.mode == BudgetMode::successes || ucfg.retry_budget.scope == BudgetScope::fleet)
+    ups.budget.on_attempt_result(failed, Clock::now());
   if (failed) rm.on_attempt_failure(attempt <= 1, r);
 }
 
@@ -97,7 +101,14 @@ void Exchange::start() {
       RequestSignalFields::find(req_.headers, cfg_->headers, route_->retry.idempotency_key);
   ownership_ = fields.may_be_outer_owned() ? detect_outer_owner(req_.headers, cfg_->headers) : RetryOwnership{};
   // Hidden-retry detection on requests an outer layer owns.
-  if (ownership_.outer_owned) storm_note_hidden_retry(w_->runtime(), *route_, ownership_, req_.headers, cfg_->headers);
+  const bool hidden =
+      ownership_.outer_owned && storm_note_hidden_retry(w_->runtime(), *route_, ownership_, req_.headers, cfg_->headers);
+  // Fleet budgets: an arrival some layer already retried counts against the
+  // fleet budget of the service this listener fronts (docs/fleet.md).
+  if (!lcfg_->fleet_service.empty() && (hidden || fleet::arrival_was_retried(req_.headers, cfg_->headers.retry_attempt))) {
+    const auto& other = gen_->fleet_other[static_cast<size_t>(lcfg_ - cfg_->listeners.data())];
+    if (other) other->fetch_add(1, std::memory_order_relaxed);
+  }
   // x-request-timeout-ms and grpc-timeout shorten the route's deadline.
   const Millis timeout = fields.may_shorten_timeout() ? request_timeout(route_->timeout, req_.headers, cfg_->headers)
                                                       : route_->timeout;

@@ -63,6 +63,17 @@ GenerationPtr Runtime::install(ConfigPtr cfg, TlsContexts tls) {
     gen->shedders.push_back(l.max_concurrent_requests > 0 ? shed : nullptr);
   }
   shedder_state_ = std::move(next_shedders);
+  std::unordered_map<std::string, std::shared_ptr<std::atomic<int64_t>>> next_other;
+  for (const Listener& l : cfg->listeners) {
+    std::shared_ptr<std::atomic<int64_t>> other;
+    if (!l.fleet_service.empty()) {
+      auto it = fleet_other_state_.find(l.fleet_service);
+      other = it != fleet_other_state_.end() ? it->second : std::make_shared<std::atomic<int64_t>>(0);
+      next_other[l.fleet_service] = other;
+    }
+    gen->fleet_other.push_back(other);
+  }
+  fleet_other_state_ = std::move(next_other);
   for (const Listener& l : cfg->listeners) {
     std::vector<RouteMetrics*> rms;
     for (const Route& r : l.routes) rms.push_back(metrics.route(l.name, r.name, r.upstream));

@@ -44,6 +44,10 @@ struct Generation {
   // else nullptr (kept across reloads for a listener that keeps its name).
   std::vector<std::shared_ptr<LoadShedder>> shedders;
   TlsContexts tls;  // by Config index: upstreams' and listeners' TLS (nullptr: none)
+  // By listener index: arrivals some layer already retried, for the fleet
+  // service the listener fronts (nullptr: no fleet_service). Kept across
+  // reloads by service name; the fleet sync takes them (shell/fleet/).
+  std::vector<std::shared_ptr<std::atomic<int64_t>>> fleet_other;
 
   int listener_index(std::string_view name) const;
   // Whether the listener named writes access-log lines (a listener a reload
@@ -94,6 +98,7 @@ class Runtime {
   std::unordered_map<std::string, std::shared_ptr<UpstreamShared>> upstream_state_;
   std::unordered_map<std::string, std::shared_ptr<UpstreamEndpoints>> endpoint_state_;
   std::unordered_map<std::string, std::shared_ptr<LoadShedder>> shedder_state_;  // by listener name
+  std::unordered_map<std::string, std::shared_ptr<std::atomic<int64_t>>> fleet_other_state_;  // by service
 };
 
 }  // namespace onelayer

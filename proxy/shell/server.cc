@@ -20,6 +20,7 @@
 #include "core/config_loader.h"
 #include "core/units.h"
 #include "shell/admin_server.h"
+#include "shell/fleet/fleet_sync.h"
 #include "shell/health_checker.h"
 #include "shell/logging.h"
 #include "shell/runtime.h"
@@ -82,6 +83,7 @@ class Server {
   std::vector<std::unique_ptr<Worker>> workers_;
   std::unique_ptr<AdminServer> admin_;
   std::unique_ptr<HealthChecker> health_;
+  std::unique_ptr<fleet::FleetSync> fleet_;  // the fleet budgets' Redis link, on this loop
   std::map<std::string, std::string> bound_addr_;  // listener -> configured address
   std::map<std::string, uint16_t> bound_port_;
   bool draining_ = false;
@@ -199,6 +201,7 @@ std::pair<bool, std::string> Server::reload() {
     bound_port_[l->name] = new_ports[l->name];
   }
   rt_.install(lr.config, std::move(tls));
+  if (fleet_) fleet_->configure(rt_.current());
   for (size_t i = 0; i < workers_.size(); ++i) workers_[i]->post_listeners(add[i], remove);
   rt_.metrics.config_reloads_ok.fetch_add(1);
   write_ports_file();
@@ -230,6 +233,7 @@ void Server::worker_finished() {
   uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
   uv_close(reinterpret_cast<uv_handle_t*>(&worker_done_), nullptr);
   health_->close();
+  fleet_->close();
   admin_->close(nullptr);
 }
 
@@ -269,9 +273,15 @@ int Server::run() {
       [this] { return reload(); },
       [this] {
         auto now_ms = std::chrono::duration_cast<Millis>(Clock::now().time_since_epoch()).count();
-        return rt_.metrics.render_prometheus(now_ms, rt_.gauges());
+        std::vector<GaugeSample> gauges = rt_.gauges();
+        if (fleet_) {
+          std::vector<GaugeSample> f = fleet_->gauges();
+          gauges.insert(gauges.end(), std::make_move_iterator(f.begin()), std::make_move_iterator(f.end()));
+        }
+        return rt_.metrics.render_prometheus(now_ms, gauges);
       },
-      [this](std::string_view method, std::string_view query) { return fault_drill(method, query); }});
+      [this](std::string_view method, std::string_view query) { return fault_drill(method, query); },
+      [this] { return fleet_ ? fleet_->view() : std::string("fleet: starting\n"); }});
   int rc = admin_->listen(cfg->admin_listen);
   if (rc != 0) {
     spdlog::error("admin listener {}: {}", cfg->admin_listen.to_string(), uv_strerror(rc));
@@ -314,6 +324,8 @@ int Server::run() {
   for (size_t i = 0; i < nworkers; ++i) workers_[i]->start(sockets[i]);
   health_ = std::make_unique<HealthChecker>(&loop_, rt_);
   health_->start();
+  fleet_ = std::make_unique<fleet::FleetSync>(&loop_, rt_);
+  fleet_->configure(rt_.current());
   rt_.ready = true;
   write_ports_file();
   spdlog::info("onelayer {} ready: layer_id {}, {} listener(s), {} worker(s)", ONELAYER_VERSION, cfg->layer_id,
@@ -325,6 +337,7 @@ int Server::run() {
   admin_.reset();
   uv_run(&loop_, UV_RUN_NOWAIT);
   health_.reset();
+  fleet_.reset();
   if (uv_loop_close(&loop_) != 0) spdlog::warn("main loop closed with open handles");
   flush_access_log();
   spdlog::info("stopped{}", forced_ ? " (drain_timeout cut connections)" : "");

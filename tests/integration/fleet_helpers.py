@@ -1,0 +1,203 @@
+"""Redis for the fleet-budget tests: a real redis-server (and sentinels) on
+127.0.0.1, a scripted fake Redis that answers badly on purpose, and a small
+counting origin. Standard library only."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def free_port():
+    """A port nothing listens on now (bound to 0, read back, closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def resp_command(sock, *args, timeout=2.0):
+    """Send one command, return the raw first line of the answer."""
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    sock.settimeout(timeout)
+    sock.sendall(out)
+    data = b""
+    while not data.endswith(b"\r\n"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+class RedisServer:
+    """redis-server on 127.0.0.1 with a free port, no persistence."""
+
+    def __init__(self, port=None, extra=()):
+        self.binary = shutil.which("redis-server")
+        self.port = port or free_port()
+        self.dir = tempfile.mkdtemp(prefix="onelayer-redis-")
+        self.extra = list(extra)
+        self.proc = None
+
+    def start(self):
+        cmd = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "no", "--dir", self.dir, "--daemonize", "no"] + self.extra
+        if shutil.which("setpriv"):
+            cmd = ["setpriv", "--pdeathsig", "KILL", "--"] + cmd
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                    if resp_command(s, "PING").startswith((b"+PONG", b"-NOAUTH")):
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("redis-server did not start on port %d" % self.port)
+
+    def command(self, *args):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+            return resp_command(s, *args)
+
+    def signal(self, sig):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+    def cleanup(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class FakeRedis:
+    """A server on 127.0.0.1 that speaks just enough RESP to misbehave:
+    mode "error" answers -ERR to everything, "noauth" -NOAUTH, "wrongtype"
+    an integer where arrays and strings belong, "huge" a bulk string header
+    of a gigabyte followed by a stream of bytes, "silent" never answers.
+    ``sent`` counts the bytes it wrote."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.stopped = threading.Event()
+        self.connections = 0
+        self.sent = 0
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        self.sock.settimeout(0.2)
+        while not self.stopped.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        c.settimeout(0.2)
+        try:
+            while not self.stopped.is_set():
+                try:
+                    data = c.recv(65536)
+                except socket.timeout:
+                    continue
+                if not data:
+                    return
+                if self.mode == "silent":
+                    continue
+                commands = max(1, data.count(b"\r\n*"))
+                if self.mode == "huge":
+                    c.sendall(b"$1000000000\r\n")
+                    block = b"x" * 65536
+                    for _ in range(64):  # up to 4 MiB, until the peer hangs up
+                        c.sendall(block)
+                        self.sent += len(block)
+                    return
+                reply = {"error": b"-ERR unknown command\r\n", "noauth": b"-NOAUTH Authentication required.\r\n",
+                         "wrongtype": b":5\r\n"}[self.mode]
+                c.sendall(reply * commands)
+        except OSError:
+            return
+        finally:
+            c.close()
+
+    def stop(self):
+        self.stopped.set()
+        self.sock.close()
+        self.thread.join(timeout=2)
+
+
+class CountingOrigin:
+    """An HTTP/1.1 origin that answers ``status`` to every request and counts
+    arrivals per wall-clock second, split into first attempts and retries by
+    x-retry-attempt. Exact counts: every arrival is recorded under a lock."""
+
+    def __init__(self, status=503):
+        origin = self
+        self.status = status
+        self.lock = threading.Lock()
+        self.first = {}    # second -> arrivals with x-retry-attempt 1 (or absent)
+        self.retries = {}  # second -> arrivals with x-retry-attempt > 1
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self):
+                attempt = int(self.headers.get("x-retry-attempt", "1") or 1)
+                sec = int(time.monotonic())
+                with origin.lock:
+                    d = origin.first if attempt <= 1 else origin.retries
+                    d[sec] = d.get(sec, 0) + 1
+                body = b"x"
+                self.send_response(origin.status)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+
+        ThreadingHTTPServer.daemon_threads = True
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.request_queue_size = 512
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1},
+                                       daemon=True)
+        self.thread.start()
+
+    def reset(self):
+        with self.lock:
+            self.first.clear()
+            self.retries.clear()
+
+    def totals(self, start=None, end=None):
+        with self.lock:
+            f = sum(v for s, v in self.first.items() if (start is None or s >= start) and (end is None or s < end))
+            r = sum(v for s, v in self.retries.items() if (start is None or s >= start) and (end is None or s < end))
+        return f, r
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()

@@ -1,0 +1,250 @@
+"""Fleet-wide retry budgets (docs/fleet.md) through the real binary and a
+real redis-server: syncing, safe mode and rejoining when Redis is killed,
+paused or answers garbage (a scripted fake Redis), AUTH that never shows,
+and retries counted by other layers lowering this fleet's allowance."""
+
+import os
+import signal
+import time
+import unittest
+
+import harness as h
+import ops_helpers as ops
+from fleet_helpers import CountingOrigin, FakeRedis, RedisServer
+from harness import IntegrationTest, wait_until
+
+INTERVAL = 0.2
+STALE = 0.6
+# Scheduling on a loaded CI machine: added to every "within" bound below.
+MARGIN = 1.0
+
+
+def fleet_block(port, **extra):
+    f = {"redis": "127.0.0.1:%d" % port, "sync_interval": "200ms", "timeout": "100ms", "stale_after": "600ms"}
+    f.update(extra)
+    return f
+
+
+def fleet_config(origin_port, redis_port, *, budget=None, fleet=None, listener=None, retry=None):
+    b = {"ratio": 0.1, "min_per_second": 5, "scope": "fleet", "service": "svc"}
+    b.update(budget or {})
+    return h.simple_config(
+        origin_port,
+        retry=retry or {"max_attempts": 2, "retry_on": [503], "backoff": {"base": "1ms", "cap": "2ms"}},
+        upstream={"retry_budget": b},
+        listener=listener,
+        fleet=fleet or fleet_block(redis_port))
+
+
+class FleetTest(IntegrationTest):
+    def start_redis(self, **kw):
+        r = RedisServer(**kw)
+        self.addCleanup(r.cleanup)
+        return r.start()
+
+    def state(self, proxy, service="svc"):
+        text = ops.metrics(self, proxy)
+        return ops.value(text, "onelayer_fleet_state", service=service)
+
+    def errors(self, proxy, reason):
+        return ops.value(ops.metrics(self, proxy), "onelayer_fleet_sync_errors_total", reason=reason) or 0
+
+    def wait_state(self, proxy, want, within):
+        start = time.monotonic()
+        ok = wait_until(lambda: self.state(proxy) == want, timeout=within + 5)
+        took = time.monotonic() - start
+        self.assertTrue(ok, "fleet state never became %s" % want)
+        return took
+
+    def requests_all_answered(self, port, n=20):
+        """n requests to a healthy origin: every one answered 200, none slow."""
+        worst = 0.0
+        for _ in range(n):
+            t = time.monotonic()
+            with h.Conn(port, timeout=5) as c:
+                r = c.request("GET", "/")
+            worst = max(worst, time.monotonic() - t)
+            self.assertEqual(r.status, 200, r)
+        return worst
+
+    def safe_mode_warnings(self, proxy):
+        return proxy.stderr().count("are local (safe mode")
+
+
+class SyncTest(FleetTest):
+    def test_syncs_and_shows_the_fleet_view(self):
+        redis = self.start_redis()
+        origin = self.start_origin(default=h.respond(200))
+        proxy = self.start_proxy(fleet_config(origin.port, redis.port))
+        self.wait_state(proxy, 1, INTERVAL + MARGIN)
+        self.requests_all_answered(proxy.port(), 10)
+        self.assertTrue(wait_until(lambda: "svc" in ops.admin(proxy, "GET", "/fleet").body.decode()
+                                   and ops.value(ops.metrics(self, proxy), "onelayer_fleet_first_attempts_per_second",
+                                                 service="svc") == 1.0, timeout=5))
+        view = ops.admin(proxy, "GET", "/fleet").body.decode()
+        self.assertRegex(view, r"svc\s+synced\s+1\s+1\.0\s+0\.0\s+0\.0")
+        text = ops.metrics(self, proxy)
+        self.assertEqual(ops.value(text, "onelayer_fleet_members", service="svc"), 1)
+        self.assertEqual(ops.value(text, "onelayer_fleet_share", service="svc"), 1)
+        self.assertGreater(ops.value(text, "onelayer_fleet_sync_seconds_count"), 0)
+        # The keys are hash-tagged per service and expire by themselves.
+        self.assertTrue(redis.command("TTL", "onelayer:{svc}:m").startswith(b":"))
+        self.assertNotEqual(redis.command("PTTL", "onelayer:{svc}:m"), b":-1\r\n")
+
+    def test_reload_keeps_the_connection_when_fleet_is_unchanged(self):
+        redis = self.start_redis()
+        origin = self.start_origin(default=h.respond(200))
+        proxy = self.start_proxy(fleet_config(origin.port, redis.port))
+        self.wait_state(proxy, 1, INTERVAL + MARGIN)
+        with open(proxy.config_path) as f:
+            text = f.read()
+        with open(proxy.config_path, "w") as f:
+            f.write(text.replace("min_per_second: 5", "min_per_second: 6"))
+        r = ops.admin(proxy, "POST", "/reload")
+        self.assertEqual(r.status, 200, r)
+        time.sleep(3 * INTERVAL)
+        self.assertEqual(self.errors(proxy, "disconnected"), 0)
+        self.assertEqual(self.state(proxy), 1)
+        self.assertIn("min_per_second: 6", ops.admin(proxy, "GET", "/config").body.decode())
+        # One link, made at start: the reload neither dropped nor remade it.
+        self.assertEqual(proxy.stderr().count("share their retry budgets through Redis"), 1)
+        self.assertNotIn("Redis link lost", proxy.stderr())
+
+
+class FaultTest(FleetTest):
+    def check_fault(self, redis, proxy, fault, restore):
+        origin_port = proxy.port()
+        self.wait_state(proxy, 1, INTERVAL + MARGIN)
+        fault()
+        took = self.wait_state(proxy, 0, STALE + INTERVAL + MARGIN)
+        self.assertLessEqual(took, STALE + INTERVAL + MARGIN)
+        worst = self.requests_all_answered(origin_port)
+        self.assertLess(worst, 0.5, "a request waited on Redis")
+        self.assertEqual(self.safe_mode_warnings(proxy), 1)
+        restore()
+        took = self.wait_state(proxy, 1, 2 * INTERVAL + MARGIN)
+        self.assertLessEqual(took, 2 * INTERVAL + MARGIN)
+        self.requests_all_answered(origin_port, 5)
+
+    def test_redis_killed_then_restarted(self):
+        redis = self.start_redis()
+        origin = self.start_origin(default=h.respond(200))
+        proxy = self.start_proxy(fleet_config(origin.port, redis.port))
+        self.check_fault(redis, proxy, redis.stop, redis.start)
+        self.assertGreater(self.errors(proxy, "disconnected") + self.errors(proxy, "connect"), 0)
+
+    def test_redis_paused_then_continued(self):
+        redis = self.start_redis()
+        origin = self.start_origin(default=h.respond(200))
+        proxy = self.start_proxy(fleet_config(origin.port, redis.port))
+        self.check_fault(redis, proxy, lambda: redis.signal(signal.SIGSTOP), lambda: redis.signal(signal.SIGCONT))
+        self.assertGreater(self.errors(proxy, "timeout"), 0)
+
+
+class HostileRedisTest(FleetTest):
+    """A fake Redis that answers errors, wrong types, a gigabyte bulk or
+    nothing: the instance stays local, keeps answering, and does not grow."""
+
+    def run_fake(self, mode, reason):
+        fake = FakeRedis(mode)
+        self.addCleanup(fake.stop)
+        origin = self.start_origin(default=h.respond(200))
+        proxy = self.start_proxy(fleet_config(origin.port, fake.port))
+        rss_before = proxy.rss_kb()
+        self.assertTrue(wait_until(lambda: self.errors(proxy, reason) >= 2, timeout=STALE + 5 * INTERVAL + MARGIN),
+                        ops.metrics(self, proxy))
+        self.assertTrue(wait_until(lambda: self.state(proxy) == 0, timeout=STALE + INTERVAL + MARGIN))
+        self.assertLess(self.requests_all_answered(proxy.port()), 0.5)
+        self.assertLessEqual(self.safe_mode_warnings(proxy), 1)
+        self.assertGreaterEqual(fake.connections, 2)  # it reconnects
+        self.assertLess(proxy.rss_kb() - rss_before, 8 * 1024)
+        return fake, proxy
+
+    def test_errors(self):
+        self.run_fake("error", "error")
+
+    def test_noauth(self):
+        self.run_fake("noauth", "auth")
+
+    def test_wrong_types(self):
+        self.run_fake("wrongtype", "reply")
+
+    def test_huge_bulk_length(self):
+        fake, proxy = self.run_fake("huge", "too_large")
+        # It hung up long before the 4 MiB the fake had to send per connection.
+        self.assertLess(fake.sent / fake.connections, 4 << 20)
+
+    def test_never_answering(self):
+        self.run_fake("silent", "timeout")
+
+
+class AuthTest(FleetTest):
+    def test_password_from_file_is_used_and_never_shown(self):
+        secret = "s3cret-%d" % os.getpid()
+        redis = self.start_redis(extra=["--requirepass", secret])
+        origin = self.start_origin(default=h.respond(200))
+        path = os.path.join(redis.dir, "pw")
+        with open(path, "w") as f:
+            f.write(secret + "\n")
+        proxy = self.start_proxy(fleet_config(origin.port, redis.port,
+                                              fleet=fleet_block(redis.port, password_file=path)))
+        self.wait_state(proxy, 1, INTERVAL + MARGIN)
+        config = ops.admin(proxy, "GET", "/config").body.decode()
+        self.assertIn("password_file: " + path, config)
+        for text in (config, ops.admin(proxy, "GET", "/fleet").body.decode(), ops.metrics(self, proxy),
+                     proxy.stderr(), proxy.stdout()):
+            self.assertNotIn(secret, text)
+
+    def test_wrong_password_stays_local_and_says_auth(self):
+        redis = self.start_redis(extra=["--requirepass", "right"])
+        origin = self.start_origin(default=h.respond(200))
+        path = os.path.join(redis.dir, "pw")
+        with open(path, "w") as f:
+            f.write("wrong-password-xyz")
+        proxy = self.start_proxy(fleet_config(origin.port, redis.port,
+                                              fleet=fleet_block(redis.port, password_file=path)))
+        self.assertTrue(wait_until(lambda: self.errors(proxy, "auth") >= 1, timeout=5))
+        self.assertTrue(wait_until(lambda: self.state(proxy) == 0, timeout=STALE + INTERVAL + MARGIN))
+        self.assertNotIn("wrong-password-xyz", proxy.stderr())
+
+
+class OtherLayersTest(FleetTest):
+    """An inbound listener with fleet_service reports arrivals an outer layer
+    already retried; the outbound instances' allowance to that service drops
+    by what they spent."""
+
+    def test_retries_by_other_layers_use_up_the_fleet_allowance(self):
+        redis = self.start_redis()
+        failing = CountingOrigin(503)
+        self.addCleanup(failing.stop)
+        healthy = self.start_origin(default=h.respond(200))
+        # The outbound instance: min_per_second 5, ratio 0 -> 50 retries per 10 s for the fleet.
+        outbound = self.start_proxy(fleet_config(failing.port, redis.port, budget={"ratio": 0}))
+        # The inbound instance in front of the service, counting for it.
+        inbound = self.start_proxy(h.simple_config(healthy.port, listener={"fleet_service": "svc"},
+                                                   fleet=fleet_block(redis.port)))
+        self.wait_state(outbound, 1, INTERVAL + MARGIN)
+        # Before: a failing request is retried once.
+        with h.Conn(outbound.port(), timeout=5) as c:
+            self.assertEqual(c.request("GET", "/").status, 503)
+        self.assertEqual(failing.totals(), (1, 1))
+        # Another layer retried 60 requests to the service (an Envoy hop and
+        # another onelayer owning retries), plus 10 first tries that count not.
+        for i in range(70):
+            hdr = [("x-envoy-attempt-count", "2")] if i < 30 else [("x-retry-attempt", "3")] if i < 60 else []
+            with h.Conn(inbound.port(), timeout=5) as c:
+                self.assertEqual(c.request("GET", "/", headers=hdr).status, 200)
+        self.assertTrue(wait_until(lambda: ops.value(ops.metrics(self, outbound), "onelayer_fleet_retries_per_second",
+                                                     service="svc", layer="other") == 6.0, timeout=3))
+        # After: the 60 retries of other layers used up the fleet's 50.
+        failing.reset()
+        for _ in range(5):
+            with h.Conn(outbound.port(), timeout=5) as c:
+                self.assertEqual(c.request("GET", "/").status, 503)
+        self.assertEqual(failing.totals(), (5, 0))
+        view = ops.admin(outbound, "GET", "/fleet").body.decode()
+        self.assertRegex(view, r"svc\s+synced\s+2\s")
+
+
+if __name__ == "__main__":
+    unittest.main()
