@@ -201,3 +201,66 @@ class CountingOrigin:
     def stop(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+def instance_config(origin_port, redis_port, scope, *, ratio, floor, interval_ms):
+    """One instance of a fleet: retries 503 once, budget `scope`."""
+    import harness as h
+    return h.simple_config(
+        origin_port,
+        retry={"max_attempts": 2, "retry_on": [503], "backoff": {"base": "1ms", "cap": "2ms"}},
+        upstream={"retry_budget": {"ratio": ratio, "min_per_second": floor, "scope": scope, "service": "svc"}},
+        fleet={"redis": "127.0.0.1:%d" % redis_port, "sync_interval": "%dms" % interval_ms,
+               "timeout": "%dms" % min(interval_ms, 200), "stale_after": "%dms" % (4 * interval_ms)})
+
+
+def _drive(port, rate, stop, errors):
+    """`rate` requests per second on one keep-alive connection until stop."""
+    import harness as h
+    period = 1.0 / rate
+    nxt = time.monotonic()
+    conn = None
+    while not stop.is_set():
+        try:
+            if conn is None:
+                conn = h.Conn(port, timeout=5)
+            r = conn.request("GET", "/")
+            if r.status != 503:
+                errors.append(r.status)
+        except Exception as e:  # noqa: BLE001 - reported by the caller
+            errors.append(repr(e))
+            conn = None
+        nxt += period
+        delay = nxt - time.monotonic()
+        if delay > 0:
+            stop.wait(delay)
+    if conn is not None:
+        conn.close()
+
+
+def run_fleet(start_proxy, origin, redis_port, n, scope, *, rate, seconds, ratio, floor, interval_ms):
+    """n instances (started with start_proxy(config_text)) in front of
+    `origin` (a failing CountingOrigin), each driven at `rate` requests/s for
+    `seconds` whole seconds. Returns (first, retries, windows, errors): the
+    origin's exact counts over the run, and (first, retries) of every 10 s
+    window inside it."""
+    proxies = [start_proxy(instance_config(origin.port, redis_port, scope, ratio=ratio, floor=floor,
+                                           interval_ms=interval_ms)) for _ in range(n)]
+    time.sleep(3 * interval_ms / 1000.0)  # every instance has synced
+    origin.reset()
+    stop = threading.Event()
+    errors = []
+    threads = [threading.Thread(target=_drive, args=(p.port(), rate, stop, errors)) for p in proxies]
+    start = int(time.monotonic()) + 1
+    while time.monotonic() < start:
+        time.sleep(0.01)
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join(timeout=10)
+    end = start + seconds
+    windows = [origin.totals(s, s + 10) for s in range(start, end - 10 + 1)]
+    first, retries = origin.totals(start, end)
+    return first, retries, windows, errors, proxies
