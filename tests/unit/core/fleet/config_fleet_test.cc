@@ -76,8 +76,8 @@ TEST_CASE("config fleet: clear errors for bad values") {
   CHECK(errors_of(with("fleet: { redis: { master: m } }\n"))[0].find("sentinels") != std::string::npos);
   CHECK(errors_of(with("fleet: { redis: 127.0.0.1:6379, key_prefix: \"a{b}\" }\n"))[0].find("invalid key_prefix") !=
         std::string::npos);
-  CHECK(errors_of(with("fleet: { redis: 127.0.0.1:6379, sync_interval: 10ms }\n"))[0].find(
-            "sync_interval must be between 100ms and 60s") != std::string::npos);
+  CHECK(errors_of(with("fleet: { redis: 127.0.0.1:6379, sync_interval: 10ms, timeout: 5ms, stale_after: 1s }\n"))[0]
+            .find("fleet.sync_interval: sync_interval must be between 100ms and 60s") != std::string::npos);
   CHECK(errors_of(with("fleet: { redis: 127.0.0.1:6379, timeout: 2s }\n"))[0].find(
             "timeout (2s) must not be longer than sync_interval (1s)") != std::string::npos);
   CHECK(errors_of(with("fleet: { redis: 127.0.0.1:6379, stale_after: 1s }\n"))[0].find(
