@@ -295,7 +295,8 @@ void FleetSync::on_handshake_reply(redisAsyncContext* ac, void* r, void* priv) {
   const bool auth = reinterpret_cast<uintptr_t>(priv) == kAuth;
   if (reply->type == REDIS_REPLY_ERROR) {
     // An AUTH error names no password; the reply text is Redis's.
-    self->fail(auth ? "auth" : "error", (auth ? "AUTH: " : "SCRIPT LOAD: ") + reply_error_text(reply));
+    const std::string text = reply_error_text(reply);
+    self->fail(auth || text.rfind("NOAUTH", 0) == 0 ? "auth" : "error", (auth ? "AUTH: " : "SCRIPT LOAD: ") + text);
     return;
   }
   if (auth) {
