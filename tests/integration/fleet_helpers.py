@@ -179,9 +179,14 @@ class CountingOrigin:
             def log_message(self, *a):
                 pass
 
-        ThreadingHTTPServer.daemon_threads = True
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.request_queue_size = 512
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            request_queue_size = 1024  # 30 instances connect at once
+
+            def handle_error(self, request, client_address):
+                pass  # proxies closing idle keep-alive connections at exit
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.1},
                                        daemon=True)
