@@ -86,6 +86,42 @@ class RedisServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class Sentinel:
+    """redis-sentinel on 127.0.0.1 watching `master` at 127.0.0.1:master_port,
+    quick to decide (down after 1 s) so a failover takes a few seconds."""
+
+    def __init__(self, master, master_port):
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="onelayer-sentinel-")
+        self.conf = os.path.join(self.dir, "sentinel.conf")
+        with open(self.conf, "w") as f:
+            f.write("port %d\nbind 127.0.0.1\ndir %s\n"
+                    "sentinel monitor %s 127.0.0.1 %d 2\n"
+                    "sentinel down-after-milliseconds %s 1000\n"
+                    "sentinel failover-timeout %s 4000\n"
+                    "sentinel parallel-syncs %s 1\n" % (self.port, self.dir, master, master_port, master, master,
+                                                         master))
+        self.proc = None
+
+    def start(self):
+        cmd = [shutil.which("redis-sentinel"), self.conf]
+        if shutil.which("setpriv"):
+            cmd = ["setpriv", "--pdeathsig", "KILL", "--"] + cmd
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        return self
+
+    def command(self, *args):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+            return resp_command(s, *args)
+
+    def cleanup(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 class FakeRedis:
     """A server on 127.0.0.1 that speaks just enough RESP to misbehave:
     mode "error" answers -ERR to everything, "noauth" -NOAUTH, "wrongtype"

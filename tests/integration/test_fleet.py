@@ -10,7 +10,7 @@ import unittest
 
 import harness as h
 import ops_helpers as ops
-from fleet_helpers import CountingOrigin, FakeRedis, RedisServer
+from fleet_helpers import CountingOrigin, FakeRedis, RedisServer, Sentinel
 from harness import IntegrationTest, wait_until
 
 INTERVAL = 0.2
@@ -206,6 +206,43 @@ class AuthTest(FleetTest):
         self.assertTrue(wait_until(lambda: self.errors(proxy, "auth") >= 1, timeout=5))
         self.assertTrue(wait_until(lambda: self.state(proxy) == 0, timeout=STALE + INTERVAL + MARGIN))
         self.assertNotIn("wrong-password-xyz", proxy.stderr())
+
+
+class SentinelTest(FleetTest):
+    """Two redis-servers and three sentinels: the instance finds the master
+    through the sentinels, and follows the failover when the master dies."""
+
+    def test_follows_a_failover(self):
+        master = self.start_redis()
+        replica = self.start_redis(extra=["--replicaof", "127.0.0.1", str(master.port)])
+        sentinels = []
+        for _ in range(3):
+            s = Sentinel("main", master.port)
+            self.addCleanup(s.cleanup)
+            sentinels.append(s.start())
+        # The sentinels know each other and the replica before the master dies.
+        def ready():
+            try:
+                return all(s.command("SENTINEL", "CKQUORUM", "main").startswith(b"+OK 3 usable") for s in sentinels)
+            except OSError:
+                return False
+        self.assertTrue(wait_until(ready, timeout=20, interval=0.2))
+        origin = self.start_origin(default=h.respond(200))
+        addrs = ["127.0.0.1:%d" % s.port for s in sentinels]
+        proxy = self.start_proxy(fleet_config(origin.port, 0, fleet={
+            "redis": {"sentinels": addrs, "master": "main"}, "sync_interval": "200ms", "timeout": "100ms",
+            "stale_after": "600ms"}))
+        self.wait_state(proxy, 1, INTERVAL + MARGIN)
+        self.assertTrue(master.command("EXISTS", "onelayer:{svc}:m").startswith(b":1"))
+        master.stop()
+        self.wait_state(proxy, 0, STALE + INTERVAL + MARGIN)
+        self.requests_all_answered(proxy.port(), 5)
+        # The sentinels promote the replica; the instance syncs with it.
+        self.wait_state(proxy, 1, 30)
+        # It writes to the promoted replica: a key deleted there comes back.
+        replica.command("DEL", "onelayer:{svc}:m")
+        self.assertTrue(wait_until(lambda: replica.command("EXISTS", "onelayer:{svc}:m").startswith(b":1"),
+                                   timeout=3))
 
 
 class OtherLayersTest(FleetTest):
