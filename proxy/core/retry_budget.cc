@@ -60,11 +60,15 @@ void RetryBudget::load_fleet_share(int64_t grant_micro, int64_t cap_micro) {
 
 void RetryBudget::enter_fleet_safe_mode(double floor_scale) {
   std::lock_guard lock(mu_);
-  if (scope_ != BudgetScope::fleet) return;
+  if (scope_ != BudgetScope::fleet || !held_) return;
   held_ = false;
   floor_scale_ = std::clamp(floor_scale, 0.0, 1.0);
   floor_micro_ = to_micro(floor_ * floor_scale_);
-  // The local bucket starts from what the last share left, within its cap.
+  // The local bucket starts from what the last share left, within its cap,
+  // and refills from the last request seen while held (held, every call
+  // moves `last` on): no refill for the time it was held, which would hand
+  // every instance of a fleet a full local bucket at once.
+  balance_.carry = 0;
   if (mode_ == BudgetMode::requests) balance_.micro = std::min(balance_.micro, cap_micro(second_of(balance_.last)));
 }
 
@@ -136,7 +140,10 @@ void RetryBudget::on_request(TimePoint now) {
   std::lock_guard lock(mu_);
   ++counts_.first_attempts;
   if (mode_ == BudgetMode::successes) return;  // paid by attempt outcomes instead
-  if (held_) return;                           // fed by the fleet's loads instead
+  if (held_) {                                 // fed by the fleet's loads instead
+    if (now > balance_.last) balance_.last = now;
+    return;
+  }
   // The cap is read once: the refill to `now` needs it at the second of
   // the latest time seen, and this request's deposit raises it by exactly
   // one ratio (the window's count at `sec` grows by one).
@@ -157,6 +164,7 @@ bool RetryBudget::try_spend(TimePoint now) {
     return true;
   }
   if (!held_) balance_ = refilled(now);
+  else if (now > balance_.last) balance_.last = now;
   if (balance_.micro < kMicro) return false;
   balance_.micro -= kMicro;
   ++counts_.retries;

@@ -84,8 +84,19 @@ int64_t FleetService::own_first_attempts(TimePoint now) const {
 
 FleetShare FleetService::on_synced(const RetryBudgetConfig& cfg, const FleetSnapshot& snap, Millis interval,
                                    TimePoint now) {
+  // Right after Redis comes back (or restarts empty), its window holds only
+  // what the instances that synced first have added: each of them would
+  // see itself as most of the fleet and take most of the allowance. The
+  // fleet did not shrink meanwhile, so its size and first attempts are taken
+  // as at least half the previous answer's; a real drop is followed within
+  // a sync or two, spending less meanwhile.
+  FleetSnapshot seen = snap;
+  if (ever_synced_) {
+    seen.window.first_attempts = std::max(seen.window.first_attempts, last_.window.first_attempts / 2);
+    seen.members = std::max(seen.members, last_.members / 2);
+  }
   last_ = snap;
-  share_ = compute_share(cfg, snap, own_first_attempts(now), interval);
+  share_ = compute_share(cfg, seen, own_first_attempts(now), interval);
   last_ok_ = now;
   ever_synced_ = true;
   state_ = State::synced;

@@ -120,6 +120,19 @@ TEST_CASE("FleetServiceGoesLocalExactlyStaleAfterTheLastAnswer") {
   CHECK(f.check_stale(kT0 + 8000ms));
 }
 
+TEST_CASE("FleetServiceAfterAnEmptiedWindowKeepsHalfTheFleetItKnew") {
+  FleetService f(3000ms, kT0);
+  f.add_own({10, 0, 0, 0, 0}, kT0);
+  f.on_synced(fleet_cfg(0.1, 10), snap(100, 1000), 1000ms, kT0 + 10ms);
+  CHECK(f.last_share().fraction == doctest::Approx(0.01));
+  // Redis restarted empty: only this instance's 10 are there.
+  f.on_synced(fleet_cfg(0.1, 10), snap(1, 10), 1000ms, kT0 + 1010ms);
+  CHECK(f.last_share().fraction == doctest::Approx(0.02));  // 10 of at least 500, not all
+  CHECK(f.last_snapshot().members == 1);                    // shown as answered
+  f.on_synced(fleet_cfg(0.1, 10), snap(1, 10), 1000ms, kT0 + 2010ms);
+  CHECK(f.last_share().fraction == 1.0);  // still alone a sync later: it is
+}
+
 TEST_CASE("FleetServiceSafeFloorIsNeverMoreThanTheLastShare") {
   FleetService f(3000ms, kT0);
   f.add_own({10, 0, 0, 0, 0}, kT0);
@@ -181,6 +194,17 @@ TEST_CASE("BudgetFleetSafeModeRefillsAtTheScaledFloor") {
   CHECK(b.try_spend(kT0 + 600ms));
   b.load_fleet_share(0, 10'000'000);  // rejoined: the fleet's grants only
   CHECK(spend_all(b, kT0 + 10s) == 0);
+}
+
+TEST_CASE("BudgetFleetSafeModeRefillsNothingForTheTimeItWasHeld") {
+  RetryBudget b(fleet_cfg(0, 10), kT0);
+  b.load_fleet_share(0, 0);
+  CHECK_FALSE(b.try_spend(kT0 + 60s));  // a minute held, requests failing...
+  b.enter_fleet_safe_mode(1.0);         // ...then safe mode: no minute of refill
+  CHECK(b.tokens(kT0 + 60s) == 0.0);
+  CHECK(b.tokens(kT0 + 60s + 100ms) == 1.0);
+  b.enter_fleet_safe_mode(0.5);  // already local: unchanged
+  CHECK(b.tokens(kT0 + 60s + 200ms) == 2.0);
 }
 
 TEST_CASE("BudgetLocalScopeIgnoresFleetCalls") {
