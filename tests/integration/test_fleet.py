@@ -91,6 +91,24 @@ class SyncTest(FleetTest):
         self.assertTrue(redis.command("TTL", "onelayer:{svc}:m").startswith(b":"))
         self.assertNotEqual(redis.command("PTTL", "onelayer:{svc}:m"), b":-1\r\n")
 
+    def test_cli_prints_the_fleet_view_from_redis(self):
+        redis = self.start_redis()
+        origin = self.start_origin(default=h.respond(200))
+        proxy = self.start_proxy(fleet_config(origin.port, redis.port))
+        self.wait_state(proxy, 1, INTERVAL + MARGIN)
+        self.requests_all_answered(proxy.port(), 10)
+        addr = "127.0.0.1:%d" % redis.port
+        self.assertTrue(wait_until(lambda: h.run_onelayer(["fleet", "--redis", addr])[1].count("svc") == 1, timeout=5))
+        code, out, err = h.run_onelayer(["fleet", "--redis", addr, "--service", "svc", "--min-per-second", "5",
+                                         "--ratio", "0.1"])
+        self.assertEqual(code, 0, err)
+        # 10 first attempts, no retries: 0.1 x 10 + 5 x 10 = 51 left.
+        self.assertRegex(out, r"svc\s+1\s+1\.0\s+0\.0\s+0\.0\s+1\.000\s+51\.0\s+\d+\.\ds")
+        code, out, err = h.run_onelayer(["fleet", "--redis", "127.0.0.1:1"])
+        self.assertEqual(code, 1)
+        self.assertIn("cannot connect to 127.0.0.1:1", err)
+        self.assertEqual(h.run_onelayer(["fleet"])[0], 2)
+
     def test_reload_keeps_the_connection_when_fleet_is_unchanged(self):
         redis = self.start_redis()
         origin = self.start_origin(default=h.respond(200))
