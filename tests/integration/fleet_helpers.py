@@ -124,7 +124,7 @@ class Sentinel:
 
 class FakeRedis:
     """A server on 127.0.0.1 that speaks just enough RESP to misbehave:
-    mode "error" answers -ERR to everything, "noauth" -NOAUTH, "wrongtype"
+    mode "error" answers -ERR to everything, "echo" an -ERR quoting what it got, "noauth" -NOAUTH, "wrongtype"
     an integer where arrays and strings belong, "huge" a bulk string header
     of a gigabyte followed by a stream of bytes, "silent" never answers.
     ``sent`` counts the bytes it wrote."""
@@ -171,6 +171,9 @@ class FakeRedis:
                         c.sendall(block)
                         self.sent += len(block)
                     return
+                if self.mode == "echo":  # an error quoting everything it was sent
+                    c.sendall(b"-ERR " + data.replace(b"\r\n", b" ") + b"\r\n")
+                    continue
                 reply = {"error": b"-ERR unknown command\r\n", "noauth": b"-NOAUTH Authentication required.\r\n",
                          "wrongtype": b":5\r\n"}[self.mode]
                 c.sendall(reply * commands)

@@ -4,7 +4,9 @@ paused or answers garbage (a scripted fake Redis), AUTH that never shows,
 and retries counted by other layers lowering this fleet's allowance."""
 
 import os
+import shutil
 import signal
+import tempfile
 import time
 import unittest
 
@@ -224,6 +226,22 @@ class AuthTest(FleetTest):
         self.assertTrue(wait_until(lambda: self.errors(proxy, "auth") >= 1, timeout=5))
         self.assertTrue(wait_until(lambda: self.state(proxy) == 0, timeout=STALE + INTERVAL + MARGIN))
         self.assertNotIn("wrong-password-xyz", proxy.stderr())
+
+
+    def test_a_server_echoing_the_password_does_not_put_it_in_the_log(self):
+        fake = FakeRedis("echo")
+        self.addCleanup(fake.stop)
+        origin = self.start_origin(default=h.respond(200))
+        folder = tempfile.mkdtemp(prefix="onelayer-pw-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        path = os.path.join(folder, "pw")
+        with open(path, "w") as f:
+            f.write("echoed-secret-123")
+        proxy = self.start_proxy(fleet_config(origin.port, fake.port,
+                                              fleet=fleet_block(fake.port, password_file=path)), log_level="debug")
+        self.assertTrue(wait_until(lambda: self.errors(proxy, "auth") >= 2, timeout=5))
+        self.assertIn("AUTH: ERR", proxy.stderr())  # every failure is logged at debug level
+        self.assertNotIn("echoed-secret-123", proxy.stderr() + proxy.stdout())
 
 
 class SentinelTest(FleetTest):

@@ -294,8 +294,10 @@ void FleetSync::on_handshake_reply(redisAsyncContext* ac, void* r, void* priv) {
   auto* reply = static_cast<redisReply*>(r);
   const bool auth = reinterpret_cast<uintptr_t>(priv) == kAuth;
   if (reply->type == REDIS_REPLY_ERROR) {
-    // An AUTH error names no password; the reply text is Redis's.
-    const std::string text = reply_error_text(reply);
+    // Of an answer to AUTH only its error code is logged: a server that
+    // echoed what it was sent would otherwise put the password in the log.
+    std::string text = reply_error_text(reply);
+    if (auth) text = text.substr(0, text.find(' '));
     self->fail(auth || text.rfind("NOAUTH", 0) == 0 ? "auth" : "error", (auth ? "AUTH: " : "SCRIPT LOAD: ") + text);
     return;
   }
