@@ -4,6 +4,7 @@ paused or answers garbage (a scripted fake Redis), AUTH that never shows,
 and retries counted by other layers lowering this fleet's allowance."""
 
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -101,11 +102,16 @@ class SyncTest(FleetTest):
         self.requests_all_answered(proxy.port(), 10)
         addr = "127.0.0.1:%d" % redis.port
         self.assertTrue(wait_until(lambda: h.run_onelayer(["fleet", "--redis", addr])[1].count("svc") == 1, timeout=5))
-        code, out, err = h.run_onelayer(["fleet", "--redis", addr, "--service", "svc", "--min-per-second", "5",
-                                         "--ratio", "0.1"])
-        self.assertEqual(code, 0, err)
-        # 10 first attempts, no retries: 0.1 x 10 + 5 x 10 = 51 left.
-        self.assertRegex(out, r"svc\s+1\s+1\.0\s+0\.0\s+0\.0\s+1\.000\s+51\.0\s+\d+\.\ds")
+        view = r"svc\s+1\s+1\.0\s+0\.0\s+0\.0\s+1\.000\s+51\.0\s+\d+\.\ds"
+        runs = []
+
+        def shown():
+            runs.append(h.run_onelayer(["fleet", "--redis", addr, "--service", "svc", "--min-per-second", "5",
+                                        "--ratio", "0.1"]))
+            return runs[-1][0] == 0 and re.search(view, runs[-1][1])
+        # Once the instance's next sync has added its 10 first attempts (no
+        # retries): 0.1 x 10 + 5 x 10 = 51 left.
+        self.assertTrue(wait_until(shown, timeout=5), runs[-1])
         code, out, err = h.run_onelayer(["fleet", "--redis", "127.0.0.1:1"])
         self.assertEqual(code, 1)
         self.assertIn("cannot connect to 127.0.0.1:1", err)
