@@ -20,6 +20,9 @@ INTERVAL = 0.2
 STALE = 0.6
 # Scheduling on a loaded CI machine: added to every "within" bound below.
 MARGIN = 1.0
+# Growth of the proxy's resident size a hostile Redis may cause: the
+# sanitizer build keeps freed memory in quarantine, so it gets more room.
+RSS_GROWTH_KB = 8 * 1024 if os.environ.get("ONELAYER_SANITIZED") != "1" else 64 * 1024
 
 
 def fleet_block(port, **extra):
@@ -183,7 +186,7 @@ class HostileRedisTest(FleetTest):
         self.assertLess(self.requests_all_answered(proxy.port()), 0.5)
         self.assertLessEqual(self.safe_mode_warnings(proxy), 1)
         self.assertGreaterEqual(fake.connections, 2)  # it reconnects
-        self.assertLess(proxy.rss_kb() - rss_before, 8 * 1024)
+        self.assertLess(proxy.rss_kb() - rss_before, RSS_GROWTH_KB)
         return fake, proxy
 
     def test_errors(self):
