@@ -12,6 +12,7 @@
 
 #include "core/grpc_status.h"
 #include "core/transparent/destination.h"
+#include "core/hedging/hedge_config.h"
 
 namespace onelayer {
 
@@ -81,6 +82,9 @@ struct RetryPolicy {
   // RPCs, say): the method rule is not applied.
   bool idempotent = false;
   uint64_t buffer_limit = 64 * 1024;
+  HedgeConfig hedge;  // enabled by a `hedge:` block
+  // A retry or hedge needs at least this much time left (nullopt: off).
+  std::optional<LatencyThreshold> min_time_left;
   bool operator==(const RetryPolicy&) const = default;
 };
 

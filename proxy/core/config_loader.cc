@@ -237,6 +237,8 @@ class Loader {
   void read_route(const At& at, size_t listener, size_t index, Route& r, NameIndex& names);
   void read_match(const At& at, RouteMatch& m);
   void read_retry(const At& at, RetryPolicy& p);
+  // A duration, or p50|p90|p95|p99 of an upstream's recent latency.
+  void read_latency_threshold(const At& at, LatencyThreshold& out);
   void read_fault(const At& at, FaultConfig& f);
   void read_retry_on(const At& at, RetryOn& on);
   void read_backoff(const At& at, Backoff& b);
@@ -871,7 +873,41 @@ void Loader::read_retry(const At& at, RetryPolicy& p) {
        }},
       {"buffer_limit", [&](const At& a) { read_size(a, 0, 1024 * kMiB, p.buffer_limit); }},
       {"idempotent", [&](const At& a) { read_bool(a, p.idempotent); }},
+      {"hedge",
+       [&](const At& a) {
+         if (a.node.IsNull()) {  // `hedge: ~` (as GET /config writes the default): off
+           p.hedge = HedgeConfig{};
+           return;
+         }
+         p.hedge.enabled = true;
+         read_map(a, {
+                         {"after", [&](const At& x) { read_latency_threshold(x, p.hedge.after); }},
+                         {"max", [&](const At& x) { read_uint_as(x, 1, 9, p.hedge.max); }},
+                     });
+       }},
+      {"min_time_left",
+       [&](const At& a) {
+         if (a.node.IsNull()) {  // off
+           p.min_time_left.reset();
+           return;
+         }
+         LatencyThreshold t;
+         read_latency_threshold(a, t);
+         p.min_time_left = t;
+       }},
   });
+  if (p.hedge.enabled && p.max_attempts < 2)
+    error(at, "hedge: a hedge is an attempt counted against max_attempts, which must then be at least 2");
+}
+
+void Loader::read_latency_threshold(const At& at, LatencyThreshold& out) {
+  if (at.node.IsScalar() && parse_latency_percentile(at.node.Scalar(), out)) return;
+  if (at.node.IsScalar() && !at.node.Scalar().empty() && at.node.Scalar()[0] == 'p') {
+    error(at, "invalid percentile " + quoted(at.node.Scalar()) + " (expected p50, p90, p95 or p99, or a duration)");
+    return;
+  }
+  out.percentile = 0;
+  read_duration(at, false, out.fixed);
 }
 
 void Loader::read_retry_on(const At& at, RetryOn& on) {
@@ -1509,6 +1545,16 @@ void emit_retry(YAML::Emitter& e, const RetryPolicy& p) {
   emit_kv(e, "idempotency_key", p.idempotency_key);
   emit_kv(e, "buffer_limit", format_size(p.buffer_limit));
   e << YAML::Key << "idempotent" << YAML::Value << p.idempotent;
+  if (p.hedge.enabled) {
+    e << YAML::Key << "hedge" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    emit_kv(e, "after", latency_threshold_text(p.hedge.after));
+    e << YAML::Key << "max" << YAML::Value << p.hedge.max;
+    e << YAML::EndMap;
+  } else {
+    e << YAML::Key << "hedge" << YAML::Value << YAML::Null;
+  }
+  if (p.min_time_left) emit_kv(e, "min_time_left", latency_threshold_text(*p.min_time_left));
+  else e << YAML::Key << "min_time_left" << YAML::Value << YAML::Null;
   e << YAML::EndMap;
 }
 

@@ -122,6 +122,7 @@ struct RouteAccum {
   // attempt failures, [0] first, [1] retry: outcome name -> count
   std::array<std::map<std::string, uint64_t>, 2> failures;
   uint64_t faults_abort = 0, faults_delay = 0;
+  std::array<uint64_t, 3> hedges{};  // won, lost, declined
 };
 
 struct Aggregate {
@@ -159,6 +160,7 @@ void accumulate(Aggregate& agg, const RouteMetrics& rm, int64_t now_ms) {
     if (uint64_t n = rm.grpc_responses_by_status[i].load(kRelaxed); n != 0) acc.grpc_responses[code] += n;
   }
   for (size_t i = 0; i < kDeclineReasonCount; ++i) acc.declined[i] += rm.declined_by_reason[i].load(kRelaxed);
+  for (size_t i = 0; i < acc.hedges.size(); ++i) acc.hedges[i] += rm.hedges_by_result[i].load(kRelaxed);
   acc.duration += rm.duration.snapshot();
   for (size_t k = 0; k < 2; ++k) {
     const RouteMetrics::FailureCounters& f = rm.attempt_failures_by[k];
@@ -226,6 +228,17 @@ void render_routes(Writer& w, const Aggregate& agg) {
       w.sample("onelayer_retries_declined_total", join_labels({rl, label("reason", decline_name(static_cast<Decline>(i)))}),
                acc.declined[i]);
     }
+  }
+
+  w.family("onelayer_hedges_total", "counter",
+           "Hedged attempts, by route and result: won (its answer went to the client), lost (any other hedge "
+           "sent: cancelled, failed, or another attempt answered), declined (due but not sent: no budget token, attempts, "
+           "deadline, deadline_too_short).");
+  for (const auto& [route, acc] : agg.routes) {
+    const std::string rl = label("route", route);
+    const char* results[] = {"won", "lost", "declined"};
+    for (size_t i = 0; i < acc.hedges.size(); ++i)
+      w.sample("onelayer_hedges_total", join_labels({rl, label("result", results[i])}), acc.hedges[i]);
   }
 
   w.family("onelayer_attempt_failures_total", "counter",
@@ -332,7 +345,7 @@ bool is_builtin_name(std::string_view name) {
       "onelayer_downstream_connections_active", "onelayer_downstream_connections_total",
       "onelayer_upstream_connections_active", "onelayer_upstream_connections_total", "onelayer_bytes_in_total",
       "onelayer_bytes_out_total", "onelayer_build_info", "onelayer_attempt_failures_total",
-      "onelayer_faults_injected_total", "onelayer_grpc_responses_total"};
+      "onelayer_faults_injected_total", "onelayer_grpc_responses_total", "onelayer_hedges_total"};
   return names.find(name) != names.end();
 }
 

@@ -116,6 +116,14 @@ struct RouteMetrics {
   void on_attempt_failure(bool first, RetryTrigger trigger);
   // A fault was injected into an attempt: "abort" or "delay".
   void on_fault(std::string_view kind);
+  // onelayer_hedges_total{result}: a hedge's answer went to the client
+  // (won), another hedge sent (lost: cancelled, failed, or another attempt
+  // answered), a hedge was due and not sent (declined).
+  enum class HedgeResult : uint8_t { won, lost, declined };
+  void on_hedge(HedgeResult r, uint64_t n = 1) {
+    hedges_by_result[static_cast<size_t>(r)].fetch_add(n, std::memory_order_relaxed);
+  }
+  uint64_t hedges(HedgeResult r) const { return hedges_by_result[static_cast<size_t>(r)].load(std::memory_order_relaxed); }
 
   // Readers (tests, rendering). requests(): both protocols together.
   uint64_t requests(int status) const;
@@ -153,6 +161,7 @@ struct RouteMetrics {
   };
   std::array<FailureCounters, 2> attempt_failures_by{};
   std::atomic<uint64_t> faults_abort{0}, faults_delay{0};
+  std::array<std::atomic<uint64_t>, 3> hedges_by_result{};  // by HedgeResult
 };
 
 // One extra gauge sample supplied by the shell at render time (budget tokens,

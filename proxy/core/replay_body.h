@@ -35,6 +35,9 @@ class ReplayBody {
   void sent_pending();
   // A new attempt: a replayable body is owed to it from the start.
   void rewind() { sent_ = 0; }
+  // The whole body as kept for replay (meaningful while replayable): what
+  // a hedge, which runs beside the current attempt, is sent.
+  std::string_view kept() const { return buf_; }
 
   // Reuse of the buffer's room across bodies (its bytes are not touched):
   // give_room() hands an empty body the room of `room`, a buffer an

@@ -119,6 +119,7 @@ RetryState::Decision RetryState::decline(Decline why, RetryTrigger trigger) cons
     case Decline::attempts_exhausted:
     case Decline::budget_exhausted:
     case Decline::deadline:
+    case Decline::deadline_too_short:
     case Decline::retry_after_beyond_deadline:
     case Decline::server_pushback:
     case Decline::circuit_open:
@@ -220,6 +221,8 @@ RetryState::Decision RetryState::on_attempt_result(const AttemptResult& r, TimeP
   const Millis wait = sw.wait;
   // The retry would start at (or after) the deadline: no time for it.
   if (wait >= left) return decline(Decline::deadline, trigger);
+  if (min_time_left_.count() > 0 && left - wait < min_time_left_)
+    return decline(Decline::deadline_too_short, trigger);
 
   if (budget != nullptr && !budget->try_spend(now))
     return decline(Decline::budget_exhausted, trigger);

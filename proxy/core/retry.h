@@ -96,6 +96,14 @@ class RetryState {  // one per downstream request
   // no outer owner. The shell writes x-retry-owner & co only then.
   bool owns_retries() const;
 
+  // The request may be sent again by this layer: it owns retries, and the
+  // request is safe to repeat with a replayable body (what a hedge needs).
+  bool may_repeat() const { return owns_retries() && safe_ && body_replayable_; }
+  uint32_t max_attempts() const { return max_attempts_; }
+  // retry.min_time_left as resolved now (0: off): a retry that would start
+  // with less time left is declined deadline_too_short.
+  void set_min_time_left(Millis m) { min_time_left_ = m; }
+
   // The shell found the body larger than buffer_limit after the start (a
   // chunked body grew past it): no retry from now on.
   void set_body_replayable(bool replayable) { body_replayable_ = replayable; }
@@ -148,7 +156,9 @@ class RetryState {  // one per downstream request
   // (no backoff, no jitter; it wins over a Retry-After); without a pushback,
   // wait = backoff, raised to Retry-After when honored (Retry-After >
   // retry_after.max or > time left -> retry_after_beyond_deadline), clamped
-  // to retry_after.max; wait >= time left -> deadline; last the budget
+  // to retry_after.max; wait >= time left -> deadline; time left after the
+  // wait below min_time_left (set_min_time_left) -> deadline_too_short
+  // (marked like deadline); last the budget
   // (nullptr: none), so a token is spent only on a retry that happens ->
   // budget_exhausted. With honor false, Retry-After and pushback are both
   // ignored.
@@ -191,6 +201,7 @@ class RetryState {  // one per downstream request
   uint32_t attempts_ = 0;
   uint32_t resends_ = 0;  // attempts that were re-sends (at most 1): not counted against max_attempts
   Millis previous_wait_{0};
+  Millis min_time_left_{0};
   // Attempts counted against max_attempts.
   uint32_t counted_attempts() const { return attempts_ - resends_; }
 };

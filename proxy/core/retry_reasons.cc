@@ -40,6 +40,7 @@ const char* decline_name(Decline d) {
     case Decline::inner_exhausted: return "inner_exhausted";
     case Decline::circuit_open: return "circuit_open";
     case Decline::server_pushback: return "server_pushback";
+    case Decline::deadline_too_short: return "deadline_too_short";
     case Decline::none: return "none";
     case Decline::not_retryable: return "not_retryable";
   }

@@ -60,6 +60,7 @@ enum class Decline : uint8_t {
   inner_exhausted,
   circuit_open,
   server_pushback,  // grpc-retry-pushback-ms negative or unparseable: the server said do not retry
+  deadline_too_short,  // the time left is below retry.min_time_left
   none,
   not_retryable
 };

@@ -22,6 +22,9 @@ struct Attempt {
   TimePoint started{};
   bool request_end_sent = false;      // the request's end went to `stream`
   size_t fallbacks = 0;               // a DNS name's fallback addresses tried after connect failures
+  uint32_t number = 0;                // its x-retry-attempt number
+  bool first = false;                 // the request's first attempt
+  bool hedge = false;                 // a hedged attempt (shell/hedging/hedge_leg.h)
 
   // A new attempt to `ep` (its stream comes next).
   void begin(EndpointState* ep, uint32_t picked_member, int addr, TimePoint now) {
@@ -31,6 +34,9 @@ struct Attempt {
     started = now;
     request_end_sent = false;
     fallbacks = 0;
+    number = 0;
+    first = false;
+    hedge = false;
   }
   bool verdict_owed() const { return member != UpstreamEndpoints::kNone; }
   // The member whose verdict is owed, once; kNone after.

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <bit>
 #include <charconv>
 
 #include "core/fleet/retried_arrival.h"
@@ -18,6 +19,7 @@
 #include "shell/endpoint_state.h"
 #include "shell/exchange.h"
 #include "shell/h2_session.h"
+#include "shell/hedging/hedge_leg.h"
 #include "shell/logging.h"
 #include "shell/spare_string_rooms.h"
 #include "shell/worker.h"
@@ -49,10 +51,8 @@ static bool storm_note_hidden_retry(Runtime& rt, const Route& route, const Retry
   return v.hidden_retry;
 }
 
-// Every attempt outcome the upstream (or an injected fault) gave: the
-// successes-mode budget and onelayer_attempt_failures_total.
-static void storm_on_attempt_result(UpstreamShared& ups, const Upstream& ucfg, RouteMetrics& rm, const Route& route,
-                                    uint32_t attempt, const AttemptResult& r) {
+void storm_on_attempt_result(UpstreamShared& ups, const Upstream& ucfg, RouteMetrics& rm, const Route& route,
+                             uint32_t attempt, const AttemptResult& r) {
   bool failed = attempt_failed(r, route.retry.retry_on);
   if (ucfg.retry_budget.mode == BudgetMode::successes || ucfg.retry_budget.scope == BudgetScope::fleet)
     ups.budget.on_attempt_result(failed, Clock::now());
@@ -83,6 +83,7 @@ Exchange::Exchange(DownstreamStream* down, Worker* w, Admission& a, MessageHead&
 }
 
 Exchange::~Exchange() {
+  cancel_legs();
   if (destination_ep_) --destination_ep_->holds;
   cancel_member();
   if (attempt_.stream) attempt_.stream->cancel();
@@ -125,6 +126,8 @@ void Exchange::start() {
               RetryState::Request{req_.method, has_key, body_.replayable(), ownership_.outer_owned,
                                   route_->retry.idempotent});
   ups_->budget.on_request(started_);
+  hedge_timer_.ex = this;
+  if (HedgePlan::applies(route_->retry, *rs_) && upgrade_.empty()) hedge_.emplace(route_->retry);
   // The id of the retry-attempt baggage member (only when it is written).
   if (rs_->owns_retries() && route_->inner_hops == InnerHops::forbid && cfg_->propagate_baggage)
     attempt_id_ = w_->random().next() | 1;
@@ -270,7 +273,9 @@ void Exchange::start_attempt(TimePoint now) {
   const Millis t = a.timeout;
   rm_->on_attempt();
 
-  EndpointState* ep = pick_endpoint(now);  // begins attempt_
+  EndpointState* ep = pick_endpoint(now, attempt_);  // begins attempt_
+  attempt_.number = rs_->attempt_number();
+  attempt_.first = rs_->attempts_started() == 1;
   note_endpoint_tried(ep->label);
   if (grpc_call_ && ep->alpn == EndpointState::Alpn::http1 && ucfg_->protocol == UpstreamProtocol::auto_) {
     refuse_grpc_over_http1();
@@ -285,6 +290,9 @@ void Exchange::start_attempt(TimePoint now) {
   body_.rewind();
   arm_timer(t, on_attempt_timeout);
 
+  // The hedge timer runs from the attempt's start (a fallback address
+  // within the attempt does not restart it).
+  if (hedge_) arm_hedge(now, now);
   // A pooled connection (or a free stream on one) when there is one, else
   // a new connection; its on_connected (or failure) comes later.
   open_stream(ep, std::min(ucfg_->connect_timeout, t), now);
@@ -295,7 +303,7 @@ void Exchange::open_stream(EndpointState* ep, Millis connect_timeout, TimePoint 
   UpstreamStreamFactory* f = w_->upstream_streams();
   attempt_.stream = f ? f->open(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_, connect_timeout)
                       : open_upstream_stream(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_, connect_timeout);
-  if (attempt_.stream->ready()) send_head_and_body(now);
+  if (attempt_.stream->ready()) send_head_and_body(attempt_, now);
 }
 
 // A DNS name that answered both IPv4 and IPv6 (localhost: 127.0.0.1 and
@@ -326,7 +334,7 @@ bool Exchange::connect_to_fallback_address() {
 // The balancer's choice for this attempt (a retry prefers a member not
 // tried yet), as this worker's EndpointState; a DNS name's addresses are
 // handed to the balancer whenever this worker resolved them anew.
-EndpointState* Exchange::pick_endpoint(TimePoint now) {
+EndpointState* Exchange::pick_endpoint(TimePoint now, Attempt& a) {
   if (ucfg_->original_destination) {
     // Every attempt to where the app was going; held while this exchange
     // lives, so the worker's bounded table keeps it.
@@ -334,7 +342,7 @@ EndpointState* Exchange::pick_endpoint(TimePoint now) {
       destination_ep_ = w_->destination_endpoint(destination_, *ucfg_);
       ++destination_ep_->holds;
     }
-    attempt_.begin(destination_ep_, UpstreamEndpoints::kNone, -1, now);
+    a.begin(destination_ep_, UpstreamEndpoints::kNone, -1, now);
     return destination_ep_;
   }
   UpstreamEndpoints::Pick p = eps_->pick(now, w_->random(), tried_, last_member_);
@@ -346,7 +354,7 @@ EndpointState* Exchange::pick_endpoint(TimePoint now) {
   for (size_t i = 0; i < ep->addr_text.size() && !p.address.empty(); ++i) {
     if (ep->addr_text[i] == p.address) addr = static_cast<int>(i);
   }
-  attempt_.begin(ep, p.member, addr, now);
+  a.begin(ep, p.member, addr, now);
   if (!ep->literal && !ep->addr_text.empty() && (ep->synced_to != eps_ || ep->synced_version != ep->addrs_version)) {
     eps_->set_addresses(e, ep->addr_text);
     ep->synced_to = eps_;
@@ -355,15 +363,15 @@ EndpointState* Exchange::pick_endpoint(TimePoint now) {
   return ep;
 }
 
-TimePoint Exchange::end_attempt(UpstreamEndpoints::Result r) {
+TimePoint Exchange::end_attempt_of(Attempt& a, UpstreamEndpoints::Result r) {
   using Result = UpstreamEndpoints::Result;
   TimePoint now = Clock::now();
   // Without a member (a failure after the response head was judged) the
   // breaker counts the failure as before.
   bool upstream_failing = r != Result::success && r != Result::cancelled;
-  if (attempt_.verdict_owed()) {
-    uint32_t m = attempt_.take_member();
-    UpstreamEndpoints::Report rep = eps_->report(m, r, now, now - attempt_.started);
+  if (a.verdict_owed()) {
+    uint32_t m = a.take_member();
+    UpstreamEndpoints::Report rep = eps_->report(m, r, now, now - a.started);
     // The label (a lookup under the endpoints' lock) only for a line to write.
     if (rep.event.kind != OutlierDetector::Event::Kind::none)
       log_endpoint_event(ucfg_->name, eps_->label(m), rep.event);
@@ -392,7 +400,7 @@ void Exchange::on_connected() {
     refuse_grpc_over_http1();
     return;
   }
-  send_head_and_body(Clock::now());
+  send_head_and_body(attempt_, Clock::now());
 }
 
 // As for an `http1` upstream (start): UNAVAILABLE. The connection, unused,
@@ -409,12 +417,12 @@ void Exchange::refuse_grpc_over_http1() {
   respond_error(502, "bad_upstream_response");
 }
 
-void Exchange::send_head_and_body(TimePoint now) {
+void Exchange::send_head_and_body(Attempt& a, TimePoint now, HedgeLeg* leg) {
   RequestRewrite rw;
   rw.config = cfg_;
   rw.inner_hops = route_->inner_hops;
   rw.claim_ownership = rs_->owns_retries() && route_->inner_hops == InnerHops::forbid;
-  rw.attempt = rs_->attempt_number();
+  rw.attempt = a.number;
   rw.checked_by_codec = req_.checked_by_codec;
   rw.time_left_ms = route_->inner_hops == InnerHops::pass ? -1 : rs_->attempt_timeout(now).count();
   if (cfg_->x_forwarded_for_on(*lcfg_)) rw.client_ip = down_->peer_ip();  // else none appended
@@ -428,20 +436,21 @@ void Exchange::send_head_and_body(TimePoint now) {
   out.head = &req_;
   out.target = target_;
   out.rewrite = &rw;
-  if (!ucfg_->endpoints.empty()) out.default_host = attempt_.endpoint->label;
+  if (!ucfg_->endpoints.empty()) out.default_host = a.endpoint->label;
   out.upgrade = upgrade_;
   out.has_body = req_.chunked || req_.content_length > 0;
-  out.body = body_.pending();
+  out.body = leg ? body_.kept() : body_.pending();  // a hedge starts once the whole body is kept
   out.end = request_complete_;
   if (request_complete_ && !req_trailers_.empty()) out.trailers = &req_trailers_;
-  if (request_complete_) attempt_.request_end_sent = true;
-  int rc = attempt_.stream->send_request(out);
+  if (request_complete_) a.request_end_sent = true;
+  int rc = a.stream->send_request(out);
   forwarded_any_ = true;
-  body_.sent_pending();
+  if (!leg) body_.sent_pending();
   if (rc < 0) {
     AttemptResult r;
     r.outcome = AttemptOutcome::reset;
-    handle_failure(r, 502, "upstream_reset");
+    if (leg) on_leg_failed(leg, r);
+    else handle_failure(r, 502, "upstream_reset");
   }
 }
 
@@ -577,6 +586,7 @@ void Exchange::decline(Decline why, bool mark_exhausted) {
 }
 
 RetryState::Decision Exchange::decide_retry(const AttemptResult& r, TimePoint now) {
+  if (route_->retry.min_time_left) rs_->set_min_time_left(min_time_left(route_->retry, ups_->latency, now));
   RetryState::Decision d =
       rs_->on_attempt_result(r, now, response_started_, w_->random(), &ups_->budget, &ups_->breaker);
   if (d.retry) {
@@ -632,6 +642,12 @@ void Exchange::handle_failure(const AttemptResult& r, int status, const char* re
   TimePoint now;
   if (!end_failed_attempt(status, reason, verdict, &now)) return;
   storm_on_attempt_result(*ups_, *ucfg_, *rm_, *route_, rs_->attempts_started(), r);
+  if (legs_in_flight()) {
+    // A hedge is still running: it goes on as the request's attempt.
+    adopt_leg(nullptr, now, false);
+    after_retryable_answer(r, now);
+    return;
+  }
   RetryState::Decision d = decide_retry(r, now);
   if (d.retry) return;
   // No time left for another attempt: the caller hears of the deadline.
@@ -717,6 +733,7 @@ void Exchange::on_up_bad_response() {
 int Exchange::on_up_head(MessageHead& head) {
   if (finished_) return -1;
   if (grpc_call_ && grpc_outcome_follows(head.status, head.headers)) {
+    cancel_legs();  // gRPC A6: response headers commit the call
     if (grpc_held_head_) *grpc_held_head_ = head;
     else grpc_held_head_ = std::make_unique<MessageHead>(head);
     grpc_head_held_ = true;
@@ -731,23 +748,24 @@ int Exchange::judge_response(MessageHead& head, const Headers& outcome_fields) {
   // (no body, a failure), with no heap removal and insertion in between.
   // Nothing below returns to the loop, so it cannot fire meanwhile.
   const bool in_trailers = &outcome_fields != &head.headers;
-  AttemptResult r;
-  r.outcome = AttemptOutcome::response;
-  r.status = head.status;
-  r.inner_exhausted = response_marks_exhausted(head.headers, cfg_->headers) ||
-                      (in_trailers && response_marks_exhausted(outcome_fields, cfg_->headers));
-  if (const Header* ra = find_header(head.headers, "retry-after")) {
-    r.retry_after = parse_retry_after(ra->value, std::chrono::system_clock::now());
-  }
-  if (grpc_call_) read_grpc_outcome(head.status, outcome_fields, r);
-  using Result = UpstreamEndpoints::Result;
-  bool server_error = r.grpc ? attempt_failed(r, route_->retry.retry_on) : head.status >= 500 && head.status != 501;
-  const bool listed = r.grpc ? route_->retry.retry_on.has_grpc_status(*r.grpc)
-                             : route_->retry.retry_on.has_status(head.status);
-  const Result verdict = !server_error ? Result::success : listed ? Result::failure : Result::server_error;
+  const AttemptResult r = response_result(head, outcome_fields);
+  const UpstreamEndpoints::Result verdict = response_verdict(r);
   const TimePoint now = end_attempt(verdict);
+  // The upstream's recent latencies (retry.hedge.after, retry.min_time_left).
+  if (attempt_.first) ups_->latency.first_attempt.record(now - attempt_.started, now);
+  if (verdict == UpstreamEndpoints::Result::success) ups_->latency.success.record(now - attempt_.started, now);
   storm_on_attempt_result(*ups_, *ucfg_, *rm_, *route_, rs_->attempts_started(), r);
+  if (legs_in_flight() && !HedgePlan::wins(r, route_->retry.retry_on)) {
+    // A retryable answer while a hedge runs: the hedge goes on as the
+    // request's attempt, this answer is dropped.
+    drop_upstream();
+    adopt_leg(nullptr, now, false);
+    after_retryable_answer(r, now);
+    return -1;
+  }
   if (decide_retry(r, now).retry) return -1;
+  cancel_legs();  // this answer wins
+  answered_by_hedge_ = attempt_.hedge;
 
   status_ = head.status;
   if (r.grpc) grpc_answer_ = r.grpc;
@@ -769,6 +787,28 @@ int Exchange::judge_response(MessageHead& head, const Headers& outcome_fields) {
   if (resp_no_body_) stop_timer();
   else arm_timer(lcfg_->limits.idle_timeout, on_stream_stalled);
   return head_request_ ? 1 : 0;
+}
+
+AttemptResult Exchange::response_result(const MessageHead& head, const Headers& outcome_fields) const {
+  const bool in_trailers = &outcome_fields != &head.headers;
+  AttemptResult r;
+  r.outcome = AttemptOutcome::response;
+  r.status = head.status;
+  r.inner_exhausted = response_marks_exhausted(head.headers, cfg_->headers) ||
+                      (in_trailers && response_marks_exhausted(outcome_fields, cfg_->headers));
+  if (const Header* ra = find_header(head.headers, "retry-after")) {
+    r.retry_after = parse_retry_after(ra->value, std::chrono::system_clock::now());
+  }
+  if (grpc_call_) read_grpc_outcome(head.status, outcome_fields, r);
+  return r;
+}
+
+UpstreamEndpoints::Result Exchange::response_verdict(const AttemptResult& r) const {
+  using Result = UpstreamEndpoints::Result;
+  const bool server_error = r.grpc ? attempt_failed(r, route_->retry.retry_on) : r.status >= 500 && r.status != 501;
+  const bool listed = r.grpc ? route_->retry.retry_on.has_grpc_status(*r.grpc)
+                             : route_->retry.retry_on.has_status(r.status);
+  return !server_error ? Result::success : listed ? Result::failure : Result::server_error;
 }
 
 bool Exchange::release_grpc_head(const Headers* trailers) {
@@ -864,6 +904,11 @@ void Exchange::record(int status) {
   double secs = std::chrono::duration<double>(now - started_).count();
   const WireProtocol protocol = down_->protocol();
   rm_->on_response(status, secs, rs_ ? rs_->attempts_started() : 0, steady_ms(now), protocol == WireProtocol::h2);
+  const uint32_t hedges = hedge_ ? hedge_->sent() : 0;
+  if (hedges > 0) {
+    rm_->on_hedge(RouteMetrics::HedgeResult::won, answered_by_hedge_ ? 1 : 0);
+    rm_->on_hedge(RouteMetrics::HedgeResult::lost, hedges - (answered_by_hedge_ ? 1 : 0));
+  }
   if (grpc_answer_) rm_->on_grpc_response(*grpc_answer_);
   const uint64_t bytes_out = bytes_out_ + down_->response_bytes();
   w_->runtime().metrics.bytes_out_total.fetch_add(bytes_out, std::memory_order_relaxed);
@@ -879,6 +924,7 @@ void Exchange::record(int status) {
   a.error = error_reason_ ? error_reason_ : "";
   a.status = status;
   a.attempts = rs_ ? rs_->attempts_started() : 0;
+  a.hedges = hedges;
   a.duration_ms = secs * 1000.0;
   a.bytes_in = body_.received() + tunnel_bytes_in_;
   a.bytes_out = bytes_out;
@@ -893,6 +939,7 @@ void Exchange::finish() {
   if (finished_) return;
   finished_ = true;
   stop_timer();
+  cancel_legs();
   record(status_);
   down_->exchange_done();  // this object dies on the next loop turn
 }
@@ -903,6 +950,7 @@ void Exchange::finish_aborted() {
   if (finished_) return;
   finished_ = true;
   stop_timer();
+  cancel_legs();
   drop_upstream();
   record(status_ ? status_ : 502);
   down_->abort_stream(error_reason_ ? error_reason_ : "upstream_reset");
@@ -913,6 +961,7 @@ void Exchange::abort(const char* reason) {
   finished_ = true;
   stop_timer();
   if (attempt_.stream && !response_started_) end_attempt(UpstreamEndpoints::Result::cancelled);  // no result: free probe slots
+  cancel_legs();
   drop_upstream();
   if (!error_reason_) error_reason_ = reason;
   record(tunnel_ ? 101 : 499);  // the client went away before the answer was complete (or ended a tunnel)

@@ -7,9 +7,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/config.h"
 #include "core/grpc_status.h"
+#include "core/hedging/hedge_policy.h"
 #include "core/http_headers.h"
 #include "core/replay_body.h"
 #include "core/retry.h"
@@ -27,10 +29,16 @@ namespace onelayer {
 
 class Conn;
 class DownConn;
+class HedgeLeg;
 class UpConn;
 class Worker;
 struct EndpointState;
 struct RouteMetrics;
+
+// Every attempt outcome the upstream (or an injected fault) gave: the
+// successes-mode budget and onelayer_attempt_failures_total.
+void storm_on_attempt_result(UpstreamShared& ups, const Upstream& ucfg, RouteMetrics& rm, const Route& route,
+                             uint32_t attempt, const AttemptResult& r);
 
 // One downstream request and all its upstream attempts. It talks to the
 // client through a DownstreamStream and to each attempt's upstream through
@@ -103,10 +111,13 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   bool response_started() const { return response_started_; }
   bool request_complete() const { return request_complete_; }
  private:
+  friend class HedgeLeg;  // its stream's events, until adopted (on_leg_*)
   void start_attempt(TimePoint now);
   void open_stream(EndpointState* ep, Millis connect_timeout, TimePoint now);
   bool connect_to_fallback_address();
-  void send_head_and_body(TimePoint now);
+  // The request to `a`'s stream: for the current attempt what the body has
+  // so far; for a hedge `leg`, the whole body kept for replay.
+  void send_head_and_body(Attempt& a, TimePoint now, HedgeLeg* leg = nullptr);
   void refuse_grpc_over_http1();
   void send_body_bytes(const char* data, size_t len);
   void send_request_end();
@@ -142,10 +153,11 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   void finish_aborted();
   void record(int status);
   void drop_upstream(bool reset = false);
-  EndpointState* pick_endpoint(TimePoint now);
+  EndpointState* pick_endpoint(TimePoint now, Attempt& a);
   // The attempt's verdict to the balancer, outlier detector and breaker.
   // Returns the time it read, for the retry decision that follows.
-  TimePoint end_attempt(UpstreamEndpoints::Result r);
+  TimePoint end_attempt(UpstreamEndpoints::Result r) { return end_attempt_of(attempt_, r); }
+  TimePoint end_attempt_of(Attempt& a, UpstreamEndpoints::Result r);
   void cancel_member();  // the attempt ends without a verdict
   bool upstream_ready() const;
   // The Via member this listener writes for a message that arrived as `m`
@@ -163,6 +175,35 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   // (the head itself, or for a gRPC head held back, the trailers): retry,
   // or send the head downstream. on_up_head's return value.
   int judge_response(MessageHead& head, const Headers& outcome_fields);
+  // What a response head (and its outcome fields) says, as the retry
+  // decision reads it, and the verdict the balancer and breaker get.
+  AttemptResult response_result(const MessageHead& head, const Headers& outcome_fields) const;
+  UpstreamEndpoints::Result response_verdict(const AttemptResult& r) const;
+
+  // Hedged requests (docs/retries.md; the decisions are HedgePlan's). The
+  // hedge timer runs beside the attempt timer; each hedge is a HedgeLeg
+  // until one answer wins or the current attempt ends and a leg takes its
+  // place (adopt_leg).
+  struct HedgeTimer : TimerList::Entry {
+    Exchange* ex = nullptr;
+  };
+  void arm_hedge(TimePoint last_start, TimePoint now);
+  static void on_hedge_timer(TimerList::Entry* e);
+  void send_hedge(TimePoint now);
+  void on_leg_connected(HedgeLeg* leg);
+  void on_leg_failed(HedgeLeg* leg, const AttemptResult& r);
+  int on_leg_head(HedgeLeg* leg, MessageHead& head);
+  bool legs_in_flight() const;
+  // `leg` (nullptr: the first leg in flight) becomes the current attempt;
+  // the current one, if any, is cancelled. `answered`: its answer won, so
+  // the other legs are cancelled too; otherwise (the current attempt
+  // failed) they run on.
+  void adopt_leg(HedgeLeg* leg, TimePoint now, bool answered);
+  void end_leg(HedgeLeg* leg);  // its stream cancelled, its timer off
+  void cancel_legs();           // every leg in flight lost
+  // gRPC A6: a status in retry_on on one attempt sends the next hedge at
+  // once (after a pushback's wait; a negative pushback stops hedging).
+  void after_retryable_answer(const AttemptResult& r, TimePoint now);
   // gRPC (docs/grpc.md): a held head's outcome arrived (trailers, or
   // nullptr for the first message or the end): judged as above. False
   // when the head did not go downstream (retried, or refused).
@@ -235,6 +276,12 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   // destruction.
   std::unique_ptr<MessageHead> grpc_held_head_;
   std::optional<GrpcStatus> grpc_answer_;  // the grpc-status the caller got
+  std::optional<HedgePlan> hedge_;  // set when the request may be hedged
+  // Hedges sent (kept until the exchange dies: a leg never dies inside its
+  // own callback).
+  std::vector<std::unique_ptr<HedgeLeg>> legs_;
+  HedgeTimer hedge_timer_;
+  bool answered_by_hedge_ = false;  // the response downstream came from a hedge
 };
 
 }  // namespace onelayer

@@ -154,6 +154,7 @@ struct LogKey {
 constexpr LogKey kListenerKey = ONELAYER_LOG_KEY("listener"), kRouteKey = ONELAYER_LOG_KEY("route"),
                  kMethodKey = ONELAYER_LOG_KEY("method"), kPathKey = ONELAYER_LOG_KEY("path"),
                  kStatusKey = ONELAYER_LOG_KEY("status"), kAttemptsKey = ONELAYER_LOG_KEY("attempts"),
+                 kHedgesKey = ONELAYER_LOG_KEY("hedges"),
                  kRetryReasonsKey = ONELAYER_LOG_KEY("retry_reasons"), kDeclinedKey = ONELAYER_LOG_KEY("declined"),
                  kErrorKey = ONELAYER_LOG_KEY("error"), kUpstreamKey = ONELAYER_LOG_KEY("upstream"),
                  kDurationKey = ONELAYER_LOG_KEY("duration_ms"), kBytesInKey = ONELAYER_LOG_KEY("bytes_in"),
@@ -206,6 +207,7 @@ void format_access_log(const AccessRecord& r, LogFormat format, std::string& lin
   str(kPathKey, r.path);
   num(kStatusKey, r.status < 0 ? 0 : static_cast<uint64_t>(r.status));
   num(kAttemptsKey, r.attempts);
+  num(kHedgesKey, r.hedges);
   str(kRetryReasonsKey, r.retry_reasons);
   str(kDeclinedKey, r.declined);
   str(kErrorKey, r.error);

@@ -23,6 +23,7 @@ struct AccessRecord {
   uint32_t stream_id = 0;               // the HTTP/2 stream (0 on HTTP/1)
   int status = 0;
   uint32_t attempts = 0;
+  uint32_t hedges = 0;  // hedged attempts sent
   double duration_ms = 0;
   uint64_t bytes_in = 0, bytes_out = 0;
   int64_t unix_ms = 0;

@@ -30,6 +30,7 @@ struct UpstreamShared {
   std::string name;
   RetryBudget budget;
   CircuitBreaker breaker;
+  UpstreamLatency latency;  // recent attempt latencies: retry.hedge.after, retry.min_time_left
 };
 
 struct Generation {

@@ -35,7 +35,7 @@ RETRY_TYPES = {
 }
 DECLINE_REASONS = ["not_idempotent", "body_too_large", "attempts_exhausted", "budget_exhausted",
                    "deadline", "retry_after_beyond_deadline", "outer_owner", "inner_exhausted",
-                   "circuit_open", "server_pushback"]
+                   "circuit_open", "server_pushback", "deadline_too_short"]
 
 
 class AdminEndpointsTest(IntegrationTest):

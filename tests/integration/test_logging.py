@@ -14,10 +14,10 @@ import ops_helpers as ops
 from harness import IntegrationTest
 
 JSON_FIELDS = {"time": str, "listener": str, "route": str, "method": str, "path": str, "status": int,
-               "attempts": int, "retry_reasons": str, "declined": str, "upstream": str,
+               "attempts": int, "hedges": int, "retry_reasons": str, "declined": str, "upstream": str,
                "duration_ms": (int, float), "bytes_in": int, "bytes_out": int,
                "protocol": str, "stream": int}
-TEXT_KEYS = ["listener", "route", "method", "path", "status", "attempts", "retry_reasons", "declined",
+TEXT_KEYS = ["listener", "route", "method", "path", "status", "attempts", "hedges", "retry_reasons", "declined",
              "upstream", "duration_ms", "bytes_in", "bytes_out", "protocol", "stream"]
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 RETRY = {"max_attempts": 3, "backoff": ops.FAST_BACKOFF}

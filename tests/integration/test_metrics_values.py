@@ -11,7 +11,7 @@ from harness import IntegrationTest
 
 REASONS = ["not_idempotent", "body_too_large", "attempts_exhausted", "budget_exhausted", "deadline",
            "retry_after_beyond_deadline", "outer_owner", "inner_exhausted", "circuit_open",
-           "server_pushback"]
+           "server_pushback", "deadline_too_short"]
 # A budget that never limits these tests: 1000 tokens at start, 10 per request.
 AMPLE_BUDGET = {"ratio": 10, "min_per_second": 1000}
 

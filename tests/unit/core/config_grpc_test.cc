@@ -11,23 +11,9 @@ using namespace onelayer;
 using onelayer::test::check_round_trip;
 using onelayer::test::errors_of;
 using onelayer::test::load_ok;
+using onelayer::test::with_retry;
 
 namespace {
-
-std::string with_retry(const std::string& retry_lines) {
-  return R"(listeners:
-  - name: in
-    listen: 127.0.0.1:0
-    routes:
-      - name: calls
-        upstream: up
-        retry:
-)" + retry_lines + R"(
-upstreams:
-  - name: up
-    endpoints: [127.0.0.1:9]
-)";
-}
 
 const RetryPolicy& only_policy(const ConfigPtr& c) { return c->listeners[0].routes[0].retry; }
 

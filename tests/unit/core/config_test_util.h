@@ -29,6 +29,23 @@ inline ConfigPtr load_ok(std::string_view yaml) {
   return r.config;
 }
 
+// A config whose one route has a retry block of `retry_lines` (each line
+// indented for it, ten spaces).
+inline std::string with_retry(const std::string& retry_lines) {
+  return R"(listeners:
+  - name: in
+    listen: 127.0.0.1:0
+    routes:
+      - name: calls
+        upstream: up
+        retry:
+)" + retry_lines + R"(
+upstreams:
+  - name: up
+    endpoints: [127.0.0.1:9]
+)";
+}
+
 // The config written out as YAML loads again into the same settings.
 inline void check_round_trip(const Config& c) {
   std::string yaml = config_to_yaml(c);

@@ -116,6 +116,12 @@ onelayer_retries_declined_total{route="items",reason="outer_owner"} 0
 onelayer_retries_declined_total{route="items",reason="inner_exhausted"} 0
 onelayer_retries_declined_total{route="items",reason="circuit_open"} 0
 onelayer_retries_declined_total{route="items",reason="server_pushback"} 0
+onelayer_retries_declined_total{route="items",reason="deadline_too_short"} 0
+# HELP onelayer_hedges_total Hedged attempts, by route and result: won (its answer went to the client), lost (any other hedge sent: cancelled, failed, or another attempt answered), declined (due but not sent: no budget token, attempts, deadline, deadline_too_short).
+# TYPE onelayer_hedges_total counter
+onelayer_hedges_total{route="items",result="won"} 0
+onelayer_hedges_total{route="items",result="lost"} 0
+onelayer_hedges_total{route="items",result="declined"} 0
 # HELP onelayer_attempt_failures_total Failed upstream attempts, by route, attempt (first or retry) and outcome (connect-failure, reset, timeout, refused-stream, the status code or the gRPC status name).
 # TYPE onelayer_attempt_failures_total counter
 # HELP onelayer_faults_injected_total Faults injected into upstream attempts (route fault blocks and admin drills), by route and kind.

@@ -699,7 +699,8 @@ TEST_CASE("DeclineReasonsAreTheLabelsInOrderAndOnlyThose") {
   for (size_t i = 0; i < kDeclineReasonCount; ++i) names.push_back(decline_name(static_cast<Decline>(i)));
   CHECK(names == std::vector<std::string>{"not_idempotent", "body_too_large", "attempts_exhausted",
                                           "budget_exhausted", "deadline", "retry_after_beyond_deadline",
-                                          "outer_owner", "inner_exhausted", "circuit_open", "server_pushback"});
+                                          "outer_owner", "inner_exhausted", "circuit_open", "server_pushback",
+                                          "deadline_too_short"});
   CHECK_FALSE(is_counted_decline(Decline::none));
   CHECK_FALSE(is_counted_decline(Decline::not_retryable));
   std::string log;

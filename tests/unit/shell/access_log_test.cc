@@ -39,14 +39,14 @@ std::string line(const AccessRecord& r, LogFormat f) {
 TEST_CASE("access log text line has every field in order, '-' for empty values") {
   CHECK(line(sample(), LogFormat::text) ==
         "2026-11-29T16:42:56.919Z listener=outbound route=inventory-read method=GET path=/items/7 status=200 "
-        "attempts=3 retry_reasons=503,503 declined=- error=- "
+        "attempts=3 hedges=0 retry_reasons=503,503 declined=- error=- "
         "upstream=127.0.0.1:8081,127.0.0.1:8082,127.0.0.1:8081 duration_ms=61.412 bytes_in=0 bytes_out=512 protocol=http1 stream=0\n");
 }
 
 TEST_CASE("access log JSON line is one object with typed fields") {
   CHECK(line(sample(), LogFormat::json) ==
         "{\"time\":\"2026-11-29T16:42:56.919Z\",\"listener\":\"outbound\",\"route\":\"inventory-read\","
-        "\"method\":\"GET\",\"path\":\"/items/7\",\"status\":200,\"attempts\":3,\"retry_reasons\":\"503,503\","
+        "\"method\":\"GET\",\"path\":\"/items/7\",\"status\":200,\"attempts\":3,\"hedges\":0,\"retry_reasons\":\"503,503\","
         "\"declined\":\"\",\"error\":\"\",\"upstream\":\"127.0.0.1:8081,127.0.0.1:8082,127.0.0.1:8081\","
         "\"duration_ms\":61.412,\"bytes_in\":0,\"bytes_out\":512,\"protocol\":\"http1\",\"stream\":0}\n");
 }
