@@ -290,37 +290,68 @@ class HedgingTest(IntegrationTest):
         self.assertEqual(sum(s.count() for s in servers), 2)
 
     # -- single-layer rules ----------------------------------------------------
-    def test_in_a_chain_only_the_outer_layer_hedges(self):
-        # client -> outer (hedges) -> inner1 | inner2 (hedge blocks too) -> slow | fast origins
+    def test_in_a_three_layer_chain_only_the_outer_layer_hedges(self):
+        # client -> outer -> middle x2 -> inner x2 -> slow | fast origins; every
+        # layer has the same hedge block and two endpoints to hedge to.
         closed = []
         slow = self.start_origin(handler=lambda a: _Answer(0.3, closed, body=b"slow"), name="slow")
         fast = self.start_origin(handler=lambda a: _Answer(0.0, closed, body=b"fast"), name="fast")
         hedge_retry = {"max_attempts": 3, "backoff": FAST_BACKOFF, "hedge": {"after": "30ms"}}
-        inners = [self.proxy([slow.endpoint, fast.endpoint], hedge_retry) for _ in range(2)]
-        outer = self.proxy(["127.0.0.1:%d" % p.port() for p in inners], hedge_retry)
-        n = 6
+
+        def layer(endpoints):
+            return [self.proxy(endpoints, hedge_retry) for _ in range(2)]
+        inners = layer([slow.endpoint, fast.endpoint])
+        middles = layer(["127.0.0.1:%d" % p.port() for p in inners])
+        outer = self.proxy(["127.0.0.1:%d" % p.port() for p in middles], hedge_retry)
+        n = 8
         for i in range(n):
             with h.Conn(outer.port()) as c:
                 self.assertEqual(c.request("GET", "/chain/%d" % i).status, 200)
-        time.sleep(0.5)  # the inner layers count the requests the outer one cancelled
-        outer_text = ops.metrics(self, outer)
-        outer_hedges = sum(ops.value(outer_text, "onelayer_hedges_total", route="default", result=r) or 0
-                           for r in ("won", "lost"))
-        inner_hedges = 0
-        inner_requests = inner_attempts = 0
-        for p in inners:
-            t = ops.metrics(self, p)
-            inner_hedges += sum(ops.value(t, "onelayer_hedges_total", route="default", result=r) or 0
-                                for r in ("won", "lost", "declined"))
-            inner_requests += ops.route_requests(t, "default")
-            inner_attempts += ops.value(t, "onelayer_upstream_attempts_total", route="default", upstream="origin") or 0
-        report("chain", "outer hedges %d; inner requests %d, inner attempts %d, inner hedges %d"
-               % (outer_hedges, inner_requests, inner_attempts, inner_hedges))
+        time.sleep(0.5)  # the inner layers count the requests an outer one cancelled
+
+        def counts(proxies):
+            hedges = requests = attempts = 0
+            for p in proxies:
+                t = ops.metrics(self, p)
+                hedges += sum(ops.value(t, "onelayer_hedges_total", route="default", result=r) or 0
+                              for r in ("won", "lost", "declined"))
+                requests += ops.route_requests(t, "default")
+                attempts += ops.value(t, "onelayer_upstream_attempts_total", route="default", upstream="origin") or 0
+            return hedges, requests, attempts
+        outer_hedges, _, _ = counts([outer])
+        mid = counts(middles)
+        inner = counts(inners)
+        report("chain", "outer hedges %d; middle hedges %d, requests %d, attempts %d; inner hedges %d, "
+               "requests %d, attempts %d" % ((outer_hedges,) + mid + inner))
         self.assertGreater(outer_hedges, 0)
-        self.assertEqual(inner_hedges, 0)
-        # An inner layer makes one attempt per request it gets.
-        self.assertEqual(inner_attempts, inner_requests)
-        self.assertEqual(slow.count() + fast.count(), inner_requests)
+        self.assertEqual((mid[0], inner[0]), (0, 0))
+        # A layer inside makes one attempt per request it gets.
+        self.assertEqual(mid[2], mid[1])
+        self.assertEqual(inner[2], inner[1])
+        self.assertEqual(slow.count() + fast.count(), inner[1])
+
+    # -- deadline-aware retries ------------------------------------------------
+    def test_min_time_left_declines_a_retry_the_deadline_cannot_fit(self):
+        closed = []
+        a = self.start_origin(handler=lambda arr: _Answer(0.25, closed, status=503, body=b"late 503"), name="a")
+        b = self.start_origin(handler=lambda arr: _Answer(0.25, closed, status=503, body=b"late 503"), name="b")
+        retry = {"max_attempts": 3, "backoff": FAST_BACKOFF, "min_time_left": "300ms"}
+        proxy = self.proxy([a.endpoint, b.endpoint], retry, timeout="500ms")
+        with h.Conn(proxy.port()) as c:
+            r = c.request("GET", "/short")
+        # 250 ms left after the first 503: below 300 ms, so it is the answer.
+        self.assertEqual((r.status, r.body), (503, b"late 503"))
+        self.assertEqual(r.header("x-retry-exhausted"), "1")
+        self.assertEqual(a.count() + b.count(), 1)
+        text = ops.metrics(self, proxy)
+        self.assertEqual(ops.value(text, "onelayer_retries_declined_total", route="default",
+                                   reason="deadline_too_short"), 1)
+        # Without min_time_left the retry goes, and the deadline ends it: the
+        # caller gets a 504 instead of the upstream's answer.
+        proxy = self.proxy([a.endpoint, b.endpoint], {"max_attempts": 3, "backoff": FAST_BACKOFF}, timeout="500ms")
+        with h.Conn(proxy.port()) as c:
+            self.assertEqual(c.request("GET", "/short").status, 504)
+        self.assertEqual(a.count() + b.count(), 3)
 
 
 if __name__ == "__main__":
