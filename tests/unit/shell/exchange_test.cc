@@ -1326,3 +1326,105 @@ TEST_CASE("exchange grpc: a body replayed before it was fully read goes out once
   t.trailers_only(1, "0");
   CHECK(t.down.heads.size() == 1);
 }
+
+// ---- Hedged requests (shell/hedging/): several attempts in flight at once.
+
+namespace {
+
+// Two endpoints, a hedge 20 ms after an attempt without a response head.
+constexpr const char* kHedgeConfig = R"(layer_id: edge
+listeners:
+  - name: out
+    listen: 127.0.0.1:0
+    routes:
+      - name: hedged
+        upstream: up
+        timeout: 5s
+        retry:
+          max_attempts: 3
+          retry_on: [connect-failure, reset, 503]
+          backoff: { base: 1ms, cap: 2ms, jitter: none }
+          hedge: { after: 20ms }
+upstreams:
+  - name: up
+    endpoints: [127.0.0.1:9, 127.0.0.1:10]
+    retry_budget: { ratio: 1.0, min_per_second: 100 }
+)";
+
+// A GET whose first attempt got its request and whose hedge has opened,
+// got the same request and carries attempt number 2.
+struct HedgeHarness : Harness {
+  HedgeHarness() : Harness(load_config_string(kHedgeConfig, "hedge.yaml").config) {
+    factory.ready_at_once = true;
+    get(0);
+    REQUIRE(factory.opens() == 1);
+    REQUIRE(run_until([&] { return factory.opens() == 2; }));
+    CHECK(factory.at(0).attempt == 1);
+    CHECK(factory.at(1).attempt == 2);
+    CHECK(factory.at(1).field("x-retry-attempt") == "2");
+    CHECK(factory.at(1).end);
+  }
+  uint64_t hedges(RouteMetrics::HedgeResult r) { return w.generation()->route_metrics[0][0]->hedges(r); }
+};
+
+}  // namespace
+
+TEST_CASE("hedge: the hedge's answer wins, the first attempt is cancelled and none of it reaches the client") {
+  HedgeHarness t;
+  t.answer(1, 200, "hedged");
+  CHECK(t.factory.at(0).cancels == 1);
+  CHECK(t.factory.at(1).releases == 1);
+  t.check_proxied_answer(200, "hedged");
+  CHECK(t.hedges(RouteMetrics::HedgeResult::won) == 1);
+  CHECK(t.hedges(RouteMetrics::HedgeResult::lost) == 0);
+}
+
+TEST_CASE("hedge: the first attempt's answer wins and the hedge is cancelled") {
+  HedgeHarness t;
+  t.answer(0, 404, "first");
+  CHECK(t.factory.at(1).cancels == 1);
+  t.check_proxied_answer(404, "first");
+  CHECK(t.hedges(RouteMetrics::HedgeResult::lost) == 1);
+}
+
+TEST_CASE("hedge: a retryable answer on the first attempt lets the hedge run on, with no retry") {
+  HedgeHarness t;
+  MessageHead h = response_head(503);
+  CHECK(t.factory.at(0).r->on_up_head(h) == -1);
+  CHECK(t.factory.at(0).cancels == 1);
+  CHECK(t.down.answers() == 0);
+  t.check_no_more_attempts(2);
+  t.answer(1, 200, "hedged");
+  t.check_proxied_answer(200, "hedged");
+}
+
+TEST_CASE("hedge: a retryable answer on the hedge ends it and the first attempt runs on") {
+  HedgeHarness t;
+  MessageHead h = response_head(503);
+  CHECK(t.factory.at(1).r->on_up_head(h) == -1);
+  CHECK(t.factory.at(1).cancels == 1);
+  CHECK(t.down.answers() == 0);
+  t.check_no_more_attempts(2);
+  t.answer(0, 200, "first");
+  t.check_proxied_answer(200, "first");
+}
+
+TEST_CASE("hedge: both attempts fail, then the retry rules decide (max_attempts counts the hedge)") {
+  HedgeHarness t;
+  t.factory.at(0).r->on_up_error(UV_ECONNRESET);
+  t.factory.at(1).r->on_up_error(UV_ECONNRESET);
+  // Third and last attempt: a retry (max_attempts 3 = first + hedge + retry).
+  t.await_attempt(3);
+  CHECK(t.factory.at(2).attempt == 3);
+  t.answer(2, 200, "retried");
+  t.check_proxied_answer(200, "retried");
+}
+
+TEST_CASE("hedge: a request answered before `after` makes no hedge") {
+  Harness t(load_config_string(kHedgeConfig, "hedge.yaml").config);
+  t.factory.ready_at_once = true;
+  t.get(0);
+  t.answer(0, 200, "fast");
+  t.check_no_more_attempts(1);
+  t.check_proxied_answer(200, "fast");
+}
