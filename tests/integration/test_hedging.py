@@ -264,7 +264,7 @@ class HedgingTest(IntegrationTest):
         servers = self.grpc_trio([gp.slow(1.0), gp.fail()])
         _, client = self.grpc_proxy(servers, {"max_attempts": 3, "backoff": {"base": "300ms", "cap": "300ms"},
                                               "idempotent": True, "retry_on": ["unavailable"],
-                                              "hedge": {"after": "100ms", "max": 2}})
+                                              "hedge": {"after": "200ms", "max": 2}})
         t = time.monotonic()
         code, resp, _, _ = client.call(b"hi")
         took = time.monotonic() - t
@@ -273,9 +273,9 @@ class HedgingTest(IntegrationTest):
                (took * 1e3, [round((c.arrived - calls[0].arrived) * 1e3) for c in calls]))
         self.assertEqual((code, resp), (grpc.StatusCode.OK, b"ok"))
         self.assertEqual(len(calls), 3)
-        # The second hedge followed the UNAVAILABLE at once, not 100 ms later.
-        self.assertLess(calls[2].arrived - calls[1].arrived, 0.06)
-        self.assertLess(took, 0.6)
+        # The second hedge followed the UNAVAILABLE at once, not `after` (200 ms) later.
+        self.assertLess(calls[2].arrived - calls[1].arrived, 0.12)
+        self.assertLess(took, 0.8)
 
     def test_grpc_a_fatal_status_on_a_hedge_commits(self):
         servers = self.grpc_trio([gp.slow(1.0), gp.fail(grpc.StatusCode.INVALID_ARGUMENT, "bad")])
@@ -287,6 +287,29 @@ class HedgingTest(IntegrationTest):
         self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
         self.assertLess(took, 0.6)
         time.sleep(0.2)
+        self.assertEqual(sum(s.count() for s in servers), 2)
+
+    def test_grpc_pushback_delays_the_next_hedge_and_a_negative_one_stops_hedging(self):
+        retry = {"max_attempts": 3, "backoff": {"base": "300ms", "cap": "300ms"}, "idempotent": True,
+                 "retry_on": ["unavailable"], "hedge": {"after": "50ms", "max": 2}}
+        servers = self.grpc_trio([gp.slow(0.6), gp.fail(pushback=200)])
+        _, client = self.grpc_proxy(servers, retry)
+        code, _, _, _ = client.call(b"hi")
+        calls = sorted((c for s in servers for c in s.calls), key=lambda c: c.arrived)
+        self.assertEqual(code, grpc.StatusCode.OK)
+        self.assertEqual(len(calls), 3)
+        # Not at once: the server asked for 200 ms.
+        self.assertGreaterEqual(calls[2].arrived - calls[1].arrived, 0.18)
+
+        servers = self.grpc_trio([gp.slow(0.4), gp.fail(pushback=-1)])
+        _, client = self.grpc_proxy(servers, retry)
+        t = time.monotonic()
+        code, resp, _, _ = client.call(b"hi")
+        took = time.monotonic() - t
+        # No more hedges: the slow first attempt's answer is the call's.
+        self.assertEqual((code, resp), (grpc.StatusCode.OK, b"ok"))
+        self.assertGreaterEqual(took, 0.35)
+        time.sleep(0.1)
         self.assertEqual(sum(s.count() for s in servers), 2)
 
     # -- single-layer rules ----------------------------------------------------
