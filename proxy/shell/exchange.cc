@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <bit>
 #include <charconv>
 
 #include "core/fleet/retried_arrival.h"
