@@ -7,6 +7,7 @@
 
 #include "core/config_loader.h"
 #include "shell/fleet/fleet_cli.h"
+#include "shell/admin_server.h"
 #include "shell/logging.h"
 #include "shell/server.h"
 #include "shell/tls_context.h"
@@ -81,6 +82,7 @@ int main(int argc, char** argv) {
     onelayer::LoadResult lr = onelayer::load_config_file(opts.config_path);
     onelayer::TlsContexts tls;  // --check loads every certificate too
     if (lr.ok()) lr.errors = onelayer::build_tls_contexts(*lr.config, tls);
+    if (lr.ok()) onelayer::admin_guard_for(*lr.config, lr.errors);  // the token file is readable
     if (!lr.errors.empty()) {
       std::fputs(onelayer::format_errors(lr.errors).c_str(), stderr);
       return 1;

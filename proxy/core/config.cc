@@ -36,6 +36,8 @@ const Upstream* Config::find_upstream(std::string_view name) const {
 bool Config::same_settings(const Config& other) const {
   // Keep in step with the fields of Config (source_path/source_text excluded).
   return layer_id == other.layer_id && admin_listen == other.admin_listen &&
+         admin_token_file == other.admin_token_file &&
+         admin_allow_remote_mutations == other.admin_allow_remote_mutations &&
          workers == other.workers && drain_timeout == other.drain_timeout &&
          propagate_baggage == other.propagate_baggage && via == other.via &&
          x_forwarded_for == other.x_forwarded_for && headers == other.headers &&

@@ -95,6 +95,9 @@ struct RouteMatch {
   // Transparent listeners: the connection's original destination.
   std::optional<Cidr> destination;   // unset: any
   uint16_t destination_port = 0;     // 0: any
+  // Caller identities (verified client certificates, docs/tls.md) the route
+  // serves: exact or ending in `*`; empty: any caller.
+  std::vector<std::string> callers;
   bool operator==(const RouteMatch&) const = default;
 };
 
@@ -128,10 +131,13 @@ struct Route {
 };
 
 // Downstream TLS on a listener (`listeners[].tls`): the certificate chain
-// and key it presents.
+// and key it presents, and the CA that client certificates are checked
+// against (mutual TLS; "": none asked for).
 struct ListenerTls {
   std::string cert_file;
   std::string key_file;
+  std::string client_ca_file;
+  bool require_client_cert = false;  // false: asked for, a client without one still gets in
   bool operator==(const ListenerTls&) const = default;
 };
 
@@ -159,6 +165,12 @@ struct Listener {
   // Upgrade tokens forwarded (lower case); others are refused.
   std::vector<std::string> upgrades{"websocket"};
   std::optional<ListenerTls> tls;
+  // Caller identities let in at all (exact or ending in `*`); empty: any,
+  // with or without a client certificate.
+  std::vector<std::string> allowed_callers;
+  // Header (lower case) that carries the verified caller identity upstream;
+  // "": not sent. A client's own copy is always removed.
+  std::string caller_header;
   ListenerProtocols protocols;
   // One access-log line per request answered on this listener (false: none;
   // metrics and the error log are unchanged).
@@ -308,6 +320,11 @@ struct FleetConfig {
 struct Config {
   std::string layer_id;  // default: host name
   HostPort admin_listen{"127.0.0.1", 9901};
+  // Mutating admin endpoints need `Authorization: Bearer <token>` with the
+  // token in this file ("": no token asked for).
+  std::string admin_token_file;
+  // Mutating admin endpoints answer non-loopback peers (403 otherwise).
+  bool admin_allow_remote_mutations = false;
   uint32_t workers = 1;
   Millis drain_timeout{10'000};
   bool propagate_baggage = true;

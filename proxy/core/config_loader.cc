@@ -20,6 +20,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/fleet/fleet_share.h"
+#include "core/callers/caller_patterns.h"
 #include "core/http_headers.h"
 #include "core/units.h"
 
@@ -236,6 +237,7 @@ class Loader {
   void read_limits(const At& at, Limits& limits);
   void read_route(const At& at, size_t listener, size_t index, Route& r, NameIndex& names);
   void read_match(const At& at, RouteMatch& m);
+  void read_caller_patterns(const At& at, std::vector<std::string>& out);
   void read_retry(const At& at, RetryPolicy& p);
   // A duration, or p50|p90|p95|p99 of an upstream's recent latency.
   void read_latency_threshold(const At& at, LatencyThreshold& out);
@@ -549,10 +551,14 @@ void Loader::read_root(const At& at) {
        }},
       {"admin",
        [&](const At& a) {
-         read_map(a, {{"listen", [&](const At& l) {
+         read_map(a, {{"listen",
+                       [&](const At& l) {
                          if (read_host_port(l, true, config_.admin_listen))
                            addresses_.push_back({config_.admin_listen, l});
-                       }}});
+                       }},
+                      {"token_file", [&](const At& t) { read_file_name(t, config_.admin_token_file); }},
+                      {"allow_remote_mutations",
+                       [&](const At& r) { read_bool(r, config_.admin_allow_remote_mutations); }}});
        }},
       {"workers", [&](const At& a) { read_uint_as(a, 1, 64, config_.workers); }},
       {"drain_timeout", [&](const At& a) { read_duration(a, true, config_.drain_timeout); }},
@@ -636,6 +642,7 @@ bool Loader::read_unique_name(const At& at, std::string& out, NameIndex& names,
 
 void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& names) {
   NameIndex route_names;
+  std::optional<At> callers_at, caller_header_at;
   read_map(at, {
       {"name", [&](const At& a) { read_unique_name(a, l.name, names, "listener"); }, true},
       {"listen",
@@ -690,6 +697,26 @@ void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& n
          l.tls.emplace();
          read_listener_tls(a, *l.tls);
        }},
+      {"allowed_callers",
+       [&](const At& a) {
+         read_caller_patterns(a, l.allowed_callers);
+         callers_at = a;
+       }},
+      {"caller_header",
+       [&](const At& a) {
+         caller_header_at = a;
+         if (!read_token(a, l.caller_header, "a header name")) return;
+         l.caller_header = to_lower(l.caller_header);
+         // Its copies from the client are removed: never a field that
+         // frames or routes the message, or one onelayer writes itself.
+         static const char* const kReserved[] = {
+             "host", "content-length", "transfer-encoding", "connection", "keep-alive", "proxy-connection",
+             "te", "trailer", "upgrade", "expect", "via", "x-forwarded-for", "x-forwarded-proto", "baggage",
+             "x-retry-owner", "x-retry-attempt", "x-request-timeout-ms", "x-retry-exhausted", "x-onelayer-error"};
+         for (const char* r : kReserved) {
+           if (l.caller_header == r) error(a, quoted(l.caller_header) + " is a header HTTP or onelayer itself uses");
+         }
+       }},
       {"routes",
        [&](const At& a) {
          read_list(
@@ -703,6 +730,30 @@ void Loader::read_listener(const At& at, size_t index, Listener& l, NameIndex& n
        },
        true},
   });
+  // Identities come only from client certificates checked against a CA.
+  if (!l.tls || l.tls->client_ca_file.empty()) {
+    const char* why = " needs tls.client_ca_file (caller identities come from verified client certificates)";
+    if (callers_at && !l.allowed_callers.empty()) error(*callers_at, std::string("allowed_callers") + why);
+    if (caller_header_at && !l.caller_header.empty()) error(*caller_header_at, std::string("caller_header") + why);
+    for (const Route& r : l.routes) {
+      if (!r.match.callers.empty()) error(at, "route " + quoted(r.name) + ": match.callers" + why);
+    }
+  }
+}
+
+void Loader::read_caller_patterns(const At& at, std::vector<std::string>& out) {
+  read_list(
+      at,
+      [&](const At& item) {
+        std::optional<std::string> s = read_string(item);
+        if (!s) return;
+        if (std::string problem = caller_pattern_problem(*s); !problem.empty()) {
+          error(item, problem);
+          return;
+        }
+        if (std::find(out.begin(), out.end(), *s) == out.end()) out.push_back(*s);
+      },
+      false);
 }
 
 void Loader::read_limits(const At& at, Limits& limits) {
@@ -835,6 +886,7 @@ void Loader::read_match(const At& at, RouteMatch& m) {
          if (!m.destination) error(a, why);
        }},
       {"destination_port", [&](const At& a) { read_uint_as(a, 1, 65535, m.destination_port); }},
+      {"callers", [&](const At& a) { read_caller_patterns(a, m.callers); }},
   });
 }
 
@@ -1185,7 +1237,11 @@ void Loader::read_listener_tls(const At& at, ListenerTls& tls) {
   read_map(at, {
       {"cert_file", [&](const At& a) { read_file_name(a, tls.cert_file); }, true},
       {"key_file", [&](const At& a) { read_file_name(a, tls.key_file); }, true},
+      {"client_ca_file", [&](const At& a) { read_file_name(a, tls.client_ca_file); }},
+      {"require_client_cert", [&](const At& a) { read_bool(a, tls.require_client_cert); }},
   });
+  if (tls.require_client_cert && tls.client_ca_file.empty())
+    error(at, "require_client_cert needs client_ca_file (the CA client certificates are checked against)");
 }
 
 void Loader::read_upstream_tls(const At& at, UpstreamTls& tls, std::optional<At>& h2_at) {
@@ -1569,6 +1625,9 @@ void emit_route(YAML::Emitter& e, const Route& r) {
   }
   if (r.match.destination) emit_kv(e, "destination", r.match.destination->to_string());
   if (r.match.destination_port != 0) e << YAML::Key << "destination_port" << YAML::Value << r.match.destination_port;
+  if (!r.match.callers.empty()) {
+    e << YAML::Key << "callers" << YAML::Value << YAML::Flow << r.match.callers;
+  }
   e << YAML::EndMap;
   emit_kv(e, "upstream", r.upstream);
   emit_kv(e, "timeout", format_duration(r.timeout));
@@ -1621,12 +1680,19 @@ void emit_listener(YAML::Emitter& e, const Listener& l) {
     e << YAML::Key << "tls" << YAML::Value << YAML::BeginMap;
     emit_kv(e, "cert_file", l.tls->cert_file);
     emit_kv(e, "key_file", l.tls->key_file);
+    if (!l.tls->client_ca_file.empty()) {
+      emit_kv(e, "client_ca_file", l.tls->client_ca_file);
+      e << YAML::Key << "require_client_cert" << YAML::Value << l.tls->require_client_cert;
+    }
     e << YAML::EndMap;
   }
   if (l.mode == ListenerMode::transparent) {
     emit_kv(e, "mode", "transparent");
     emit_kv(e, "detect_timeout", format_duration(l.detect_timeout));
   }
+  if (!l.allowed_callers.empty())
+    e << YAML::Key << "allowed_callers" << YAML::Value << YAML::Flow << l.allowed_callers;
+  if (!l.caller_header.empty()) emit_kv(e, "caller_header", l.caller_header);
   e << YAML::Key << "routes" << YAML::Value << YAML::BeginSeq;
   for (const Route& r : l.routes)
     if (!r.implicit) emit_route(e, r);
@@ -1755,6 +1821,8 @@ std::string config_to_yaml(const Config& c) {
   emit_kv(e, "layer_id", c.layer_id);
   e << YAML::Key << "admin" << YAML::Value << YAML::BeginMap;
   emit_kv(e, "listen", c.admin_listen.to_string());
+  if (!c.admin_token_file.empty()) emit_kv(e, "token_file", c.admin_token_file);
+  e << YAML::Key << "allow_remote_mutations" << YAML::Value << c.admin_allow_remote_mutations;
   e << YAML::EndMap;
   e << YAML::Key << "workers" << YAML::Value << c.workers;
   emit_kv(e, "drain_timeout", format_duration(c.drain_timeout));

@@ -4,10 +4,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <exception>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string_view>
 
+#include "core/callers/bearer_token.h"
+#include "core/http_headers.h"
 #include "core/http_status.h"
 #include "shell/handle_wrap.h"
 #include "shell/socket_address.h"
@@ -22,6 +28,8 @@ struct AdminServer::Conn : HandleWrap<AdminServer::Conn> {
   uv_timer_t idle{};
   llhttp_t parser{};
   bool counted = false;        // counts toward serving_
+  bool peer_loopback = false;  // the client's address is 127.0.0.0/8 or ::1 (or ::ffff:127.x)
+  std::string peer;            // the client's address, for log lines
   bool close_after_write = false;  // no more requests: close once writes are done
   bool lingering = false;      // FIN sent: discard input until EOF or the timer
   size_t writes_pending = 0;
@@ -32,6 +40,10 @@ struct AdminServer::Conn : HandleWrap<AdminServer::Conn> {
   size_t body_bytes = 0;
   bool keep_alive = true;
   int reject_status = 0;  // set when a limit stops the parser
+  std::string field;          // the header name being read (its pieces joined)
+  bool in_authorization = false;  // the value being read is Authorization's
+  std::string authorization;  // the request's Authorization value (the first one)
+  bool has_authorization = false;
 
   // Both handles are initialized (uv_*_init) and belong to this object now.
   void adopt_handles() {
@@ -58,6 +70,7 @@ struct Response {
   std::string content_type = "text/plain; charset=utf-8";
   std::string body;
   std::string allow;  // for 405
+  bool ask_for_token = false;  // 401: WWW-Authenticate: Bearer
 };
 
 Response text(int status, std::string body) {
@@ -76,6 +89,27 @@ Response method_not_allowed(const char* allow) {
 std::string with_newline(std::string s) {
   if (!s.empty() && s.back() != '\n') s += '\n';
   return s;
+}
+
+// The peer's address as text, and whether it is a loopback address.
+std::string peer_of(const uv_tcp_t* tcp, bool* loopback) {
+  *loopback = false;
+  sockaddr_storage ss{};
+  int len = sizeof ss;
+  if (uv_tcp_getpeername(tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  char ip[INET6_ADDRSTRLEN] = {0};
+  if (ss.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&ss);
+    *loopback = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    uv_ip4_name(in, ip, sizeof ip);
+  } else if (ss.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    const uint8_t* b = in6->sin6_addr.s6_addr;
+    static const uint8_t kV4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    *loopback = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) || (std::memcmp(b, kV4Mapped, 12) == 0 && b[12] == 127);
+    uv_ip6_name(in6, ip, sizeof ip);
+  }
+  return ip;
 }
 
 int bound_port(const uv_tcp_t* tcp) {
@@ -97,9 +131,10 @@ struct AdminServer::Callbacks {
       llhttp_settings_init(&st);
       st.on_message_begin = on_message_begin;
       st.on_url = on_url;
-      st.on_header_field = on_header_bytes;
-      st.on_header_value = on_header_bytes;
+      st.on_header_field = on_header_field;
+      st.on_header_value = on_header_value;
       st.on_header_field_complete = on_header_field_complete;
+      st.on_header_value_complete = on_header_value_complete;
       st.on_headers_complete = on_headers_complete;
       st.on_body = on_body;
       st.on_message_complete = on_message_complete;
@@ -128,6 +163,10 @@ struct AdminServer::Callbacks {
     c->head_bytes = 0;
     c->body_bytes = 0;
     c->keep_alive = true;
+    c->field.clear();
+    c->in_authorization = false;
+    c->authorization.clear();
+    c->has_authorization = false;
     return 0;
   }
 
@@ -142,8 +181,33 @@ struct AdminServer::Callbacks {
     return add_head_bytes(c, len);
   }
 
-  static int on_header_bytes(llhttp_t* p, const char*, size_t len) { return add_head_bytes(conn_of(p), len); }
-  static int on_header_field_complete(llhttp_t* p) { return add_head_bytes(conn_of(p), 4); }
+  // Header names and values count toward the head limit; only the name
+  // being read and Authorization's value are kept (the head limit bounds
+  // both).
+  static int on_header_field(llhttp_t* p, const char* at, size_t len) {
+    Conn* c = conn_of(p);
+    if (int r = add_head_bytes(c, len); r != 0) return r;
+    c->field.append(at, len);
+    return 0;
+  }
+  static int on_header_field_complete(llhttp_t* p) {
+    Conn* c = conn_of(p);
+    c->in_authorization = !c->has_authorization && iequals(c->field, "authorization");
+    c->field.clear();
+    return add_head_bytes(c, 4);
+  }
+  static int on_header_value(llhttp_t* p, const char* at, size_t len) {
+    Conn* c = conn_of(p);
+    if (int r = add_head_bytes(c, len); r != 0) return r;
+    if (c->in_authorization) c->authorization.append(at, len);
+    return 0;
+  }
+  static int on_header_value_complete(llhttp_t* p) {
+    Conn* c = conn_of(p);
+    if (c->in_authorization) c->has_authorization = true;
+    c->in_authorization = false;
+    return 0;
+  }
 
   static int on_headers_complete(llhttp_t* p) {
     conn_of(p)->keep_alive = llhttp_should_keep_alive(p) != 0;
@@ -165,7 +229,7 @@ struct AdminServer::Callbacks {
     Conn* c = conn_of(p);
     if (c->server == nullptr || c->closing()) return HPE_PAUSED;
     const bool head_only = p->method == HTTP_HEAD;
-    Response r = dispatch(*c->server, static_cast<llhttp_method_t>(p->method), c->url);
+    Response r = dispatch(*c->server, *c, static_cast<llhttp_method_t>(p->method), c->url);
     spdlog::debug("admin: {} {} -> {}", llhttp_method_name(static_cast<llhttp_method_t>(p->method)), c->url, r.status);
     const bool close = !c->keep_alive;
     send(c, r, head_only, close, p->http_major == 1 && p->http_minor == 0);
@@ -177,7 +241,29 @@ struct AdminServer::Callbacks {
     return 0;
   }
 
-  static Response dispatch(AdminServer& s, llhttp_method_t method, const std::string& url) {
+  // Whether this request may change state: nullopt when it may, else the
+  // refusal. The peer check comes first: a remote peer learns nothing
+  // about the token from a 403.
+  static std::optional<Response> refuse_mutation(const AdminServer& s, const Conn& c, std::string_view path) {
+    if (!c.peer_loopback && !s.guard_.allow_remote_mutations) {
+      spdlog::warn("admin: {} from {} refused: state-changing endpoints answer loopback peers only "
+                   "(admin.allow_remote_mutations)",
+                   path, c.peer);
+      return text(403, "forbidden: this endpoint changes state and answers loopback clients only\n");
+    }
+    if (!s.guard_.token.empty() && !bearer_token_matches(c.authorization, s.guard_.token)) {
+      // The header's value is never logged: it may be a token one character off.
+      spdlog::warn("admin: {} from {} refused: {}", path, c.peer,
+                   c.has_authorization ? "the bearer token does not match admin.token_file"
+                                       : "no Authorization header (admin.token_file is set)");
+      Response r = text(401, "unauthorized: send Authorization: Bearer <the token in admin.token_file>\n");
+      r.ask_for_token = true;
+      return r;
+    }
+    return std::nullopt;
+  }
+
+  static Response dispatch(AdminServer& s, const Conn& c, llhttp_method_t method, const std::string& url) {
     const std::string_view path = std::string_view(url).substr(0, url.find('?'));
     const bool get = method == HTTP_GET || method == HTTP_HEAD;
     const Hooks& h = s.hooks_;
@@ -207,6 +293,9 @@ struct AdminServer::Callbacks {
       if (path == "/fault") {
         const char* name = method == HTTP_POST ? "POST" : method == HTTP_DELETE ? "DELETE" : get ? "GET" : nullptr;
         if (!name) return method_not_allowed("GET, HEAD, POST, DELETE");
+        if (method != HTTP_GET && method != HTTP_HEAD) {
+          if (std::optional<Response> no = refuse_mutation(s, c, path)) return *no;
+        }
         if (!h.fault) return text(501, "fault drills are not available\n");
         size_t q = url.find('?');
         auto [status, body] = h.fault(name, q == std::string::npos ? std::string_view{} : std::string_view(url).substr(q + 1));
@@ -214,6 +303,7 @@ struct AdminServer::Callbacks {
       }
       if (path == "/reload") {
         if (method != HTTP_POST) return method_not_allowed("POST");
+        if (std::optional<Response> no = refuse_mutation(s, c, path)) return *no;
         if (!h.reload) return text(501, "reload is not available\n");
         auto [ok, message] = h.reload();
         return text(ok ? 200 : 500, with_newline(std::move(message)));
@@ -241,6 +331,7 @@ struct AdminServer::Callbacks {
     out += std::to_string(r.body.size());
     out += "\r\nCache-Control: no-store\r\n";
     if (!r.allow.empty()) out += "Allow: " + r.allow + "\r\n";
+    if (r.ask_for_token) out += "WWW-Authenticate: Bearer realm=\"onelayer admin\"\r\n";
     if (close) {
       out += "Connection: close\r\n";
     } else if (http10) {
@@ -424,6 +515,7 @@ void AdminServer::accept_one() {
   }
   c->counted = true;
   ++serving_;
+  c->peer = peer_of(&c->tcp, &c->peer_loopback);
   uv_tcp_nodelay(&c->tcp, 1);
   llhttp_init(&c->parser, HTTP_REQUEST, &Callbacks::settings());
   c->parser.data = c;
@@ -473,6 +565,43 @@ void AdminServer::maybe_finish_close() {
   auto callbacks = std::move(on_closed_);
   on_closed_.clear();
   for (auto& cb : callbacks) cb();
+}
+
+std::string read_admin_token(const std::string& path, std::string* error) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    *error = "cannot read \"" + path + "\": " + std::strerror(errno);
+    return "";
+  }
+  std::ostringstream text;
+  text << f.rdbuf();
+  std::string token = text.str();
+  auto blank = [](char ch) { return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n'; };
+  while (!token.empty() && blank(token.back())) token.pop_back();
+  size_t start = 0;
+  while (start < token.size() && blank(token[start])) ++start;
+  token.erase(0, start);
+  if (token.empty()) {
+    *error = "\"" + path + "\" holds no token";
+    return "";
+  }
+  for (char ch : token) {
+    if (static_cast<unsigned char>(ch) <= ' ' || ch == 0x7f) {
+      *error = "\"" + path + "\" holds more than one word or a control character";
+      return "";
+    }
+  }
+  return token;
+}
+
+AdminServer::Guard admin_guard_for(const Config& cfg, std::vector<ConfigError>& errors) {
+  AdminServer::Guard guard;
+  guard.allow_remote_mutations = cfg.admin_allow_remote_mutations;
+  if (cfg.admin_token_file.empty()) return guard;
+  std::string error;
+  guard.token = read_admin_token(cfg.admin_token_file, &error);
+  if (guard.token.empty()) errors.push_back(ConfigError{cfg.source_path, 0, 0, "admin.token_file", error});
+  return guard;
 }
 
 }  // namespace onelayer

@@ -1,7 +1,9 @@
 // The admin HTTP listener (docs/operations.md "Admin listener"): /healthz, /ready,
 // /config, /metrics and POST /reload on its own address, served on one libuv
 // loop. It answers from hooks the runtime provides and never touches proxy
-// state itself, so it cannot be reached through a proxy listener.
+// state itself, so it cannot be reached through a proxy listener. Requests
+// that change state (POST /reload, POST and DELETE /fault) pass the Guard
+// first (docs/security.md "The admin port").
 #pragma once
 
 #include <uv.h>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/config_loader.h"
 
 namespace onelayer {
 
@@ -41,6 +44,12 @@ class AdminServer {
     uint64_t idle_timeout_ms = 30'000;  // no bytes from the client for this long: close
   };
 
+  // Who may call the endpoints that change state. Read-only ones stay open.
+  struct Guard {
+    std::string token;                    // "": none asked for; else `Authorization: Bearer <token>` (401 without)
+    bool allow_remote_mutations = false;  // false: 403 to peers other than loopback addresses
+  };
+
   AdminServer(uv_loop_t* loop, Hooks hooks);
   AdminServer(uv_loop_t* loop, Hooks hooks, Limits limits);
   // Starts close() if it was not called. Handles still closing then free
@@ -55,6 +64,8 @@ class AdminServer {
   // (UV_EBUSY when already listening, UV_EINVAL after close()).
   int listen(const HostPort& addr);
   int port() const;  // the bound port (useful with port 0), 0 when not listening
+  // Applies to requests answered from now on (start and every reload).
+  void set_guard(Guard guard) { guard_ = std::move(guard); }
   // Closes the listener and every connection; on_closed runs once all their
   // handles are closed (on a later loop turn). Idempotent: a later call adds
   // its callback, or runs it at once when everything is already closed.
@@ -76,6 +87,7 @@ class AdminServer {
   uv_loop_t* loop_;
   Hooks hooks_;
   Limits limits_;
+  Guard guard_;
   uv_tcp_t* listener_ = nullptr;             // owned; freed in its close callback
   std::vector<uv_tcp_t*> closing_listeners_;  // closed, close callback not yet run
   int port_ = 0;
@@ -85,5 +97,14 @@ class AdminServer {
   std::vector<std::function<void()>> on_closed_;
   std::vector<char> read_buffer_;  // one per server: each read is parsed before the next
 };
+
+// The admin token in `path` (admin.token_file): the file's text without
+// surrounding blanks and line ends. "" with *error set when it cannot be
+// read or holds no token. The token itself is never put in *error.
+std::string read_admin_token(const std::string& path, std::string* error);
+
+// The guard `cfg` asks for, with its token read from admin.token_file; a
+// file that cannot be read adds an error naming that key to `errors`.
+AdminServer::Guard admin_guard_for(const Config& cfg, std::vector<ConfigError>& errors);
 
 }  // namespace onelayer

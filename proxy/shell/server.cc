@@ -155,6 +155,8 @@ std::pair<bool, std::string> Server::reload() {
   LoadResult lr = load_config_file(opts_.config_path);
   TlsContexts tls;
   if (lr.ok()) lr.errors = build_tls_contexts(*lr.config, tls);  // certificates load, or the reload fails
+  AdminServer::Guard guard;
+  if (lr.ok()) guard = admin_guard_for(*lr.config, lr.errors);
   if (!lr.errors.empty()) {
     rt_.metrics.config_reloads_error.fetch_add(1);
     for (const ConfigError& e : lr.errors) spdlog::error("reload rejected: {}", e.to_string());
@@ -202,6 +204,7 @@ std::pair<bool, std::string> Server::reload() {
   }
   rt_.install(lr.config, std::move(tls));
   if (fleet_) fleet_->configure(rt_.current());
+  admin_->set_guard(std::move(guard));
   for (size_t i = 0; i < workers_.size(); ++i) workers_[i]->post_listeners(add[i], remove);
   rt_.metrics.config_reloads_ok.fetch_add(1);
   write_ports_file();
@@ -241,6 +244,8 @@ int Server::run() {
   LoadResult lr = load_config_file(opts_.config_path);
   TlsContexts tls;
   if (lr.ok()) lr.errors = build_tls_contexts(*lr.config, tls);
+  AdminServer::Guard guard;
+  if (lr.ok()) guard = admin_guard_for(*lr.config, lr.errors);
   if (!lr.errors.empty()) {
     for (const ConfigError& e : lr.errors) spdlog::error("{}", e.to_string());
     return 1;
@@ -282,6 +287,7 @@ int Server::run() {
       },
       [this](std::string_view method, std::string_view query) { return fault_drill(method, query); },
       [this] { return fleet_ ? fleet_->view() : std::string("fleet: starting\n"); }});
+  admin_->set_guard(std::move(guard));
   int rc = admin_->listen(cfg->admin_listen);
   if (rc != 0) {
     spdlog::error("admin listener {}: {}", cfg->admin_listen.to_string(), uv_strerror(rc));
