@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/callers/caller_patterns.h"
+
 namespace onelayer {
 namespace {
 
@@ -63,12 +65,18 @@ static bool destination_matches(const RouteMatch& m, const Destination* dst) {
 }
 
 const Route* match_route(const Listener& listener, std::string_view host, std::string_view path,
-                         std::string_view method, const Destination* dst) {
+                         std::string_view method, const Destination* dst, std::string_view caller,
+                         bool* caller_refused) {
   std::string_view bare_host = host_without_port(host);
+  if (caller_refused) *caller_refused = false;
   for (const Route& route : listener.routes) {
     if (!route.implicit && destination_matches(route.match, dst) && host_matches(route.match.host, bare_host) && path_matches(route.match.path_prefix, path) &&
         method_matches(route.match.methods, method)) {
-      return &route;
+      // The first route for this request decides: one that leaves the
+      // caller out is not passed over for a broader route after it.
+      if (callers_allow(route.match.callers, caller)) return &route;
+      if (caller_refused) *caller_refused = true;
+      return nullptr;
     }
   }
   return nullptr;

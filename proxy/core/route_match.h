@@ -21,8 +21,15 @@ namespace onelayer {
 // (transparent listeners; null elsewhere): a route with `destination` or
 // `destination_port` matches only a destination inside them. Implicit
 // routes (a transparent listener's fallback) are never matched here.
+// caller: the client's verified identity ("": none), matched against each
+// route's `callers` (core/callers); a route with callers never matches a
+// client without an identity. The first route that matches host, path,
+// method and destination decides: when its callers leave the caller out,
+// no route matches (later ones are not tried) and *caller_refused (if
+// given) is set: the answer is 403 caller_not_allowed.
 const Route* match_route(const Listener& listener, std::string_view host, std::string_view path,
-                         std::string_view method, const Destination* dst = nullptr);
+                         std::string_view method, const Destination* dst = nullptr, std::string_view caller = {},
+                         bool* caller_refused = nullptr);
 
 // The host part of a Host header value, without port and IPv6 brackets:
 // "Example.com:80" -> "Example.com", "[::1]:80" -> "::1". Case is kept.

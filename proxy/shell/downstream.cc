@@ -18,6 +18,7 @@
 #include "shell/logging.h"
 #include "shell/proxy_responses.h"
 #include "shell/request_admission.h"
+#include "shell/tls/peer_identity.h"
 #include "shell/worker.h"
 
 namespace onelayer {
@@ -277,9 +278,17 @@ void DownConn::take_first_bytes(const char* data, size_t len) {
 
 // A client whose TLS handshake fails is closed (nothing of HTTP was said).
 void DownConn::on_tls_handshake(bool ok) {
-  if (ok) return;
+  if (ok) {
+    tls_->set_peer_identity(verified_peer_identity(tls_->ssl()));
+    return;
+  }
   spdlog::info("listener {}: TLS handshake with {} failed: {}", listener_->name(), peer_ip_, tls_->error_text());
   close_handles();
+}
+
+const std::string& DownConn::caller() const {
+  static const std::string none;
+  return tls_ ? tls_->peer_identity() : none;
 }
 
 void DownConn::on_tls_error() {
@@ -349,7 +358,7 @@ int DownConn::on_head(MessageHead& head) {
   if (!head.keep_alive) close_after_ = true;
   if (worker_->draining()) close_after_ = true;
 
-  Admission a = admit_request(*worker_, *listener_, head, original_destination());
+  Admission a = admit_request(*worker_, *listener_, head, caller(), original_destination());
   if (a.refused()) {
     std::string extra;
     append_serialized(a.extra, extra);
@@ -631,6 +640,7 @@ void DownConn::reject(int status, const char* reason, bool close_after, const ch
     r.error = reason;
     r.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
     r.bytes_out = out.size();
+    r.caller = caller();
     write_access_log(r);
   }
   if (close_after_) {

@@ -35,6 +35,8 @@ class DownConn final : public Conn, public DownstreamStream, private HttpParser:
   const std::string& peer_ip() const override { return peer_ip_; }
   bool over_tls() const override { return tls_ != nullptr; }
   uint64_t client_connection() const override { return client_connection_; }
+  // Kept in the TLS channel: a cleartext connection pays nothing for it.
+  const std::string& caller() const override;
   bool send_response_head(const MessageHead& head, const ResponseMeta& meta) override;
   bool send_response_body(std::string_view bytes) override;
   void send_response_trailers(const Headers& trailers) override;

@@ -28,6 +28,12 @@ class DownstreamStream {
   virtual WireProtocol protocol() const = 0;
   virtual const std::string& peer_ip() const = 0;
   virtual bool over_tls() const = 0;
+  // The client's verified identity (docs/tls.md "Callers"): from the
+  // certificate it presented to a listener with client_ca_file; "" none.
+  virtual const std::string& caller() const {
+    static const std::string none;
+    return none;
+  }
   // The HTTP/2 stream id (0 on HTTP/1), for the access log.
   virtual uint32_t stream_id() const { return 0; }
   // Which client connection this is, unique on this thread (0: unknown):

@@ -931,6 +931,7 @@ void Exchange::record(int status) {
   a.stream_id = down_->stream_id();
   a.unix_ms = access_log_unix_ms(now);
   if (grpc_answer_) a.grpc_status = grpc_code(*grpc_answer_);
+  a.caller = down_->caller();
   write_access_log(a);
 }
 

@@ -69,6 +69,7 @@ Worker* H2DownStream::worker() const { return conn_->worker(); }
 const std::string& H2DownStream::peer_ip() const { return conn_->connection()->peer_ip(); }
 bool H2DownStream::over_tls() const { return conn_->connection()->over_tls(); }
 uint64_t H2DownStream::client_connection() const { return conn_->connection()->client_connection(); }
+const std::string& H2DownStream::caller() const { return conn_->connection()->caller(); }
 
 void H2DownStream::on_head(H2Session::Head& head, bool end_stream) {
   MessageHead mh;
@@ -85,7 +86,7 @@ void H2DownStream::on_head(H2Session::Head& head, bool end_stream) {
     refuse(431, "headers_too_large", "request over the header field count limit", {}, nullptr, {});
     return;
   }
-  Admission a = admit_request(*worker(), *conn_->listener(), mh, conn_->connection()->original_destination());
+  Admission a = admit_request(*worker(), *conn_->listener(), mh, caller(), conn_->connection()->original_destination());
   if (a.refused()) {
     refuse(a.status, a.reason, a.detail, a.extra, a.counted_in, a.hint);
     return;
@@ -316,6 +317,7 @@ void H2DownStream::account_refusal(int status, const char* reason, const char* d
   r.unix_ms = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
   r.bytes_out = response_bytes_;
   if (grpc_) r.grpc_status = grpc_code(grpc_status);
+  r.caller = caller();
   write_access_log(r);
 }
 

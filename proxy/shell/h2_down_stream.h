@@ -51,6 +51,7 @@ class H2DownStream final : public DownstreamStream {
   // DownstreamStream.
   WireProtocol protocol() const override { return WireProtocol::h2; }
   const std::string& peer_ip() const override;
+  const std::string& caller() const override;
   bool over_tls() const override;
   uint32_t stream_id() const override { return static_cast<uint32_t>(id_); }
   uint64_t client_connection() const override;

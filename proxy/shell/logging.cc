@@ -159,14 +159,16 @@ constexpr LogKey kListenerKey = ONELAYER_LOG_KEY("listener"), kRouteKey = ONELAY
                  kErrorKey = ONELAYER_LOG_KEY("error"), kUpstreamKey = ONELAYER_LOG_KEY("upstream"),
                  kDurationKey = ONELAYER_LOG_KEY("duration_ms"), kBytesInKey = ONELAYER_LOG_KEY("bytes_in"),
                  kBytesOutKey = ONELAYER_LOG_KEY("bytes_out"), kProtocolKey = ONELAYER_LOG_KEY("protocol"),
-                 kStreamKey = ONELAYER_LOG_KEY("stream"), kGrpcStatusKey = ONELAYER_LOG_KEY("grpc_status");
+                 kStreamKey = ONELAYER_LOG_KEY("stream"), kGrpcStatusKey = ONELAYER_LOG_KEY("grpc_status"),
+                 kCallerKey = ONELAYER_LOG_KEY("caller");
 #undef ONELAYER_LOG_KEY
 
 // Room for a line: every string at its most escaped, the keys, numbers
 // and time.
 size_t line_bound(const AccessRecord& r) {
   size_t strings = r.listener.size() + r.route.size() + r.method.size() + r.path.size() + r.retry_reasons.size() +
-                   r.declined.size() + r.error.size() + r.upstream_endpoints.size() + r.protocol.size();
+                   r.declined.size() + r.error.size() + r.upstream_endpoints.size() + r.protocol.size() +
+                   r.caller.size();
   return 6 * strings + 512;
 }
 
@@ -219,6 +221,7 @@ void format_access_log(const AccessRecord& r, LogFormat format, std::string& lin
   str(kProtocolKey, r.protocol);
   num(kStreamKey, r.stream_id);
   if (r.grpc_status >= 0) num(kGrpcStatusKey, static_cast<uint64_t>(r.grpc_status));  // gRPC calls only
+  if (!r.caller.empty()) str(kCallerKey, r.caller);  // mTLS listeners' verified callers only
   w.put(json ? "}\n" : "\n");
   w.done();
 }

@@ -28,6 +28,7 @@ struct AccessRecord {
   uint64_t bytes_in = 0, bytes_out = 0;
   int64_t unix_ms = 0;
   int grpc_status = -1;  // a gRPC call's grpc-status as the caller got it; <0: not a gRPC call (no field)
+  std::string_view caller;  // the client's verified identity (mTLS); "": no field
 };
 // Appends one access-log line (newline included) in `format` to `out`.
 void format_access_log(const AccessRecord& r, LogFormat format, std::string& out);

@@ -14,11 +14,13 @@
 namespace onelayer {
 namespace {
 
-// Every OpenSSL function the shell calls (tls_context.cc, tls_channel.cc,
+// Every OpenSSL function the shell calls (tls_context.cc, tls_channel.cc, tls/,
 // and the functions OpenSSL's macros there expand to): its return type,
 // name, parameters and the arguments passed on. A function used without
 // an entry here fails to link, as libssl is not on the link line.
 #define ONELAYER_OPENSSL_FUNCTIONS(F)                                                                             \
+  F(const unsigned char*, ASN1_STRING_get0_data, (const ASN1_STRING* x), (x))                                     \
+  F(int, ASN1_STRING_length, (const ASN1_STRING* x), (x))                                                         \
   F(long, BIO_ctrl, (BIO * b, int cmd, long larg, void* parg), (b, cmd, larg, parg))                              \
   F(size_t, BIO_ctrl_pending, (BIO * b), (b))                                                                     \
   F(BIO*, BIO_new, (const BIO_METHOD* type), (type))                                                              \
@@ -30,6 +32,9 @@ namespace {
   F(unsigned long, ERR_get_error, (void), ())                                                                     \
   F(unsigned long, ERR_peek_last_error, (void), ())                                                               \
   F(const char*, ERR_reason_error_string, (unsigned long e), (e))                                                 \
+  F(void, GENERAL_NAMES_free, (GENERAL_NAMES * a), (a))                                                           \
+  F(int, OPENSSL_sk_num, (const OPENSSL_STACK* st), (st))                                                         \
+  F(void*, OPENSSL_sk_value, (const OPENSSL_STACK* st, int i), (st, i))                                           \
   F(int, SSL_CTX_check_private_key, (const SSL_CTX* ctx), (ctx))                                                 \
   F(long, SSL_CTX_ctrl, (SSL_CTX * ctx, int cmd, long larg, void* parg), (ctx, cmd, larg, parg))                  \
   F(void, SSL_CTX_free, (SSL_CTX * ctx), (ctx))                                                                   \
@@ -42,6 +47,8 @@ namespace {
   F(void, SSL_CTX_set_alpn_select_cb, (SSL_CTX * ctx, SSL_CTX_alpn_select_cb_func cb, void* arg), (ctx, cb, arg)) \
   F(int, SSL_CTX_set_default_verify_paths, (SSL_CTX * ctx), (ctx))                                               \
   F(int, SSL_CTX_set_ex_data, (SSL_CTX * ctx, int idx, void* data), (ctx, idx, data))                             \
+  F(int, SSL_CTX_set_session_id_context, (SSL_CTX * ctx, const unsigned char* sid, unsigned int len),             \
+    (ctx, sid, len))                                                                                              \
   F(void, SSL_CTX_set_verify, (SSL_CTX * ctx, int mode, SSL_verify_cb cb), (ctx, mode, cb))                       \
   F(int, SSL_CTX_use_PrivateKey_file, (SSL_CTX * ctx, const char* file, int type), (ctx, file, type))            \
   F(int, SSL_CTX_use_certificate_chain_file, (SSL_CTX * ctx, const char* file), (ctx, file))                     \
@@ -52,6 +59,7 @@ namespace {
   F(void, SSL_free, (SSL * s), (s))                                                                               \
   F(void, SSL_get0_alpn_selected, (const SSL* s, const unsigned char** data, unsigned int* len), (s, data, len))  \
   F(X509_VERIFY_PARAM*, SSL_get0_param, (SSL * s), (s))                                                           \
+  F(X509*, SSL_get0_peer_certificate, (const SSL* s), (s))                                                        \
   F(SSL_CTX*, SSL_get_SSL_CTX, (const SSL* s), (s))                                                               \
   F(int, SSL_get_error, (const SSL* s, int ret), (s, ret))                                                        \
   F(void*, SSL_get_ex_data, (const SSL* s, int idx), (s, idx))                                                    \
@@ -76,8 +84,13 @@ namespace {
   F(int, SSL_write_ex, (SSL * s, const void* buf, size_t num, size_t* written), (s, buf, num, written))           \
   F(const SSL_METHOD*, TLS_client_method, (void), ())                                                             \
   F(const SSL_METHOD*, TLS_server_method, (void), ())                                                             \
+  F(ASN1_STRING*, X509_NAME_ENTRY_get_data, (const X509_NAME_ENTRY* e), (e))                                     \
+  F(X509_NAME_ENTRY*, X509_NAME_get_entry, (const X509_NAME* n, int loc), (n, loc))                               \
+  F(int, X509_NAME_get_index_by_NID, (const X509_NAME* n, int nid, int last), (n, nid, last))                     \
   F(int, X509_VERIFY_PARAM_set1_ip_asc, (X509_VERIFY_PARAM * p, const char* ip), (p, ip))                         \
   F(void, X509_VERIFY_PARAM_set_hostflags, (X509_VERIFY_PARAM * p, unsigned int flags), (p, flags))               \
+  F(void*, X509_get_ext_d2i, (const X509* x, int nid, int* crit, int* idx), (x, nid, crit, idx))                  \
+  F(X509_NAME*, X509_get_subject_name, (const X509* x), (x))                                                      \
   F(const char*, X509_verify_cert_error_string, (long n), (n))
 
 // The library's functions, found by load().

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/callers/caller_patterns.h"
 #include "core/request_validation.h"
 #include "core/route_match.h"
 #include "shell/http_codec.h"
@@ -22,7 +23,16 @@ static void refuse(Admission& a, int status, const char* reason, const char* det
   a.hint = std::move(hint);
 }
 
-Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head, const Destination* dst) {
+// The listener's caller_header: a client's copies out, the verified
+// identity in (when there is one).
+static void set_caller_header(Headers& headers, const std::string& name, const std::string& caller,
+                        const Destination* dst) {
+  std::erase_if(headers, [&](const Header& h) { return iequals(h.name, name); });
+  if (!caller.empty()) headers.push_back({name, caller});
+}
+
+Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head, const std::string& caller,
+                        const Destination* dst) {
   Admission a;
   const GenerationPtr& gen = w.generation();
   int li = gen->listener_index(listener.name());
@@ -43,7 +53,19 @@ Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head, 
                  listener.name(), v.underscore_fields_dropped, head.method, head.target);
   }
   const bool no_body = head.content_length == 0 && !head.chunked;
-  const Route* route = match_route(l, v.host, v.path, head.method, dst);
+  if (!callers_allow(l.allowed_callers, caller)) {
+    refuse(a, 403, "caller_not_allowed", caller.empty() ? "no verified client certificate" : "not in allowed_callers");
+    a.keeps_connection = no_body;
+    return a;
+  }
+  bool caller_refused = false;
+  const Route* route = match_route(l, v.host, v.path, head.method, dst, caller, &caller_refused);
+  if (!route && caller_refused) {
+    refuse(a, 403, "caller_not_allowed",
+           caller.empty() ? "no verified client certificate" : "not among the callers of the matching routes");
+    a.keeps_connection = no_body;
+    return a;
+  }
   if (!route && dst && l.mode == ListenerMode::transparent && l.routes.size() >= 2) {
     // The implicit fallbacks are the last two routes: HTTP/1.1, then h2c.
     route = &l.routes[l.routes.size() - (head.http_major == 2 ? 1 : 2)];
@@ -86,6 +108,7 @@ Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head, 
       return a;
     }
   }
+  if (!l.caller_header.empty()) set_caller_header(head.headers, l.caller_header, caller);
   a.gen = gen;
   a.listener_index = li;
   a.route = route;

@@ -1,7 +1,11 @@
 // Whether one request head may become an exchange, whatever protocol it came
 // in: the listener still exists, the head passes the core's validation, a
 // route matches, the route's checks pass (body size, Expect, Upgrade) and
-// the listener's load shedder has room. The answer is either a refusal
+// the listener's load shedder has room. A caller (the client's verified
+// identity, "" none) the listener's allowed_callers or the routes' callers
+// leave out is refused 403 caller_not_allowed before any of that reaches an
+// upstream; with the listener's caller_header the identity goes upstream
+// in it, and a client's own copy of that header is always dropped. The answer is either a refusal
 // (what to answer and log) or what the exchange starts from. The HTTP/1
 // connection and each HTTP/2 stream call this the same way.
 #pragma once
@@ -47,9 +51,11 @@ struct Admission {
   bool refused() const { return status != 0; }
 };
 
+// `caller`: the client's verified identity ("": none; docs/tls.md).
 // `dst`: the connection's original destination (transparent listeners),
 // else null. There a request no route matches takes the listener's
 // implicit fallback route: its original destination, one attempt.
-Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head, const Destination* dst = nullptr);
+Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head, const std::string& caller,
+                        const Destination* dst = nullptr);
 
 }  // namespace onelayer

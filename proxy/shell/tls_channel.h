@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 
 namespace onelayer {
 
@@ -62,6 +63,10 @@ class TlsChannel {
   const std::string& error_text() const { return error_; }
   std::string alpn() const;        // the protocol the peer chose; "" none
   bool session_reused() const { return SSL_session_reused(ssl_) == 1; }
+  // The client's verified identity on a server channel (shell/tls/
+  // peer_identity.h), set by its connection when the handshake ends.
+  void set_peer_identity(std::string id) { peer_identity_ = std::move(id); }
+  const std::string& peer_identity() const { return peer_identity_; }
   SSL* ssl() { return ssl_; }
 
  private:
@@ -74,6 +79,7 @@ class TlsChannel {
   bool verify_failed_ = false;
   std::string error_;
   std::string session_key_;
+  std::string peer_identity_;
 };
 
 }  // namespace onelayer

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <optional>
 
 #include "shell/openssl_library.h"
@@ -88,6 +89,30 @@ std::string alpn_wire(const std::vector<std::string>& names) {
   return out;
 }
 
+// Certificate rotation: a context built anew from the files by `build`
+// takes the place of `ctx` (under `mu`, with `under_lock` run there too)
+// and the old one is freed; connections still open hold their own
+// references. False with *error ("key: why") and nothing changed when the
+// files do not load.
+template <class Build, class UnderLock>
+bool replace_ctx(std::mutex& mu, SSL_CTX*& ctx, std::string* error, Build build, UnderLock under_lock) {
+  std::string key;
+  SSL_CTX* fresh = build(error, &key);
+  if (!fresh) {
+    if (!key.empty()) *error = key + ": " + *error;
+    return false;
+  }
+  SSL_CTX* old = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    old = ctx;
+    ctx = fresh;
+    under_lock();
+  }
+  SSL_CTX_free(old);
+  return true;
+}
+
 }  // namespace
 
 TlsClientContext::~TlsClientContext() {
@@ -99,13 +124,39 @@ std::shared_ptr<TlsClientContext> TlsClientContext::create(const UpstreamTls& tl
                                                            std::string* error, std::string* error_key) {
   std::shared_ptr<TlsClientContext> c(new TlsClientContext);
   c->tls_ = tls;
-  c->ctx_ = SSL_CTX_new(TLS_client_method());
-  if (!c->ctx_) {
+  c->protocol_ = protocol;
+  c->ctx_ = c->build(error, error_key);
+  if (!c->ctx_) return nullptr;
+  return c;
+}
+
+std::vector<std::string> TlsClientContext::files() const {
+  std::vector<std::string> out;
+  for (const std::string* f : {&tls_.ca_file, &tls_.cert_file, &tls_.key_file}) {
+    if (!f->empty()) out.push_back(*f);
+  }
+  return out;
+}
+
+bool TlsClientContext::reload_files(std::string* error) {
+  return replace_ctx(mu_, ctx_, error, [this](std::string* e, std::string* k) { return build(e, k); }, [this] {
+    // A session from before may have been made with the old key or CA.
+    for (auto& [k, sess] : sessions_) SSL_SESSION_free(sess);
+    sessions_.clear();
+  });
+}
+
+// A new SSL_CTX from tls_ and protocol_; nullptr with *error set.
+SSL_CTX* TlsClientContext::build(std::string* error, std::string* error_key) {
+  const UpstreamTls& tls = tls_;
+  const UpstreamProtocol protocol = protocol_;
+  std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> holder(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+  if (!holder) {
     *error_key = "";
     *error = "cannot create a TLS context: " + openssl_reason("out of memory");
     return nullptr;
   }
-  SSL_CTX* ctx = c->ctx_;
+  SSL_CTX* ctx = holder.get();
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   if (tls.verify) {
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
@@ -128,7 +179,6 @@ std::shared_ptr<TlsClientContext> TlsClientContext::create(const UpstreamTls& tl
   // ALPN follows `protocol` unless `alpn` is given: h2 offers h2 alone,
   // http1 http/1.1 alone, auto both with h2 first (the server's choice
   // decides what the connection speaks).
-  c->protocol_ = protocol;
   std::vector<std::string> alpn = tls.alpn;
   if (alpn.empty()) {
     if (protocol == UpstreamProtocol::h2) {
@@ -139,15 +189,15 @@ std::shared_ptr<TlsClientContext> TlsClientContext::create(const UpstreamTls& tl
       alpn = {"http/1.1"};
     }
   }
-  c->offers_h2_ = std::find(alpn.begin(), alpn.end(), "h2") != alpn.end();
+  offers_h2_ = std::find(alpn.begin(), alpn.end(), "h2") != alpn.end();
   std::string wire = alpn_wire(alpn);
   SSL_CTX_set_alpn_protos(ctx, reinterpret_cast<const unsigned char*>(wire.data()), static_cast<unsigned>(wire.size()));
   // Client sessions are kept here per endpoint, not in OpenSSL's cache
   // (which a client never looks up by itself).
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
   SSL_CTX_sess_set_new_cb(ctx, on_new_session);
-  SSL_CTX_set_app_data(ctx, c.get());
-  return c;
+  SSL_CTX_set_app_data(ctx, this);
+  return holder.release();
 }
 
 int TlsClientContext::on_new_session(SSL* ssl, SSL_SESSION* s) {
@@ -178,6 +228,7 @@ std::string TlsClientContext::verify_name_for(const std::string& host) const {
 
 std::unique_ptr<TlsChannel> TlsClientContext::open(const std::string& host, const std::string& endpoint_key,
                                                    bool http1_only) {
+  std::lock_guard<std::mutex> lock(mu_);
   auto ch = std::make_unique<TlsChannel>(ctx_, TlsChannel::Role::client);
   if (http1_only && offers_h2_) {
     static const std::string wire = alpn_wire({"http/1.1"});
@@ -187,7 +238,6 @@ std::unique_ptr<TlsChannel> TlsClientContext::open(const std::string& host, cons
   ch->set_sni(sni_for(host));
   ch->set_verify_name(verify_name_for(host));
   ch->set_session_key(endpoint_key);
-  std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(endpoint_key);
   if (it != sessions_.end()) ch->set_session(it->second);
   return ch;
@@ -218,20 +268,56 @@ std::shared_ptr<TlsServerContext> TlsServerContext::create(const ListenerTls& tl
                                                            const ListenerProtocols& protocols, std::string* error,
                                                            std::string* error_key) {
   std::shared_ptr<TlsServerContext> c(new TlsServerContext);
-  c->ctx_ = SSL_CTX_new(TLS_server_method());
-  if (!c->ctx_) {
+  c->tls_ = tls;
+  c->protocols_ = protocols;
+  c->ctx_ = c->build(error, error_key);
+  if (!c->ctx_) return nullptr;
+  return c;
+}
+
+SSL_CTX* TlsServerContext::build(std::string* error, std::string* error_key) const {
+  std::unique_ptr<SSL_CTX, void (*)(SSL_CTX*)> holder(SSL_CTX_new(TLS_server_method()), SSL_CTX_free);
+  if (!holder) {
     *error_key = "";
     *error = "cannot create a TLS context: " + openssl_reason("out of memory");
     return nullptr;
   }
-  SSL_CTX_set_min_proto_version(c->ctx_, TLS1_2_VERSION);
-  if (!load_pair(c->ctx_, tls.cert_file, tls.key_file, error, error_key)) return nullptr;
-  const std::string_view* ours = protocols.h2c ? (protocols.http1 ? &kAlpnBoth : &kAlpnH2) : &kAlpnHttp1;
-  SSL_CTX_set_alpn_select_cb(c->ctx_, select_alpn, const_cast<std::string_view*>(ours));
-  return c;
+  SSL_CTX* ctx = holder.get();
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  if (!load_pair(ctx, tls_.cert_file, tls_.key_file, error, error_key)) return nullptr;
+  if (!tls_.client_ca_file.empty()) {
+    std::string why;
+    if (!readable(tls_.client_ca_file, &why) ||
+        SSL_CTX_load_verify_locations(ctx, tls_.client_ca_file.c_str(), nullptr) != 1) {
+      *error_key = "client_ca_file";
+      *error = "cannot load \"" + tls_.client_ca_file + "\": " +
+               (why.empty() ? openssl_reason("no PEM certificates") : why);
+      return nullptr;
+    }
+    int mode = SSL_VERIFY_PEER | (tls_.require_client_cert ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0);
+    SSL_CTX_set_verify(ctx, mode, nullptr);
+    // A resumed session keeps the verified certificate; OpenSSL resumes
+    // one only within the same session id context when it verifies peers.
+    static const unsigned char kSessionContext[] = "onelayer-listener";
+    SSL_CTX_set_session_id_context(ctx, kSessionContext, sizeof kSessionContext - 1);
+  }
+  const std::string_view* ours = protocols_.h2c ? (protocols_.http1 ? &kAlpnBoth : &kAlpnH2) : &kAlpnHttp1;
+  SSL_CTX_set_alpn_select_cb(ctx, select_alpn, const_cast<std::string_view*>(ours));
+  return holder.release();
+}
+
+std::vector<std::string> TlsServerContext::files() const {
+  std::vector<std::string> out{tls_.cert_file, tls_.key_file};
+  if (!tls_.client_ca_file.empty()) out.push_back(tls_.client_ca_file);
+  return out;
+}
+
+bool TlsServerContext::reload_files(std::string* error) {
+  return replace_ctx(mu_, ctx_, error, [this](std::string* e, std::string* k) { return build(e, k); }, [] {});
 }
 
 std::unique_ptr<TlsChannel> TlsServerContext::open() {
+  std::lock_guard<std::mutex> lock(mu_);
   return std::make_unique<TlsChannel>(ctx_, TlsChannel::Role::server);
 }
 

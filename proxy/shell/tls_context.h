@@ -5,6 +5,12 @@
 // on `--check` and on every reload; a file that cannot be loaded is a config
 // error naming the key. Shared by every worker (SSL_CTX is thread-safe once
 // set up; the session cache has its own lock).
+//
+// The files behind a context can be loaded again while it is in use
+// (certificate rotation, docs/tls.md): reload_files() builds a new SSL_CTX
+// from the same settings and, when every file loads, new handshakes use
+// it; connections already open keep the one they started with (each SSL
+// holds a reference to its SSL_CTX).
 #pragma once
 
 #include <openssl/ssl.h>
@@ -28,8 +34,13 @@ class TlsClientContext {
   // nullptr with *error set when a file does not load.
   static std::shared_ptr<TlsClientContext> create(const UpstreamTls& tls, UpstreamProtocol protocol,
                                                   std::string* error, std::string* error_key);
-  SSL_CTX* ctx() { return ctx_; }
   const UpstreamTls& settings() const { return tls_; }
+  // The files it loads (ca_file, cert_file, key_file; those given).
+  std::vector<std::string> files() const;
+  // Loads them again: true when they all did (the kept sessions are
+  // dropped, so the next handshakes are full ones); false with *error and
+  // the context unchanged.
+  bool reload_files(std::string* error);
   // The SNI sent to an endpoint (`sni`, else its host name; never an IP
   // literal) and the name its certificate must carry ("" with verify off).
   std::string sni_for(const std::string& host) const;
@@ -48,8 +59,9 @@ class TlsClientContext {
  private:
   TlsClientContext() = default;
   static int on_new_session(SSL* ssl, SSL_SESSION* s);
+  SSL_CTX* build(std::string* error, std::string* error_key);
 
-  SSL_CTX* ctx_ = nullptr;
+  SSL_CTX* ctx_ = nullptr;  // guarded by mu_ once shared
   UpstreamTls tls_;
   UpstreamProtocol protocol_ = UpstreamProtocol::http1;
   bool offers_h2_ = false;
@@ -62,14 +74,25 @@ class TlsServerContext {
   ~TlsServerContext();
   // ALPN follows the listener's `protocols`: h2 (preferred) when it
   // speaks h2c, http/1.1 when it speaks http1.
+  // With client_ca_file, a client certificate is asked for and verified
+  // against it (required with require_client_cert); one that does not
+  // verify ends the handshake.
   static std::shared_ptr<TlsServerContext> create(const ListenerTls& tls, const ListenerProtocols& protocols,
                                                   std::string* error, std::string* error_key);
-  SSL_CTX* ctx() { return ctx_; }
   std::unique_ptr<TlsChannel> open();
+  // The files it loads (cert_file, key_file, client_ca_file if given).
+  std::vector<std::string> files() const;
+  // As TlsClientContext::reload_files.
+  bool reload_files(std::string* error);
 
  private:
   TlsServerContext() = default;
-  SSL_CTX* ctx_ = nullptr;
+  SSL_CTX* build(std::string* error, std::string* error_key) const;
+
+  ListenerTls tls_;
+  ListenerProtocols protocols_;
+  std::mutex mu_;
+  SSL_CTX* ctx_ = nullptr;  // guarded by mu_ once shared
 };
 
 // By Config index; nullptr where the upstream or listener has no `tls`.

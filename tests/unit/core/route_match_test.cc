@@ -125,3 +125,33 @@ TEST_CASE("match_route: OPTIONS * goes to the first catch-all route, never to a 
   narrow.routes = {make_route("items", "", "/items")};
   CHECK(match_route(narrow, "x", "*", "OPTIONS") == nullptr);
 }
+
+TEST_CASE("match_route: a route with callers matches only those verified callers and decides for them") {
+  Listener l;
+  Route write = make_route("orders-write", "", "/orders", {"POST"});
+  write.match.callers = {"spiffe://cluster/ns/web/sa/frontend"};
+  Route team = make_route("team", "", "/team");
+  team.match.callers = {"spiffe://cluster/ns/team/*"};
+  l.routes = {write, team, make_route("all", "", "/")};
+  bool refused = true;
+  const Route* r = match_route(l, "", "/orders/1", "POST", nullptr, "spiffe://cluster/ns/web/sa/frontend", &refused);
+  REQUIRE(r != nullptr);
+  CHECK(r->name == "orders-write");
+  CHECK_FALSE(refused);
+  // Another caller, or none: the first route for the request decides, the
+  // catch-all after it is not tried.
+  CHECK(match_route(l, "", "/orders/1", "POST", nullptr, "spiffe://cluster/ns/orders/sa/api", &refused) == nullptr);
+  CHECK(refused);
+  CHECK(match_route(l, "", "/orders/1", "POST", nullptr, "", &refused) == nullptr);
+  CHECK(refused);
+  // A request that route does not match goes on as before.
+  r = match_route(l, "", "/orders/1", "GET", nullptr, "spiffe://cluster/ns/orders/sa/api", &refused);
+  REQUIRE(r != nullptr);
+  CHECK(r->name == "all");
+  CHECK_FALSE(refused);
+  r = match_route(l, "", "/team/x", "GET", nullptr, "spiffe://cluster/ns/team/sa/a", &refused);
+  REQUIRE(r != nullptr);
+  CHECK(r->name == "team");
+  // Without the out-parameter the answer is the same.
+  CHECK(match_route(l, "", "/team/x", "GET", nullptr, "spiffe://cluster/ns/other/sa/a") == nullptr);
+}
