@@ -25,6 +25,7 @@
 #include "shell/logging.h"
 #include "shell/runtime.h"
 #include "shell/socket_address.h"
+#include "shell/tls/cert_watcher.h"
 #include "shell/worker.h"
 
 namespace onelayer {
@@ -84,6 +85,7 @@ class Server {
   std::unique_ptr<AdminServer> admin_;
   std::unique_ptr<HealthChecker> health_;
   std::unique_ptr<fleet::FleetSync> fleet_;  // the fleet budgets' Redis link, on this loop
+  std::unique_ptr<CertWatcher> certs_;  // certificate rotation (docs/tls.md)
   std::map<std::string, std::string> bound_addr_;  // listener -> configured address
   std::map<std::string, uint16_t> bound_port_;
   bool draining_ = false;
@@ -205,6 +207,7 @@ std::pair<bool, std::string> Server::reload() {
   rt_.install(lr.config, std::move(tls));
   if (fleet_) fleet_->configure(rt_.current());
   admin_->set_guard(std::move(guard));
+  certs_->watch(*lr.config, rt_.current()->tls);
   for (size_t i = 0; i < workers_.size(); ++i) workers_[i]->post_listeners(add[i], remove);
   rt_.metrics.config_reloads_ok.fetch_add(1);
   write_ports_file();
@@ -237,6 +240,7 @@ void Server::worker_finished() {
   uv_close(reinterpret_cast<uv_handle_t*>(&worker_done_), nullptr);
   health_->close();
   fleet_->close();
+  certs_->close();
   admin_->close(nullptr);
 }
 
@@ -332,6 +336,8 @@ int Server::run() {
   health_->start();
   fleet_ = std::make_unique<fleet::FleetSync>(&loop_, rt_);
   fleet_->configure(rt_.current());
+  certs_ = std::make_unique<CertWatcher>(&loop_);
+  certs_->watch(*cfg, rt_.current()->tls);
   rt_.ready = true;
   write_ports_file();
   spdlog::info("onelayer {} ready: layer_id {}, {} listener(s), {} worker(s)", ONELAYER_VERSION, cfg->layer_id,
@@ -344,6 +350,7 @@ int Server::run() {
   uv_run(&loop_, UV_RUN_NOWAIT);
   health_.reset();
   fleet_.reset();
+  certs_.reset();
   if (uv_loop_close(&loop_) != 0) spdlog::warn("main loop closed with open handles");
   flush_access_log();
   spdlog::info("stopped{}", forced_ ? " (drain_timeout cut connections)" : "");
