@@ -304,6 +304,45 @@ def run_check(config_path):
                           capture_output=True, text=True, timeout=30)
 
 
+EXAMPLE_FILES = "/etc/onelayer/"
+
+
+def with_example_files(path, tmp):
+    """`path`, or, when it names files under /etc/onelayer/ (certificates,
+    keys, an admin token), a copy that names stand-ins made in `tmp` with
+    the openssl CLI: a CA for names ending in ca.pem, a certificate it
+    signed for other .pem names, that certificate's key for .key names, a
+    token for the rest. --check loads every one of them."""
+    text = read(path)
+    names = sorted(set(re.findall(re.escape(EXAMPLE_FILES) + r"([\w.-]+)", text)))
+    if not names:
+        return path
+
+    def openssl(*args):
+        subprocess.run(["openssl"] + list(args), cwd=tmp, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=example ca")
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=example.test")
+    openssl("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "leaf.pem", "-days", "2")
+    files = os.path.join(tmp, "files")
+    os.mkdir(files)
+    for name in names:
+        source = ("ca.pem" if name.endswith("ca.pem") else "leaf.pem" if name.endswith(".pem")
+                  else "leaf.key" if name.endswith(".key") else None)
+        if source:
+            shutil.copy(os.path.join(tmp, source), os.path.join(files, name))
+        else:
+            with open(os.path.join(files, name), "w") as f:
+                f.write("example-token\n")
+    copy = os.path.join(tmp, os.path.basename(path))
+    with open(copy, "w") as f:
+        f.write(text.replace(EXAMPLE_FILES, files + "/"))
+    return copy
+
+
 def host_port(value):
     """'0.0.0.0:9901' / '[::]:9901' / 'svc:8080' -> (host, port)."""
     host, _, port = str(value).rpartition(":")
@@ -411,7 +450,8 @@ class ShippedConfigsPassCheck(unittest.TestCase):
         require_binary()
 
     def assert_check_passes(self, path, label=None):
-        result = run_check(path)
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run_check(with_example_files(path, tmp))
         self.assertEqual(result.returncode, 0,
                          f"{label or path} fails onelayer --check:\n{result.stdout}{result.stderr}")
 
