@@ -509,6 +509,9 @@ void Exchange::on_request_body(const char* data, size_t len) {
 void Exchange::on_request_trailers(const Headers& trailers) {
   if (finished_) return;
   rewrite_trailers(trailers, req_trailers_);
+  // The caller header is onelayer's to write: not even as a trailer.
+  if (!lcfg_->caller_header.empty())
+    std::erase_if(req_trailers_, [&](const Header& h) { return iequals(h.name, lcfg_->caller_header); });
 }
 
 void Exchange::on_request_end() {

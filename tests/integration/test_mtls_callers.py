@@ -85,15 +85,15 @@ class CallerTest(h.IntegrationTest):
                 error = line.split(":", 1)[1].strip()
         return r.returncode, status, error
 
-    def python_request(self, proxy, cert, path="/", headers=()):
+    def python_request(self, proxy, cert, path="/", headers=(), method="GET", **kw):
         ctx = ssl.create_default_context(cafile=self.pki.path("ca.pem"))
         ctx.set_alpn_protocols(["http/1.1"])
         if cert:
             ctx.load_cert_chain(self.pki.path(cert + ".pem"), self.pki.path(cert + ".key"))
         raw = socket.create_connection(("127.0.0.1", proxy.port()), timeout=10)
         with ctx.wrap_socket(raw, server_hostname="proxy.test") as s:
-            s.sendall(h.build_request("GET", path, headers=list(headers) + [("Connection", "close")]))
-            return h.read_response(h._Reader(s.recv))
+            s.sendall(h.build_request(method, path, headers=list(headers) + [("Connection", "close")], **kw))
+            return h.read_response(h._Reader(s.recv), method=method)
 
 
 class AllowedCallersTest(CallerTest):
@@ -177,6 +177,16 @@ class OptionalAndRequiredTest(CallerTest):
         self.assertEqual((code, status), (0, 200))
         a = origin.wait_for(2)
         self.assertEqual([x.header_list(HEADER) for x in a], [[], [ORDERS]])
+
+    def test_a_caller_header_sent_as_a_trailer_is_removed_too(self):
+        origin = self.start_origin()
+        proxy = self.proxy_with(origin, False, caller_header=HEADER)
+        r = self.python_request(proxy, "web", "/up", method="POST", body=b"abc", chunked=True,
+                                trailers=[(HEADER, "forged"), ("x-kept", "1")])
+        self.assertEqual(r.status, 200, r)
+        (a,) = origin.wait_for(1)
+        self.assertEqual(a.header_list(HEADER), [WEB])
+        self.assertEqual([n.lower() for n, _ in a.trailers], ["x-kept"])
 
     def test_required_certificate_ends_a_handshake_without_one(self):
         origin = self.start_origin()
