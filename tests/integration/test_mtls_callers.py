@@ -188,6 +188,24 @@ class OptionalAndRequiredTest(CallerTest):
         self.assertEqual(a.header_list(HEADER), [WEB])
         self.assertEqual([n.lower() for n, _ in a.trailers], ["x-kept"])
 
+    def test_a_resumed_session_keeps_its_identity(self):
+        origin = self.start_origin()
+        proxy = self.proxy_with(origin, False, caller_header=HEADER)
+        ctx = ssl.create_default_context(cafile=self.pki.path("ca.pem"))
+        ctx.set_alpn_protocols(["http/1.1"])
+        ctx.load_cert_chain(self.pki.path("orders.pem"), self.pki.path("orders.key"))
+        session = None
+        reused = []
+        for _ in range(2):
+            raw = socket.create_connection(("127.0.0.1", proxy.port()), timeout=10)
+            with ctx.wrap_socket(raw, server_hostname="proxy.test", session=session) as s:
+                s.sendall(h.build_request("GET", "/r", headers=[("Connection", "close")]))
+                self.assertEqual(h.read_response(h._Reader(s.recv)).status, 200)
+                reused.append(s.session_reused)
+                session = s.session
+        self.assertEqual(reused, [False, True])
+        self.assertEqual([a.header_list(HEADER) for a in origin.wait_for(2)], [[ORDERS], [ORDERS]])
+
     def test_required_certificate_ends_a_handshake_without_one(self):
         origin = self.start_origin()
         proxy = self.proxy_with(origin, True)
