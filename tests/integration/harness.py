@@ -23,6 +23,7 @@ fails, and prints the proxy's log tail when a test fails.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -1586,6 +1587,25 @@ class IntegrationTest(unittest.TestCase):
         if check_protocol:
             self.addCleanup(self._check_origin_protocol, origin)
         return origin
+
+    def start_origin_with_refuser(self, host, refuse_on, **kwargs):
+        """An origin on (host, port 0) and a socket bound, not listening, on
+        (refuse_on, the same port): a name with both addresses reaches the
+        origin on one and is refused on the other. The port is free on one
+        family but may be taken on the other (by a test running beside this
+        one): then another port is tried."""
+        for _ in range(50):
+            origin = self.start_origin(host=host, **kwargs)
+            try:
+                refuser = refusing_port(refuse_on, origin.port)
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE:
+                    raise
+                origin.stop()
+                continue
+            self.addCleanup(refuser.close)
+            return origin
+        self.fail("no port free on both %s and %s after 50 tries" % (host, refuse_on))
 
     def start_proxy(self, config, subs=None, *, check_exit=True, **kwargs):
         proxy = Proxy(config, subs, **kwargs)

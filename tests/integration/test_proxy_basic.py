@@ -18,9 +18,7 @@ class RoundTripTest(IntegrationTest):
         # the cached answer and the pooled connection. Debian's /etc/hosts
         # answers ::1 and 127.0.0.1 for localhost; the origin listens on
         # 127.0.0.1 only and [::1]:<port> refuses (bound, not listening).
-        origin = self.start_origin(default=h.respond(200, body=b"named"))
-        refuser = h.refusing_port("::1", origin.port)
-        self.addCleanup(refuser.close)
+        origin = self.start_origin_with_refuser("127.0.0.1", "::1", default=h.respond(200, body=b"named"))
         proxy = self.start_proxy(h.simple_config(endpoints=["localhost:%d" % origin.port]),
                                  hosts=h.DEBIAN_HOSTS)
         with h.Conn(proxy.port()) as c:
@@ -34,9 +32,7 @@ class RoundTripTest(IntegrationTest):
         # The reverse: a server on ::1 only, 127.0.0.1 refusing. No retry
         # block: each request has one attempt, whose connect to 127.0.0.1
         # fails and goes on to ::1 (no 502, however the balancer picks).
-        origin = self.start_origin(default=h.respond(200, body=b"v6"), host="::1")
-        refuser = h.refusing_port("127.0.0.1", origin.port)
-        self.addCleanup(refuser.close)
+        origin = self.start_origin_with_refuser("::1", "127.0.0.1", default=h.respond(200, body=b"v6"))
         proxy = self.start_proxy(h.simple_config(endpoints=["dual.test:%d" % origin.port]),
                                  hosts="127.0.0.1 dual.test\n::1 dual.test\n")
         for _ in range(4):

@@ -123,6 +123,24 @@ TEST_CASE("HedgeWithoutABudgetTokenIsDeclined") {
   CHECK(x.due(kT0 + 12ms, &budget).hedge);
 }
 
+TEST_CASE("HedgeSpendsTheFleetBudgetWhenTheUpstreamHasOne") {
+  // scope: fleet: the bucket holds only what the fleet's syncs grant. A
+  // hedge spends from it like a retry and is counted as one for the fleet.
+  Hedged x(hedged_policy(fixed(10ms), 3, 5));
+  RetryBudgetConfig cfg{0.2, 10};
+  cfg.scope = BudgetScope::fleet;
+  RetryBudget budget(cfg, kT0);
+  for (int i = 0; i < 50; ++i) budget.on_request(kT0);  // local deposits do not feed a fleet bucket
+  CHECK(x.due(kT0 + 10ms, &budget).declined == Decline::budget_exhausted);
+  budget.load_fleet_share(1'000'000, 1'000'000);  // the fleet grants one token
+  CHECK(x.due(kT0 + 11ms, &budget).hedge);
+  CHECK(x.due(kT0 + 22ms, &budget).declined == Decline::budget_exhausted);
+  CHECK(x.h.sent() == 1);
+  const fleet::FleetCounts c = budget.take_counts();
+  CHECK(c.retries == 1);
+  CHECK(c.first_attempts == 50);
+}
+
 TEST_CASE("HedgeCountsAgainstMaxAttempts") {
   Hedged x(hedged_policy(fixed(10ms), 3, 2));
   CHECK(x.due(kT0 + 10ms).hedge);
