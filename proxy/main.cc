@@ -5,12 +5,12 @@
 
 #include <nghttp2/nghttp2.h>
 
-#include "core/config_loader.h"
+#include "core/config/config_loader.h"
 #include "shell/fleet/fleet_cli.h"
-#include "shell/admin_server.h"
-#include "shell/logging.h"
-#include "shell/server.h"
-#include "shell/tls_context.h"
+#include "shell/admin/admin_server.h"
+#include "shell/io/logging.h"
+#include "shell/server/server.h"
+#include "shell/tls/tls_context.h"
 
 static void usage(FILE* out) {
   std::fprintf(out,

@@ -27,8 +27,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/http_status.h"
-#include "shell/handle_wrap.h"
+#include "core/base/http_status.h"
+#include "shell/io/handle_wrap.h"
 
 namespace {
 

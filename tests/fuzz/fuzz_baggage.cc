@@ -1,4 +1,4 @@
-// libFuzzer target for the W3C Baggage code (core/baggage.h).
+// libFuzzer target for the W3C Baggage code (core/http/baggage.h).
 // Input: "<header>\n<key>\n<value>" (missing parts are empty; the value may
 // hold anything, newlines included). Invariants checked with abort():
 // - baggage_get never fails and returns valid UTF-8;
@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/baggage.h"
-#include "core/http_headers.h"
+#include "core/http/baggage.h"
+#include "core/http/http_headers.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target for the config loader (core/config_loader.h): arbitrary
+// libFuzzer target for the config loader (core/config/config_loader.h): arbitrary
 // bytes as a YAML file.
 //
 // Invariants (abort on failure):
@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/config_loader.h"
+#include "core/config/config_loader.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,4 +1,4 @@
-// Drives the shell's llhttp wrapper (proxy/shell/http_codec.h) the way the
+// Drives the shell's llhttp wrapper (proxy/shell/http1/http_parser.h) the way the
 // shell's connections do, for the HTTP fuzz targets.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "shell/http_codec.h"
+#include "shell/http1/http_parser.h"
 
 namespace fuzz {
 

@@ -1,4 +1,4 @@
-// libFuzzer target for the HTTP/2 codec (proxy/shell/h2_session.cc): bytes
+// libFuzzer target for the HTTP/2 codec (proxy/shell/http2/h2_session.cc): bytes
 // from a client -> a server H2Session, whose owner answers, streams bodies
 // back, consumes or holds request bodies and resets some streams.
 //
@@ -31,7 +31,7 @@
 //   every stream whose id is 3 mod 8 when the owner answers) gets no DATA,
 //   and no HEADERS after its RST_STREAM INTERNAL_ERROR (a head that could
 //   not go, the stream already closing, leaves the reset alone);
-// - every request head translates (shell/h2_request_head.cc) into a
+// - every request head translates (shell/http2/h2_request_head.cc) into a
 //   MessageHead or a reason: HTTP/2.0, `:authority` as the one Host field
 //   and first, cookies in one field, chunked exactly when a body of unknown
 //   length follows; request validation takes the result; the head's fields
@@ -44,12 +44,12 @@
 #include <string>
 #include <string_view>
 
-#include "core/http_headers.h"
-#include "core/request_validation.h"
+#include "core/http/http_headers.h"
+#include "core/request/request_validation.h"
 #include "fuzz_h2_util.h"
 #include "fuzz_util.h"
-#include "shell/h2_request_head.h"
-#include "shell/h2_session.h"
+#include "shell/http2/h2_request_head.h"
+#include "shell/http2/h2_session.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // libFuzzer target for the client role of the HTTP/2 codec
-// (proxy/shell/h2_session.cc), the one HTTP/2 upstream connections use:
+// (proxy/shell/http2/h2_session.cc), the one HTTP/2 upstream connections use:
 // a client H2Session opens a few requests (heads from an H2FieldBlock and
 // from a Head, bodies, trailers) and the fuzzer's bytes are the server's
 // answer.
@@ -33,11 +33,11 @@
 #include <string>
 #include <string_view>
 
-#include "core/http_headers.h"
+#include "core/http/http_headers.h"
 #include "fuzz_h2_util.h"
 #include "fuzz_util.h"
-#include "shell/h2_field_block.h"
-#include "shell/h2_session.h"
+#include "shell/http2/h2_field_block.h"
+#include "shell/http2/h2_session.h"
 
 namespace {
 

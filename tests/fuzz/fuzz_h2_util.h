@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "fuzz_util.h"
-#include "shell/h2_session.h"
+#include "shell/http2/h2_session.h"
 
 namespace fuzz {
 

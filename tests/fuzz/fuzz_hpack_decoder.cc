@@ -1,4 +1,4 @@
-// libFuzzer target for the HPACK decoder (core/hpack_decoder.h), read side
+// libFuzzer target for the HPACK decoder (core/h2wire/hpack_decoder.h), read side
 // by side with nghttp2's own decoder (the one it replaces).
 //
 // Input: records of [control][length, 2 bytes little-endian][block]. The
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "../unit/shell/nghttp2_inflate.h"
-#include "core/hpack_decoder.h"
+#include "core/h2wire/hpack_decoder.h"
 #include "fuzz_util.h"
 
 namespace {

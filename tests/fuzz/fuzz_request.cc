@@ -25,13 +25,13 @@
 #include <string_view>
 #include <vector>
 
-#include "core/baggage.h"
-#include "core/config_loader.h"
-#include "core/http_headers.h"
-#include "core/request_validation.h"
+#include "core/http/baggage.h"
+#include "core/config/config_loader.h"
+#include "core/http/http_headers.h"
+#include "core/request/request_validation.h"
 #include "fuzz_feed.h"
 #include "fuzz_util.h"
-#include "shell/http_codec.h"
+#include "shell/http1/http_parser.h"
 
 namespace {
 
@@ -230,7 +230,7 @@ struct ProxyModel : HttpParser::Handler {
     FUZZ_REQUIRE(fuzz::count_named(head.headers, "content-length") <= 1);
     FUZZ_REQUIRE(head.headers.size() <= kMaxHeaders);
 
-    // The shell's own verdict (core/request_validation), with the default
+    // The shell's own verdict (core/request/request_validation), with the default
     // underscore policy.
     RequestHeadFacts facts{head.method, head.target, head.http_major, head.http_minor, head.obs_fold,
                            head.chunked, head.has_content_length, head.content_length, head.checked_by_codec};

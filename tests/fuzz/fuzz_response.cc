@@ -25,12 +25,12 @@
 #include <string_view>
 #include <vector>
 
-#include "core/config.h"
-#include "core/http_headers.h"
-#include "core/retry_after.h"
+#include "core/config/config.h"
+#include "core/http/http_headers.h"
+#include "core/http/retry_after.h"
 #include "fuzz_feed.h"
 #include "fuzz_util.h"
-#include "shell/http_codec.h"
+#include "shell/http1/http_parser.h"
 
 namespace {
 
@@ -140,7 +140,7 @@ struct UpstreamModel : HttpParser::Handler {
       return -1;
     }
     if (head.status < 200) {
-      if (head.status == 101) return -1;  // UpConn: Upgrade was stripped
+      if (head.status == 101) return -1;  // Http1ClientConnection: Upgrade was stripped
       informational = true;
       return 0;
     }

@@ -1,4 +1,4 @@
-// libFuzzer target for the Retry-After parser (core/retry_after.h).
+// libFuzzer target for the Retry-After parser (core/http/retry_after.h).
 //
 // Input: 4 bytes choosing "now" (seconds from 2000-01-01, up to ~136 years),
 // then the header value.
@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/retry_after.h"
+#include "core/http/retry_after.h"
 #include "fuzz_util.h"
 
 namespace {

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/http_headers.h"
+#include "core/http/http_headers.h"
 
 namespace fuzz {
 
@@ -29,7 +29,7 @@ inline std::string lower(std::string_view s) {
   return out;
 }
 
-// RFC 9110 5.6.2 tchar, written independently of core/http_headers.cc.
+// RFC 9110 5.6.2 tchar, written independently of core/http/http_headers.cc.
 inline bool tchar(unsigned char c) {
   if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return true;
   return std::string_view("!#$%&'*+-.^_`|~").find(static_cast<char>(c)) != std::string_view::npos;

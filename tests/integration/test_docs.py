@@ -104,7 +104,7 @@ class DocsTest(unittest.TestCase):
 
     def test_every_exported_metric_family_is_documented(self):
         names = set()
-        for rel in ("proxy/core/metrics.cc", "proxy/shell/runtime.cc"):
+        for rel in ("proxy/core/metrics/metrics.cc", "proxy/shell/proxy/runtime.cc"):
             names |= set(re.findall(r'"(onelayer_[a-z_]+)"', read(os.path.join(SOURCE, rel))))
         families = {re.sub(r"_(bucket|sum|count)$", "", n) for n in names}
         self.assertIn("onelayer_amplification_ratio", families)  # the scan found the code's names

@@ -215,7 +215,7 @@ def run_tool(args, timeout=30):
     return subprocess.run(args, capture_output=True, text=True, errors="replace", timeout=timeout)
 
 
-class H2DownstreamTest(IntegrationTest):
+class H2ServerConnectionTest(IntegrationTest):
     def proxy(self, origin, protocols=None, limits=None, **overrides):
         listener = {"protocols": protocols} if protocols else None
         return self.proxy_for(origin, listener=listener, limits=limits, **overrides)

@@ -27,8 +27,8 @@
 #include <cstdint>
 #include <string>
 
-#include "core/clock.h"
-#include "core/config.h"
+#include "core/base/clock.h"
+#include "core/config/config.h"
 
 namespace onelayer::fleet {
 

@@ -7,7 +7,7 @@
 
 #include <string_view>
 
-#include "core/http_headers.h"
+#include "core/http/http_headers.h"
 
 namespace onelayer::fleet {
 

@@ -1,6 +1,6 @@
 #include "core/hedging/hedge_config.h"
 
-#include "core/units.h"
+#include "core/config/units.h"
 
 namespace onelayer {
 

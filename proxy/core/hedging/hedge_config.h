@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "core/clock.h"
+#include "core/base/clock.h"
 #include "core/hedging/latency_window.h"
 
 namespace onelayer {

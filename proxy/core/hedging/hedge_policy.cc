@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/retry_budget.h"
+#include "core/retry/retry_budget.h"
 
 namespace onelayer {
 

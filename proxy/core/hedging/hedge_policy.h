@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/clock.h"
-#include "core/config.h"
+#include "core/base/clock.h"
+#include "core/config/config.h"
 #include "core/hedging/hedge_config.h"
 #include "core/hedging/latency_window.h"
-#include "core/retry.h"
+#include "core/retry/retry.h"
 
 namespace onelayer {
 

@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/clock.h"
+#include "core/base/clock.h"
 
 namespace onelayer {
 

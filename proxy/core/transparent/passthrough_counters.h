@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/metrics.h"
+#include "core/metrics/metrics.h"
 
 namespace onelayer {
 

@@ -12,9 +12,9 @@
 
 #include <hiredis/hiredis.h>
 
-#include "core/config.h"
+#include "core/config/config.h"
 #include "core/fleet/fleet_share.h"
-#include "core/units.h"
+#include "core/config/units.h"
 
 namespace onelayer::fleet {
 namespace {

@@ -26,11 +26,11 @@
 
 #include <uv.h>
 
-#include "core/clock.h"
-#include "core/config.h"
+#include "core/base/clock.h"
+#include "core/config/config.h"
 #include "core/fleet/fleet_share.h"
-#include "core/metrics.h"
-#include "shell/runtime.h"
+#include "core/metrics/metrics.h"
+#include "shell/proxy/runtime.h"
 
 struct redisAsyncContext;
 

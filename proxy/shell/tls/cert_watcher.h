@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-#include "shell/tls_context.h"
+#include "core/config/config.h"
+#include "shell/tls/tls_context.h"
 
 namespace onelayer {
 

@@ -5,7 +5,7 @@
 
 #include <uv.h>
 
-#include "core/transparent/destination.h"
+#include "core/base/destination.h"
 
 namespace onelayer {
 

@@ -2,11 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "shell/downstream.h"
-#include "shell/socket_address.h"
-#include "shell/tunnel.h"
-#include "shell/worker.h"
-#include "shell/worker_listener.h"
+#include "shell/http1/http1_server_connection.h"
+#include "shell/io/socket_address.h"
+#include "shell/http1/http1_tunnel.h"
+#include "shell/server/worker.h"
+#include "shell/server/worker_listener.h"
 
 namespace onelayer {
 
@@ -56,7 +56,7 @@ class Passthrough::Dest final : public Conn {
   uv_shutdown_t shutdown_req_;
 };
 
-Passthrough::Passthrough(DownConn* client, Worker* w, const Destination& dst, uint64_t idle_ms)
+Passthrough::Passthrough(Http1ServerConnection* client, Worker* w, const Destination& dst, uint64_t idle_ms)
     : client_(client), w_(w), dst_(dst), idle_ms_(idle_ms) {
   client_shutdown_.data = this;
 }

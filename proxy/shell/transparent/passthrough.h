@@ -1,7 +1,7 @@
 // Transparent passthrough: a connection of a transparent listener that does
 // not speak HTTP/1.x or h2c (TLS, another protocol, a server that speaks
 // first) is tunnelled byte for byte to its original destination, as an
-// Upgrade tunnel is after its 101 (shell/tunnel.h: the same write step and
+// Upgrade tunnel is after its 101 (shell/http1/http1_tunnel.h: the same write step and
 // high water). Each side's reading stops while the other side's write
 // queue is above high water and resumes below low water; an EOF is passed
 // on as a half-close (shutdown), so protocols that close one way first
@@ -15,16 +15,16 @@
 #include <cstdint>
 #include <string>
 
-#include "core/transparent/destination.h"
+#include "core/base/destination.h"
 
 namespace onelayer {
 
-class DownConn;
+class Http1ServerConnection;
 class Worker;
 
 class Passthrough {
  public:
-  Passthrough(DownConn* client, Worker* w, const Destination& dst, uint64_t idle_ms);
+  Passthrough(Http1ServerConnection* client, Worker* w, const Destination& dst, uint64_t idle_ms);
   ~Passthrough();  // closes the destination side
   Passthrough(const Passthrough&) = delete;
   Passthrough& operator=(const Passthrough&) = delete;
@@ -47,7 +47,7 @@ class Passthrough {
   void maybe_done();
   void rearm_idle();
 
-  DownConn* client_;
+  Http1ServerConnection* client_;
   Worker* w_;
   Dest* dest_ = nullptr;
   Destination dst_;

@@ -1,4 +1,4 @@
-// What a transparent listener's connection carries besides a DownConn's
+// What a transparent listener's connection carries besides a Http1ServerConnection's
 // usual state: its original destination, whether its first bytes are still
 // being looked at, and its passthrough tunnel once it has one. Kept by the
 // worker beside the connection (Worker::transparent_state), so that
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "core/transparent/destination.h"
+#include "core/base/destination.h"
 #include "shell/transparent/passthrough.h"
 
 namespace onelayer {

@@ -1,40 +1,40 @@
-// A transparent listener's side of DownConn (downstream.h): the original
+// A transparent listener's side of Http1ServerConnection (http1_server_connection.h): the original
 // destination read at accept, the loop guard, protocol detection from the
 // first bytes, and the hand-over to a passthrough tunnel.
 #include <spdlog/spdlog.h>
 
 #include "core/transparent/first_bytes.h"
-#include "shell/downstream.h"
+#include "shell/http1/http1_server_connection.h"
 #include "shell/transparent/original_destination.h"
 #include "shell/transparent/passthrough.h"
 #include "shell/transparent/transparent_conn.h"
-#include "shell/worker.h"
+#include "shell/server/worker.h"
 
 namespace onelayer {
 
-TransparentConn* Worker::transparent_state(const DownConn* d) {
+TransparentConn* Worker::transparent_state(const Http1ServerConnection* d) {
   auto it = transparent_conns_.find(d);
   return it == transparent_conns_.end() ? nullptr : it->second.get();
 }
 
-TransparentConn& Worker::add_transparent(const DownConn* d) {
+TransparentConn& Worker::add_transparent(const Http1ServerConnection* d) {
   std::unique_ptr<TransparentConn>& t = transparent_conns_[d];
   t = std::make_unique<TransparentConn>();
   return *t;
 }
 
-void Worker::forget_transparent(const DownConn* d) { transparent_conns_.erase(d); }
+void Worker::forget_transparent(const Http1ServerConnection* d) { transparent_conns_.erase(d); }
 
-TransparentConn* DownConn::transparent_state() const {
+TransparentConn* Http1ServerConnection::transparent_state() const {
   return transparent_ ? worker_->transparent_state(this) : nullptr;
 }
 
-const Destination* DownConn::original_destination() const {
+const Destination* Http1ServerConnection::original_destination() const {
   TransparentConn* t = transparent_state();
   return t ? &t->dst : nullptr;
 }
 
-int DownConn::start_transparent() {
+int Http1ServerConnection::start_transparent() {
   const GenerationPtr& g = worker_->generation();
   int li = g->listener_index(listener_->name());
   if (li < 0) return 0;
@@ -67,7 +67,7 @@ int DownConn::start_transparent() {
   return 1;
 }
 
-void DownConn::detect_first_bytes(const char* data, size_t len) {
+void Http1ServerConnection::detect_first_bytes(const char* data, size_t len) {
   std::string joined;
   std::string_view seen(data, len);
   if (pending_in_ && !pending_in_->empty()) {
@@ -90,15 +90,15 @@ void DownConn::detect_first_bytes(const char* data, size_t len) {
   start_passthrough(passthrough_reason(kind));
 }
 
-void DownConn::on_detect_timeout(TimerList::Entry* t) {
-  auto* d = Conn::of<DownConn>(t);
+void Http1ServerConnection::on_detect_timeout(TimerList::Entry* t) {
+  auto* d = Conn::of<Http1ServerConnection>(t);
   if (!d->detecting_protocol()) return;
   // No byte: the app waits for the server to speak first. Some bytes but
   // not enough to tell: not HTTP as far as onelayer can see.
   d->start_passthrough(d->pending_in_ && !d->pending_in_->empty() ? "unknown" : "server_first");
 }
 
-void DownConn::start_passthrough(const char* reason) {
+void Http1ServerConnection::start_passthrough(const char* reason) {
   TransparentConn& t = *transparent_state();
   t.detecting = false;
   protocol_known_ = true;
@@ -113,21 +113,21 @@ void DownConn::start_passthrough(const char* reason) {
   t.tunnel->start(std::move(early), eof_);
 }
 
-bool DownConn::detecting_protocol() const {
+bool Http1ServerConnection::detecting_protocol() const {
   TransparentConn* t = transparent_state();
   return t && t->detecting;
 }
 
-bool DownConn::passing_through() const {
+bool Http1ServerConnection::passing_through() const {
   TransparentConn* t = transparent_state();
   return t && t->tunnel;
 }
 
-void DownConn::pass_through(ssize_t nread, const uv_buf_t* buf) {
+void Http1ServerConnection::pass_through(ssize_t nread, const uv_buf_t* buf) {
   if (nread > 0) account_in(static_cast<size_t>(nread));
   transparent_state()->tunnel->from_client(nread, buf);
 }
 
-void DownConn::passthrough_drained() { transparent_state()->tunnel->client_drained(); }
+void Http1ServerConnection::passthrough_drained() { transparent_state()->tunnel->client_drained(); }
 
 }  // namespace onelayer

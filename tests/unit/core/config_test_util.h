@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/config_loader.h"
+#include "core/config/config_loader.h"
 
 namespace onelayer::test {
 

@@ -8,7 +8,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "core/clock.h"
+#include "core/base/clock.h"
 
 namespace onelayer::test {
 

@@ -2,7 +2,7 @@
 // about a few (they override those).
 #pragma once
 
-#include "shell/h2_session.h"
+#include "shell/http2/h2_session.h"
 
 namespace onelayer::test {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "core/request_validation.h"
+#include "core/request/request_validation.h"
 
 using namespace onelayer;
 

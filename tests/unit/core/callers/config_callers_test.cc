@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "../config_test_util.h"
-#include "core/config_loader.h"
+#include "core/config/config_loader.h"
 
 using namespace onelayer;
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "core/fleet/fleet_share.h"
-#include "core/retry_budget.h"
+#include "core/retry/retry_budget.h"
 
 using namespace onelayer;
 using namespace onelayer::fleet;

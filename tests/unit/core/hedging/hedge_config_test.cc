@@ -3,7 +3,7 @@
 #include <string>
 
 #include "../config_test_util.h"
-#include "core/config_loader.h"
+#include "core/config/config_loader.h"
 
 using namespace onelayer;
 using namespace std::chrono_literals;

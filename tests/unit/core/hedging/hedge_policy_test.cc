@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "core/hedging/hedge_policy.h"
-#include "core/retry_budget.h"
+#include "core/retry/retry_budget.h"
 
 using namespace onelayer;
 using namespace std::chrono_literals;

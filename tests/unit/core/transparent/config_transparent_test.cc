@@ -6,8 +6,8 @@
 #include <string>
 
 #include "../config_test_util.h"
-#include "core/config_loader.h"
-#include "core/route_match.h"
+#include "core/config/config_loader.h"
+#include "core/request/route_match.h"
 
 using namespace onelayer;
 using test::errors_of;

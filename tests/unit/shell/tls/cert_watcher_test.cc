@@ -11,8 +11,8 @@
 #include <fstream>
 #include <string>
 
-#include "core/config.h"
-#include "shell/tls_channel.h"
+#include "core/config/config.h"
+#include "shell/tls/tls_channel.h"
 #include "test_certs.h"
 
 using namespace onelayer;

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "shell/tls_channel.h"
+#include "shell/tls/tls_channel.h"
 #include "test_certs.h"
 
 using namespace onelayer;

@@ -1,0 +1,26 @@
+// A byte tunnel's one step, shared by Upgrade tunnels (http1_tunnel.cc, after a
+// 101) and transparent passthrough (shell/transparent/passthrough.h): bytes
+// read from one side are written to the other, and the side that read
+// stops reading while the other's write queue is above kTunnelHighWater.
+#pragma once
+
+#include <cstddef>
+
+namespace onelayer {
+
+class Conn;
+class Worker;
+
+inline constexpr size_t kTunnelHighWater = 256 * 1024;
+// Passthrough resumes the paused side once the queue is down to this.
+inline constexpr size_t kTunnelLowWater = 64 * 1024;
+
+enum class TunnelWrite {
+  failed,  // the write failed: the tunnel ends
+  ok,
+  full,    // written, but `to`'s queue is above high water: stop reading the other side
+};
+
+TunnelWrite tunnel_write(Worker* w, Conn* to, const char* data, size_t len);
+
+}  // namespace onelayer
