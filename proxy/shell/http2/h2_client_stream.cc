@@ -10,7 +10,7 @@
 
 #include "core/request/request_validation.h"
 #include "shell/http2/h2_client_connection.h"
-#include "shell/http1/http_parser.h"
+#include "core/http/message_head.h"
 
 namespace onelayer {
 

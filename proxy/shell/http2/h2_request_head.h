@@ -7,7 +7,7 @@
 #include "shell/stream/downstream_stream.h"
 #include "shell/http2/h2_field_block.h"
 #include "shell/http2/h2_session.h"
-#include "shell/http1/http_parser.h"
+#include "core/http/message_head.h"
 
 namespace onelayer {
 

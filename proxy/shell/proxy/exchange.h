@@ -19,7 +19,7 @@
 #include "shell/memory/recycled_blocks.h"
 #include "shell/proxy/attempt.h"
 #include "shell/stream/downstream_stream.h"
-#include "shell/http1/http_parser.h"
+#include "core/http/message_head.h"
 #include "shell/proxy/request_admission.h"
 #include "shell/proxy/runtime.h"
 #include "shell/io/timer_list.h"

@@ -8,7 +8,7 @@
 #include "core/callers/caller_patterns.h"
 #include "core/request/request_validation.h"
 #include "core/request/route_match.h"
-#include "shell/http1/http_parser.h"
+#include "core/http/message_head.h"
 #include "shell/server/worker.h"
 
 namespace onelayer {

@@ -9,7 +9,7 @@
 #include "core/config/config.h"
 #include "shell/http2/h2_session.h"
 #include "shell/http2/h2_client_stream.h"
-#include "shell/http1/http_parser.h"
+#include "core/http/message_head.h"
 #include "h2_handler_stub.h"
 
 using namespace onelayer;
