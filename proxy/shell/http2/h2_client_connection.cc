@@ -41,6 +41,7 @@ H2ClientConnection::H2ClientConnection(Worker* w, EndpointState* ep, int addr_in
   connect_req_.data = this;
   ++ep_->connections;
   ep_->h2.push_back(this);
+  session_.set_request_timeout_name(w->generation()->config->headers.request_timeout_ms);
   auto& m = w->runtime().metrics;
   m.upstream_connections_active.fetch_add(1, std::memory_order_relaxed);
   // A connection taken over from HTTP/1 (ALPN chose h2) was counted in the

@@ -50,6 +50,7 @@ H2ServerConnection::H2ServerConnection(Http1ServerConnection* conn, Worker* w, W
   reaper_.owner = this;
   drain_notice_.owner = this;
   session_.leave_front_field();  // for Host (translate_h2_request)
+  session_.set_request_timeout_name(w->generation()->config->headers.request_timeout_ms);
   Limits lim;
   if (const Listener* cfg = listener_config(w, listener)) lim = cfg->limits;
   header_timeout_ms_ = static_cast<uint64_t>(lim.header_timeout.count());

@@ -55,7 +55,8 @@ bool is_name(std::string_view n, const char (&literal)[N]) {
 // names is in the static table; how the name still goes by index is
 // FieldList::add_regular's.
 //
-// The time left (x-request-timeout-ms, grpc-timeout) is the exception that
+// The time left (the request timeout header, x-request-timeout-ms unless
+// configured otherwise, and grpc-timeout) is the exception that
 // often repeats: a first attempt sent as soon as the request arrived has
 // the whole route timeout less a fraction of a millisecond, the same
 // number on request after request. Such a value goes indexed when it is
@@ -67,7 +68,7 @@ enum class OutgoingField { indexed, never_indexed, dropped };
 // H2Session::PerMessageFields::sent; the time-left ones come first, each
 // also a slot of its last_value.
 enum PerMessageName : uint8_t {
-  kXRequestTimeoutMs,
+  kRequestTimeout,  // headers.request_timeout_ms
   kGrpcTimeout,
   kB3,
   kBaggage,
@@ -93,7 +94,10 @@ constexpr OutgoingRule kIndexed{};
 constexpr OutgoingRule kDropped{OutgoingField::dropped};
 constexpr OutgoingRule never_indexed(PerMessageName name) { return {OutgoingField::never_indexed, name}; }
 
-OutgoingRule outgoing_field(std::string_view n, std::string_view value) {
+// `request_timeout`: the configured name of the request timeout header,
+// in lower case (as `n` is).
+OutgoingRule outgoing_field(std::string_view n, std::string_view value, std::string_view request_timeout) {
+  if (n.size() == request_timeout.size() && n == request_timeout) return never_indexed(kRequestTimeout);
   switch (n.size()) {
     case 2:
       if (is_name(n, "te")) return iequals(trim_ows(value), "trailers") ? kIndexed : kDropped;
@@ -118,7 +122,6 @@ OutgoingRule outgoing_field(std::string_view n, std::string_view value) {
     case 17:
       if (is_name(n, "transfer-encoding")) return kDropped;
       return is_name(n, "x-b3-parentspanid") ? never_indexed(kXB3Parentspanid) : kIndexed;
-    case 20: return is_name(n, "x-request-timeout-ms") ? never_indexed(kXRequestTimeoutMs) : kIndexed;
     case 21: return is_name(n, "x-cloud-trace-context") ? never_indexed(kXCloudTraceContext) : kIndexed;
     default: return kIndexed;
   }
@@ -224,13 +227,18 @@ class FieldList {
   // the encoder itself never indexes them.
   void add_regular(std::string_view name, std::string_view value) {
     if (name.empty() || name[0] == ':') return;
-    OutgoingRule rule = outgoing_field(name, value);
+    OutgoingRule rule = outgoing_field(name, value, request_timeout_name());
     if (rule.kind == OutgoingField::dropped) return;
     if (rule.kind == OutgoingField::indexed || repeats_time_left(rule.name, value) || seeds_name(rule.name)) {
       add(name, value);
       return;
     }
     add(name, value, NGHTTP2_NV_FLAG_NO_INDEX);
+  }
+
+  std::string_view request_timeout_name() const {
+    static const std::string kDefault = HeaderNames{}.request_timeout_ms;
+    return per_message_ ? std::string_view(per_message_->request_timeout_name) : std::string_view(kDefault);
   }
 
   // Whether a field of `name`, never indexed, goes with indexing this time
@@ -969,7 +977,7 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
       extractor_(role == Role::server, kMaxFrameBytes),
       reset_tokens_(limits.rapid_reset_burst) {
   static_assert(kPerMessageNames == kPerMessageNameCount);
-  static_assert(kXRequestTimeoutMs < kTimeLeftNames && kGrpcTimeout < kTimeLeftNames);
+  static_assert(kRequestTimeout < kTimeLeftNames && kGrpcTimeout < kTimeLeftNames);
   ++sessions_of_this_thread;
   nghttp2_session_callbacks* cb = nullptr;
   nghttp2_session_callbacks_new(&cb);
@@ -1025,6 +1033,13 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
   if (limits_.connection_window_bytes > NGHTTP2_INITIAL_CONNECTION_WINDOW_SIZE)
     nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
                                           static_cast<int32_t>(limits_.connection_window_bytes));
+}
+
+void H2Session::set_request_timeout_name(std::string_view name) {
+  std::string& n = per_message_.request_timeout_name;
+  n.assign(name);
+  for (char& c : n)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
 }
 
 H2Session::~H2Session() {

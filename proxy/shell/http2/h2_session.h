@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/config/config.h"
 #include "core/h2wire/h2_header_block_extractor.h"
 #include "core/h2wire/hpack_decoder.h"
 #include "core/h2wire/hpack_encoder.h"
@@ -289,12 +290,19 @@ class H2Session {
   // the last value of each time-left field, which decides when a value
   // that repeats goes indexed after all.
   static constexpr size_t kPerMessageNames = 14;
-  static constexpr size_t kTimeLeftNames = 2;  // x-request-timeout-ms, grpc-timeout
+  static constexpr size_t kTimeLeftNames = 2;  // the request timeout header, grpc-timeout
   struct PerMessageFields {
     std::array<uint32_t, kPerMessageNames> sent{};
     std::array<std::array<char, 20>, kTimeLeftNames> last_value{};
     std::array<uint8_t, kTimeLeftNames> last_size{};
+    // The request timeout header's name (headers.request_timeout_ms of the
+    // config; set_request_timeout_name()), in lower case.
+    std::string request_timeout_name = HeaderNames{}.request_timeout_ms;
   };
+  // The configured name of the request timeout header (a time-left field,
+  // never indexed unless its value repeats). A connection keeps the name
+  // it was given: a reload that renames the header reaches new connections.
+  void set_request_timeout_name(std::string_view name);
 
  private:
   struct Stream;

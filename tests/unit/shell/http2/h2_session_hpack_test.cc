@@ -283,6 +283,25 @@ TEST_CASE("h2 hpack: a time left that repeats the previous one goes indexed, a n
   }
 }
 
+TEST_CASE("h2 hpack: the time-left rule follows the configured request timeout header name") {
+  // headers.request_timeout_ms renamed: the configured name is the
+  // time-left field, and x-request-timeout-ms is an ordinary field.
+  EncodingClient c;
+  c.session.set_request_timeout_name("X-Deadline-Ms");
+  auto send = [&](const char* name, const std::string& value) {
+    return field_named(c.request({{name, value}}), name);
+  };
+  check_seed(send("x-deadline-ms", "14999"), "14999");
+  CHECK(send("x-deadline-ms", "14999").form == Form::indexed);
+  check_never_indexed_by_dynamic_name(send("x-deadline-ms", "12000"), "12000");
+  for (int n = 0; n < 3; ++n) {
+    CAPTURE(n);
+    const EncodedField f = send("x-request-timeout-ms", std::to_string(30000 - n));
+    CHECK(f.form == Form::incremental);  // indexed: a new entry for each new value
+    CHECK_FALSE(f.decoder_saw_never_indexed);
+  }
+}
+
 TEST_CASE("h2 hpack: a field off the never-indexed list enters the table once and is then found whole") {
   EncodingClient c;
   for (int n = 0; n < 3; ++n) {
