@@ -25,8 +25,7 @@ static void refuse(Admission& a, int status, const char* reason, const char* det
 
 // The listener's caller_header: a client's copies out, the verified
 // identity in (when there is one).
-static void set_caller_header(Headers& headers, const std::string& name, const std::string& caller,
-                        const Destination* dst) {
+static void set_caller_header(Headers& headers, const std::string& name, const std::string& caller) {
   std::erase_if(headers, [&](const Header& h) { return iequals(h.name, name); });
   if (!caller.empty()) headers.push_back({name, caller});
 }
