@@ -49,7 +49,7 @@ TEST_CASE("Cidr: a block contains the addresses under its prefix and no others, 
   CHECK(cidr("::/0").contains(dst("2001:db8::1")));
 }
 
-TEST_CASE("Cidr: a bare address is a single host; to_string gives the block back") {
+TEST_CASE("Cidr: a bare address is a single host, and to_string gives the block back") {
   Cidr one = cidr("10.201.1.2");
   CHECK(one.prefix == 32);
   CHECK(one.contains(dst("10.201.1.2")));

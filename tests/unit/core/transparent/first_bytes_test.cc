@@ -28,7 +28,7 @@ TEST_CASE("classify_first_bytes: the full HTTP/2 preface is h2c") {
   CHECK(classify_first_bytes("PRI * HTTP/2.0\r\n\r\nXX") == FirstBytes::other);
 }
 
-TEST_CASE("classify_first_bytes: a TLS handshake record is tls; anything else is other") {
+TEST_CASE("classify_first_bytes: a TLS handshake record is tls, anything else is other") {
   CHECK(classify_first_bytes(std::string("\x16\x03\x01\x02\x00\x01", 6)) == FirstBytes::tls);
   CHECK(classify_first_bytes(std::string("\x16", 1)) == FirstBytes::need_more);
   CHECK(classify_first_bytes(std::string("\x16\x01", 2)) == FirstBytes::other);
