@@ -6,9 +6,11 @@ creates in them):
 
     app netns                                   remote netns
     10.201.2.1 ------------- veth ------------- 10.201.2.2 (+ 10.201.16.0/20 AnyIP)
+    fd01:201:2::1                               fd01:201:2::2
     app (curl, python3, grpcio)                 transparent_peers.py: HTTP/1.1 :8080,
     onelayer as `nobody` on 127.0.0.1:15001     gRPC :8082, TLS echo :8443,
-    deploy/iptables.sh --proxy-uid 65534        server-speaks-first :2525
+      and [::1]:15001                           server-speaks-first :2525 (both families)
+    deploy/iptables.sh --proxy-uid 65534 --ipv6
 
 The app calls the remote by its real address with no proxy settings; the
 redirect installed by deploy/iptables.sh sends its TCP to onelayer, which
@@ -18,7 +20,9 @@ key-less POST is not, the remote sees the single-layer headers, TLS and a
 server-speaks-first protocol pass through byte for byte and are counted as
 passthrough, the loop guard, onelayer's own upstream connections are not
 redirected, `--undo` leaves iptables-save as it was, and 2,000 distinct
-destinations keep the destination table at its cap.
+destinations keep the destination table at its cap. Over IPv6 (ip6tables,
+IP6T_SO_ORIGINAL_DST): an HTTP/1.1 call by address is proxied and retried,
+a TLS connection passes through.
 
 Needs root, `ip` (iproute2), `iptables` (Debian's, nft backend), curl and
 python3-grpcio. Without them the test is skipped, and under CI=true it
@@ -39,6 +43,7 @@ SOURCE_DIR = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file
 HERE = os.path.dirname(os.path.abspath(__file__))
 PY = "/usr/bin/python3"
 APP_IP, REMOTE_IP = "10.201.2.1", "10.201.2.2"
+APP_IP6, REMOTE_IP6 = "fd01:201:2::1", "fd01:201:2::2"  # unique local addresses, inside the namespaces only
 MANY_NET = "10.201.16.0/20"  # the remote answers on every address of it (AnyIP)
 PROXY_UID = 65534  # nobody
 LAYER = "app-layer"
@@ -54,6 +59,18 @@ listeners:
     routes:
       - name: remote-http
         match: {destination: 10.201.2.0/24, destination_port: 8080, methods: [GET, POST]}
+        upstream: original
+        retry:
+          max_attempts: 3
+          retry_on: [503]
+          backoff: {base: 10ms, cap: 50ms}
+  - name: outbound6
+    listen: "[::1]:15001"
+    mode: transparent
+    detect_timeout: 200ms
+    routes:
+      - name: remote-http6
+        match: {destination: "fd01:201:2::/64", destination_port: 8080, methods: [GET]}
         upstream: original
         retry:
           max_attempts: 3
@@ -79,7 +96,7 @@ def run(cmd, *, check=True, timeout=30, input=None):
 def missing_prerequisites():
     if os.geteuid() != 0:
         return "not root"
-    for tool in ("ip", "iptables", "iptables-save", "curl", "openssl", "setpriv"):
+    for tool in ("ip", "iptables", "iptables-save", "ip6tables", "ip6tables-save", "curl", "openssl", "setpriv"):
         if not shutil.which(tool):
             return "%s not installed" % tool
     if not os.path.exists(PY):
@@ -90,8 +107,9 @@ def missing_prerequisites():
     if run(["ip", "netns", "add", probe], check=False).returncode != 0:
         return "cannot create network namespaces"
     try:
-        if run(["ip", "netns", "exec", probe, "iptables", "-w", "-t", "nat", "-S"], check=False).returncode != 0:
-            return "iptables cannot use the nat table"
+        for tool in ("iptables", "ip6tables"):
+            if run(["ip", "netns", "exec", probe, tool, "-w", "-t", "nat", "-S"], check=False).returncode != 0:
+                return tool + " cannot use the nat table"
     finally:
         run(["ip", "netns", "del", probe], check=False)
     return None
@@ -134,22 +152,25 @@ class TransparentSidecar(unittest.TestCase):
         run(["ip", "netns", "add", remote])
         run(["ip", "link", "add", "ol-app", "netns", app, "type", "veth", "peer", "name", "ol-remote",
              "netns", remote])
-        for ns, dev, ip in ((app, "ol-app", APP_IP), (remote, "ol-remote", REMOTE_IP)):
+        for ns, dev, ip, ip6 in ((app, "ol-app", APP_IP, APP_IP6), (remote, "ol-remote", REMOTE_IP, REMOTE_IP6)):
             cls.ns(ns, "ip", "link", "set", "lo", "up")
             cls.ns(ns, "ip", "addr", "add", ip + "/24", "dev", dev)
+            cls.ns(ns, "ip", "-6", "addr", "add", ip6 + "/64", "dev", dev, "nodad")
             cls.ns(ns, "ip", "link", "set", dev, "up")
         cls.ns(remote, "ip", "route", "add", "local", MANY_NET, "dev", "lo")
         cls.ns(app, "ip", "route", "add", MANY_NET, "via", REMOTE_IP)
         # A rule of the app's own, there before onelayer's: --undo must keep it.
         cls.ns(app, "iptables", "-w", "-t", "nat", "-A", "OUTPUT", "-p", "tcp", "--dport", "9", "-j", "RETURN")
+        cls.ns(app, "ip6tables", "-w", "-t", "nat", "-A", "OUTPUT", "-p", "tcp", "--dport", "9", "-j", "RETURN")
         cls.rules_before = cls.ns(app, "iptables-save").stdout
+        cls.rules_before6 = cls.ns(app, "ip6tables-save").stdout
 
         # The remote's servers (a certificate for its TLS echo first).
         cls.cert, cls.key = os.path.join(cls.tmp, "remote.pem"), os.path.join(cls.tmp, "remote.key")
         run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=remote",
-             "-addext", "subjectAltName=IP:" + REMOTE_IP, "-keyout", cls.key, "-out", cls.cert])
+             "-addext", "subjectAltName=IP:%s,IP:%s" % (REMOTE_IP, REMOTE_IP6), "-keyout", cls.key, "-out", cls.cert])
         peers = subprocess.Popen(["ip", "netns", "exec", remote, PY, os.path.join(HERE, "transparent_peers.py"),
-                                  "0.0.0.0", cls.cert, cls.key], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  "0.0.0.0," + REMOTE_IP6, cls.cert, cls.key], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.DEVNULL, text=True)
         cls.procs.append(peers)
         line = peers.stdout.readline()
@@ -180,7 +201,7 @@ class TransparentSidecar(unittest.TestCase):
     @classmethod
     def install_redirect(cls):
         return cls.ns(cls.app, "bash", os.path.join(SOURCE_DIR, "deploy", "iptables.sh"), "--proxy-uid",
-                      str(PROXY_UID), "--listener-port", "15001", "--exclude-ports", "9901")
+                      str(PROXY_UID), "--listener-port", "15001", "--exclude-ports", "9901", "--ipv6")
 
     @classmethod
     def tearDownClass(cls):
@@ -299,6 +320,38 @@ class TransparentSidecar(unittest.TestCase):
         self.assertEqual(rec["protocol"], "h2")
         self.assertEqual(rec["route"], "remote-http")
 
+    def test_ipv6_call_by_real_address_goes_through_onelayer_and_a_503_is_retried(self):
+        # ip6tables' REDIRECT sends it to [::1]:15001; onelayer reads the
+        # destination with IP6T_SO_ORIGINAL_DST and routes on it.
+        out = self.curl("-g", "http://[%s]:8080/hello-v6" % REMOTE_IP6).stdout
+        self.assertTrue(out.endswith("\n200"), out)
+        self.assertIn("hello from remote /hello-v6", out)
+        (rec,) = self.log_for("/hello-v6")
+        self.assertEqual(rec["route"], "remote-http6")
+        self.assertEqual(rec["upstream"], "[%s]:8080" % REMOTE_IP6)
+        seen = [s for s in self.remote_seen()["seen"] if s["path"] == "/hello-v6"]
+        self.assertEqual(len(seen), 1)
+        self.assertEqual(dict(seen[0]["headers"]).get("x-retry-owner"), LAYER)
+        out = self.curl("-g", "http://[%s]:8080/flaky/v6" % REMOTE_IP6).stdout
+        self.assertTrue(out.endswith("\n200"), out)
+        (flaky,) = self.log_for("/flaky/v6")
+        self.assertEqual(flaky["attempts"], 2)
+        self.assertEqual(self.remote_seen()["arrivals"].get("/flaky/v6"), 2)
+
+    def test_ipv6_tls_passes_through_byte_for_byte(self):
+        code = (
+            "import socket, ssl, sys\n"
+            "ctx = ssl.create_default_context(cafile=sys.argv[2])\n"
+            "with socket.create_connection((sys.argv[1], 8443), timeout=10) as raw:\n"
+            "    with ctx.wrap_socket(raw, server_hostname=sys.argv[1]) as s:\n"
+            "        s.sendall(b'over six')\n"
+            "        print(s.recv(100).decode())\n")
+        before = self.metric("onelayer_passthrough_connections_total", listener="outbound6", reason="tls")
+        out = self.app_python(code, REMOTE_IP6, self.cert).strip()
+        self.assertEqual(out, "over six")
+        after = self.metric("onelayer_passthrough_connections_total", listener="outbound6", reason="tls")
+        self.assertEqual(after - before, 1)
+
     def test_grpc_call_goes_through_the_h2c_fallback_once(self):
         code = (
             "import sys; sys.path.append('/usr/lib/python3/dist-packages'); import grpc\n"
@@ -409,12 +462,17 @@ class TransparentSidecar(unittest.TestCase):
 
     def test_install_is_idempotent_and_undo_restores_iptables_save(self):
         once = normalized_rules(self.app_run("iptables-save").stdout)
+        once6 = normalized_rules(self.app_run("ip6tables-save").stdout)
+        self.assertTrue(any("ONELAYER_OUTPUT" in line for line in once6), "the IPv6 redirect is installed")
         self.install_redirect()
         self.assertEqual(normalized_rules(self.app_run("iptables-save").stdout), once)
+        self.assertEqual(normalized_rules(self.app_run("ip6tables-save").stdout), once6)
         try:
-            self.ns(self.app, "bash", os.path.join(SOURCE_DIR, "deploy", "iptables.sh"), "--undo")
+            self.ns(self.app, "bash", os.path.join(SOURCE_DIR, "deploy", "iptables.sh"), "--undo", "--ipv6")
             after = self.app_run("iptables-save").stdout
             self.assertEqual(normalized_rules(after), normalized_rules(self.rules_before))
+            self.assertEqual(normalized_rules(self.app_run("ip6tables-save").stdout),
+                             normalized_rules(self.rules_before6))
             self.assertIn("--dport 9 -j RETURN", after)  # the app's own rule stayed
         finally:
             self.install_redirect()

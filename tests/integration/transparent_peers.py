@@ -1,7 +1,8 @@
 """The "remote" side of tests/integration/test_transparent.py, run inside the
 test's remote network namespace (`ip netns exec ... python3 transparent_peers.py
-ADDR CERT KEY`): real servers on the remote's own address that the app calls
-by that address, with no proxy settings.
+ADDRS CERT KEY`): real servers on the remote's own addresses (ADDRS: a
+comma list, IPv4 and IPv6) that the app calls by address, with no proxy
+settings. Every address serves every port below, with one shared record.
 
 * 8080 HTTP/1.1 (http.server): records every request head; `/flaky/<id>`
   answers 503 to its first arrival and 200 after; a path ending in `/503`
@@ -30,7 +31,7 @@ except ImportError:
     sys.path.append("/usr/lib/python3/dist-packages")
     import grpc  # noqa: E402
 
-ADDR, CERT, KEY = sys.argv[1], sys.argv[2], sys.argv[3]
+ADDRS, CERT, KEY = sys.argv[1].split(","), sys.argv[2], sys.argv[3]
 lock = threading.Lock()
 seen = []      # request heads on 8080 and gRPC calls, in arrival order
 arrivals = {}  # path -> count
@@ -113,30 +114,40 @@ def serve_first(listener):
         threading.Thread(target=run, daemon=True).start()
 
 
-def listen(port):
-    s = socket.socket()
+def family(addr):
+    return socket.AF_INET6 if ":" in addr else socket.AF_INET
+
+
+class HttpServer6(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def listen(addr, port):
+    s = socket.socket(family(addr))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((ADDR, port))
+    s.bind((addr, port))
     s.listen(128)
     return s
 
 
 def main():
     ThreadingHTTPServer.request_queue_size = 256  # the default 5 refuses a burst of new connections
-    http = ThreadingHTTPServer((ADDR, 8080), Handler)
-    http.daemon_threads = True
-    threading.Thread(target=http.serve_forever, daemon=True).start()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     handler = grpc.method_handlers_generic_handler(
         "onelayer.test.Echo", {"Get": grpc.unary_unary_rpc_method_handler(grpc_get)})
     server.add_generic_rpc_handlers((handler,))
-    if server.add_insecure_port("%s:8082" % ADDR) == 0:
-        raise SystemExit("grpc: cannot bind 8082")
-    server.start()
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(CERT, KEY)
-    threading.Thread(target=serve_tls, args=(listen(8443), ctx), daemon=True).start()
-    threading.Thread(target=serve_first, args=(listen(2525),), daemon=True).start()
+    for addr in ADDRS:
+        http = (HttpServer6 if family(addr) == socket.AF_INET6 else ThreadingHTTPServer)((addr, 8080), Handler)
+        http.daemon_threads = True
+        threading.Thread(target=http.serve_forever, daemon=True).start()
+        grpc_addr = "[%s]:8082" % addr if family(addr) == socket.AF_INET6 else "%s:8082" % addr
+        if server.add_insecure_port(grpc_addr) == 0:
+            raise SystemExit("grpc: cannot bind " + grpc_addr)
+        threading.Thread(target=serve_tls, args=(listen(addr, 8443), ctx), daemon=True).start()
+        threading.Thread(target=serve_first, args=(listen(addr, 2525),), daemon=True).start()
+    server.start()
     print("ready", flush=True)
     sys.stdin.read()  # until the test closes our stdin (or dies)
 
