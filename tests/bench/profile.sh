@@ -10,7 +10,8 @@
 # compared on a busy machine. Everything is on 127.0.0.1 and stops by itself.
 #
 # With --syscalls, onelayer runs on its own and `strace -c -f` counts its
-# system calls over the same load instead: calls per request, by name.
+# system calls over the same load instead: calls per request, by name
+# (`--syscalls --tls [--haproxy]`: on the TLS path, or HAProxy's).
 #
 # With --h2, the path is the HTTP/2 benchmark's (tests/bench/h2_phase.sh):
 # an NGINX h2c origin answering "ok", onelayer with an h2c listener and an
@@ -29,7 +30,14 @@
 # headers (the benchmark's onelayer-plain row), to show what they cost the
 # origin.
 #
-# Usage: tests/bench/profile.sh [--syscalls | --h2 [--origin] [--nghttpx]] [ONELAYER_BIN]   (default build-rel/onelayer)
+# With --tls, the path is tests/bench/tls.sh's keep-alive row: an NGINX
+# origin over TLS 1.3 (TLS_AES_128_GCM_SHA256, X25519, a certificate of a CA
+# made here), onelayer verifying it and pooling its TLS connections.
+# `--tls --haproxy` profiles HAProxy (one thread, `http-reuse always`,
+# verifying the same certificate) in onelayer's place, for a side-by-side
+# count: where each proxy's instructions per request go, by library.
+#
+# Usage: tests/bench/profile.sh [--syscalls] [--h2 [--origin] [--nghttpx] | --tls [--haproxy]] [ONELAYER_BIN]   (default build-rel/onelayer)
 # Environment: PROFILE_SECONDS (default 5), PROFILE_TOP (default 30),
 #              PROFILE_KEEP=1 keeps the temporary directory,
 #              PROFILE_VALGRIND_ARGS adds callgrind options for the proxy
@@ -50,6 +58,9 @@ ORIGIN_PROFILE=0
 if [[ $H2 == 1 && $MODE == callgrind && ${1:-} == --origin ]]; then ORIGIN_PROFILE=1; shift; fi
 NGHTTPX=0
 if [[ $H2 == 1 && $MODE == callgrind && ${1:-} == --nghttpx ]]; then NGHTTPX=1; shift; fi
+TLS=0 HAPROXY=0
+if [[ $H2 == 0 && ${1:-} == --tls ]]; then TLS=1; shift; fi
+if [[ $TLS == 1 && ${1:-} == --haproxy ]]; then HAPROXY=1; shift; fi
 H2_REQUESTS=${PROFILE_H2_REQUESTS:-20000}
 BIN=${1:-$REPO/build-rel/onelayer}
 SECONDS_LOAD=${PROFILE_SECONDS:-5}
@@ -64,6 +75,8 @@ for tool in $tools; do
   command -v "$tool" >/dev/null || { echo "profile.sh: $tool not found" >&2; exit 1; }
 done
 [[ $NGHTTPX == 1 ]] && { tools="$tools nghttpx"; BIN=$(command -v nghttpx || echo nghttpx); }
+[[ $TLS == 1 ]] && tools="$tools openssl"
+[[ $HAPROXY == 1 ]] && { tools="$tools haproxy"; BIN=$(command -v haproxy || echo haproxy); }
 [[ -x $BIN ]] || { echo "profile.sh: $BIN is not executable" >&2; exit 1; }
 
 . "$HERE/scratch.sh"
@@ -73,7 +86,18 @@ free_port() { python3 "$HERE/bench_util.py" freeports 1; }
 ORIGIN_PORT=$(free_port)
 mkdir -p "$TMP/www"
 head -c 100 /dev/zero | tr '\0' 'x' >"$TMP/www/small.txt"
-if [[ $H2 == 1 ]]; then
+if [[ $TLS == 1 ]]; then
+  # tests/bench/tls.sh's origin and certificates.
+  ossl() { openssl "$@" >/dev/null 2>&1; }
+  ossl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$TMP/ca.key" -out "$TMP/ca.pem" -days 2 -subj "/CN=bench CA"
+  ossl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$TMP/origin.key" -out "$TMP/origin.csr" -subj "/CN=origin.test"
+  printf 'subjectAltName=DNS:origin.test\nextendedKeyUsage=serverAuth\n' >"$TMP/origin.ext"
+  ossl x509 -req -in "$TMP/origin.csr" -CA "$TMP/ca.pem" -CAkey "$TMP/ca.key" -CAcreateserial -out "$TMP/origin.pem" -days 2 -extfile "$TMP/origin.ext"
+  ORIGIN_MODULE=""
+  ORIGIN_SERVER="server { listen 127.0.0.1:$ORIGIN_PORT ssl backlog=4096; root $TMP/www;
+    ssl_certificate $TMP/origin.pem; ssl_certificate_key $TMP/origin.key; ssl_protocols TLSv1.3;
+    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256; ssl_ecdh_curve X25519; ssl_session_cache shared:s:10m; }"
+elif [[ $H2 == 1 ]]; then
   ORIGIN_MODULE="load_module $H2_ECHO_MODULE;"
   # h2c with prior knowledge; the echo module reads the body, then "ok".
   ORIGIN_SERVER="server { listen 127.0.0.1:$ORIGIN_PORT http2 backlog=4096; location / { echo_read_request_body; echo -n \"ok\"; } }"
@@ -100,7 +124,43 @@ else
   python3 "$HERE/bench_util.py" waitport "$ORIGIN_PORT" --timeout 10
 fi
 
-if [[ $H2 == 1 ]]; then
+if [[ $TLS == 1 ]]; then
+  # tests/bench/tls.sh's keep-alive configs.
+  cat >"$TMP/onelayer.yaml" <<EOF
+layer_id: profile
+admin: { listen: 127.0.0.1:0 }
+listeners:
+  - name: bench
+    listen: 127.0.0.1:0
+    access_log: false   # as HAProxy and NGINX run here (tests/bench/run.sh does the same)
+    routes: [{ name: all, upstream: origin }]
+upstreams:
+  - name: origin
+    endpoints: ["127.0.0.1:$ORIGIN_PORT"]
+    connect_timeout: 10s   # handshakes under callgrind are slow (tls.sh: the default 1s)
+    reuse: always          # as HAProxy's http-reuse always: the measured wrk's new connections find the warm-up's TLS pool
+    pool: { max_idle: 64 }
+    tls: { sni: origin.test, ca_file: $TMP/ca.pem }
+EOF
+  cat >"$TMP/haproxy.cfg" <<EOF
+global
+  nbthread 1
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 10s
+  timeout client 60s
+  timeout server 15s
+  timeout http-keep-alive 60s
+  http-reuse always
+  option forwardfor
+frontend fe
+  bind 127.0.0.1:@PORT@
+  default_backend be
+backend be
+  server origin 127.0.0.1:$ORIGIN_PORT ssl verify required ca-file $TMP/ca.pem sni str(origin.test) verifyhost origin.test
+EOF
+elif [[ $H2 == 1 ]]; then
   python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile \
     --listener-protocols http1,h2c --upstream-protocol h2c --access-log "$ACCESS_LOG" \
     --single-layer-headers "$SINGLE_LAYER_HEADERS" >"$TMP/onelayer.yaml"
@@ -128,10 +188,19 @@ load() {  # load SECONDS [warm]: wrk (or h2load with --h2) against onelayer; pri
 }
 
 if [[ $MODE == syscalls ]]; then
-  "$BIN" --config "$TMP/onelayer.yaml" --ports-file "$TMP/ports" --log-level warn >/dev/null 2>"$TMP/onelayer.log" &
-  OL=$!
-  PIDS+=($OL)
-  PORT=$(python3 "$HERE/bench_util.py" portsfile "$TMP/ports" bench --timeout 10)
+  if [[ $HAPROXY == 1 ]]; then
+    PORT=$(free_port)
+    sed -i "s/@PORT@/$PORT/" "$TMP/haproxy.cfg"
+    haproxy -f "$TMP/haproxy.cfg" -db >/dev/null 2>"$TMP/haproxy.log" &
+    OL=$!
+    PIDS+=($OL)
+    python3 "$HERE/bench_util.py" waitport "$PORT" --timeout 10
+  else
+    "$BIN" --config "$TMP/onelayer.yaml" --ports-file "$TMP/ports" --log-level warn >/dev/null 2>"$TMP/onelayer.log" &
+    OL=$!
+    PIDS+=($OL)
+    PORT=$(python3 "$HERE/bench_util.py" portsfile "$TMP/ports" bench --timeout 10)
+  fi
   URL="http://127.0.0.1:$PORT/small.txt"
   [[ $H2 == 1 ]] && URL="http://127.0.0.1:$PORT/"
   load 2 warm >/dev/null  # warm-up, and every wrk connection open before counting starts
@@ -153,7 +222,14 @@ fi
 # The proxy: under callgrind, unless the origin is the one profiled.
 PROXY_WRAP=(valgrind --tool=callgrind --callgrind-out-file="$OUTFILE" ${PROFILE_VALGRIND_ARGS:-})
 [[ $ORIGIN_PROFILE == 1 ]] && PROXY_WRAP=()
-if [[ $NGHTTPX == 1 ]]; then
+if [[ $HAPROXY == 1 ]]; then
+  PORT=$(free_port)
+  sed -i "s/@PORT@/$PORT/" "$TMP/haproxy.cfg"
+  "${PROXY_WRAP[@]}" haproxy -f "$TMP/haproxy.cfg" -db >/dev/null 2>"$TMP/haproxy.log" &
+  VG=$!
+  PIDS+=($!)
+  python3 "$HERE/bench_util.py" waitport "$PORT" --timeout 60
+elif [[ $NGHTTPX == 1 ]]; then
   # The h2 benchmark's nghttpx: cleartext frontend, h2 backend, one worker
   # (in the main process, so one process to count), no access log.
   PORT=$(free_port)
@@ -171,7 +247,9 @@ else
 fi
 URL="http://127.0.0.1:$PORT/small.txt"
 [[ $H2 == 1 ]] && URL="http://127.0.0.1:$PORT/"
-load 2 warm >/dev/null  # warm-up: pools, buffers, first-use allocations
+# Warm-up: pools, buffers, first-use allocations; with --tls, every pooled
+# connection's handshake (seconds each under callgrind), so none is counted.
+load "$([[ $TLS == 1 ]] && echo 10 || echo 2)" warm >/dev/null
 callgrind_control -z "$VG" >/dev/null
 WRK_OUT=$(load "$SECONDS_LOAD")
 callgrind_control -d "$VG" >/dev/null
@@ -210,9 +288,9 @@ self_costs() {  # [EVENT (default Ir)] [ITS PROGRAM TOTAL (default TOTAL)]
 }
 # self_costs' lines summed by library, per request.
 by_library() {
-  awk -v reqs="$REQS" -v origin="$ORIGIN_PROFILE" '
+  awk -v reqs="$REQS" -v origin="$ORIGIN_PROFILE" -v haproxy="$HAPROXY" '
     {
-      lib = origin == 1 ? "other" : "onelayer"
+      lib = origin == 1 ? "other" : haproxy == 1 ? "haproxy" : "onelayer"
       if ($0 ~ /libnghttp2/) lib = "nghttp2"
       else if ($0 ~ /mimalloc/) lib = "mimalloc"
       else if ($0 ~ /jemalloc/) lib = "jemalloc"

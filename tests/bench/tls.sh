@@ -115,10 +115,12 @@ admin: { listen: 127.0.0.1:0 }
 listeners:
   - name: bench
     listen: 127.0.0.1:0
+    access_log: false   # as HAProxy and NGINX run here (tests/bench/run.sh does the same)
     routes: [{ name: all, upstream: origin }]
 upstreams:
   - name: origin
     endpoints: ["127.0.0.1:$ORIGIN"]
+    reuse: always   # as HAProxy's http-reuse always and NGINX's keepalive pool
     pool: { max_idle: $idle }
     tls: { sni: origin.test, ca_file: $TMP/ca.pem }
 EOF

@@ -1,5 +1,6 @@
 #include "shell/tls/peer_identity.h"
 
+#include <openssl/err.h>
 #include <openssl/x509v3.h>
 
 namespace onelayer {
@@ -25,7 +26,10 @@ std::string text_of(const ASN1_STRING* s) {
 // The first subjectAltName of `type` (GEN_URI, GEN_DNS), or "".
 std::string first_san(X509* cert, int type) {
   auto* names = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
-  if (names == nullptr) return {};
+  if (names == nullptr) {
+    ERR_clear_error();  // a malformed extension leaves an entry: the channel's reads need an empty queue
+    return {};
+  }
   std::string out;
   const int n = sk_GENERAL_NAME_num(names);
   for (int i = 0; i < n; ++i) {
