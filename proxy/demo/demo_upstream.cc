@@ -14,7 +14,6 @@
 // Usage: onelayer-demo-upstream [--listen HOST:PORT] [--ports-file P]
 // Port 0 picks a free port; --ports-file then receives "demo <port>".
 // One log line per request goes to stderr. SIGINT/SIGTERM exit 0.
-#include <llhttp.h>
 #include <uv.h>
 
 #include <algorithm>
@@ -22,12 +21,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "core/base/http_status.h"
+#include "core/http/http_headers.h"
+#include "shell/http1/http_parser.h"
 #include "shell/io/handle_wrap.h"
 
 namespace {
@@ -41,12 +43,13 @@ constexpr uint64_t kDefaultSlowMs = 1'000;
 struct Server;
 
 // One client connection: a socket and a timer (for /slow). Deleted when both
-// handles have closed (HandleWrap).
-struct Conn : onelayer::HandleWrap<Conn> {
+// handles have closed (HandleWrap). Its requests are parsed by the proxy's
+// HTTP/1 parser, which hands each one to it (HttpParser::Handler).
+struct Conn : onelayer::HandleWrap<Conn>, onelayer::HttpParser::Handler {
   Server* server = nullptr;
   uv_tcp_t tcp{};
   uv_timer_t delay{};
-  llhttp_t parser{};
+  onelayer::HttpParser parser{HTTP_REQUEST, this};
   void adopt_handles() {
     adopt(&tcp);
     adopt(&delay);
@@ -62,15 +65,16 @@ struct Conn : onelayer::HandleWrap<Conn> {
   uint64_t delayed_start_ns = 0;
   std::string delayed_log;
 
-  // The request being parsed.
-  std::string url;
-  std::vector<std::pair<std::string, std::string>> headers;
-  bool last_was_value = false;
-  size_t head_bytes = 0;
+  // The request being parsed (its head is the parser's).
   std::string body;
-  bool keep_alive = true;
   uint64_t start_ns = 0;
   int reject_status = 0;
+  const onelayer::MessageHead& head() const { return parser.head(); }
+
+  // HttpParser::Handler.
+  int on_head(onelayer::MessageHead& head) override;
+  int on_body(const char* data, size_t len) override;
+  int on_message_end() override;
 };
 
 struct Server {
@@ -98,17 +102,6 @@ struct Reply {
 };
 
 // ---- small helpers ----
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    char x = a[i], y = b[i];
-    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
-    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
-    if (x != y) return false;
-  }
-  return true;
-}
 
 // Parses decimal digits only; false on anything else or overflow past `max`.
 bool parse_uint(std::string_view s, uint64_t max, uint64_t* out) {
@@ -140,10 +133,8 @@ bool query_param(std::string_view query, std::string_view name, std::string_view
 }
 
 const std::string* find_header(const Conn& c, std::string_view name) {
-  for (const auto& [k, v] : c.headers) {
-    if (iequals(k, name)) return &v;
-  }
-  return nullptr;
+  const onelayer::Header* h = onelayer::find_header(c.head().headers, name);
+  return h != nullptr ? &h->value : nullptr;
 }
 
 Reply text(int status, std::string body) {
@@ -156,11 +147,12 @@ Reply text(int status, std::string body) {
 // ---- the endpoints ----
 
 Reply handle(Server& s, Conn& c) {
-  const std::string_view url = c.url;
+  const std::string& target = c.head().target;
+  const std::string_view url = target;
   const size_t qpos = url.find('?');
   const std::string_view path = url.substr(0, qpos);
   const std::string_view query = qpos == std::string_view::npos ? std::string_view() : url.substr(qpos + 1);
-  const char* method = llhttp_method_name(static_cast<llhttp_method_t>(c.parser.method));
+  const std::string& method = c.head().method;
 
   if (path == "/hello") return text(200, "hello from the demo upstream\n");
 
@@ -198,9 +190,9 @@ Reply handle(Server& s, Conn& c) {
   }
 
   if (path == "/headers") {
-    std::string out = std::string(method) + " " + c.url + " HTTP/" + std::to_string(c.parser.http_major) + "." +
-                      std::to_string(c.parser.http_minor) + "\n";
-    for (const auto& [k, v] : c.headers) out += k + ": " + v + "\n";
+    std::string out = method + " " + target + " HTTP/" + std::to_string(c.head().http_major) + "." +
+                      std::to_string(c.head().http_minor) + "\n";
+    for (const onelayer::Header& h : c.head().headers) out += h.name + ": " + h.value + "\n";
     return text(200, std::move(out));
   }
 
@@ -285,7 +277,7 @@ void write(Conn* c, std::string data) {
 }
 
 std::string serialize(const Conn& c, const Reply& r, bool close) {
-  const bool head = c.parser.method == HTTP_HEAD;
+  const bool head = c.head().method == "HEAD";
   const bool no_body_status = r.status == 204 || r.status == 304;
   std::string out = "HTTP/1.1 " + std::to_string(r.status) + " " + onelayer::status_text(r.status) + "\r\n";
   if (!no_body_status) {
@@ -296,7 +288,7 @@ std::string serialize(const Conn& c, const Reply& r, bool close) {
   for (const auto& [k, v] : r.headers) out += k + ": " + v + "\r\n";
   if (close) {
     out += "Connection: close\r\n";
-  } else if (c.parser.http_major == 1 && c.parser.http_minor == 0) {
+  } else if (c.head().http_major == 1 && c.head().http_minor == 0) {
     out += "Connection: keep-alive\r\n";
   }
   out += "\r\n";
@@ -323,7 +315,7 @@ void on_delay(uv_timer_t* t) {
     if (c->writes_pending == 0) finish_conn(c);
     return;
   }
-  llhttp_resume(&c->parser);
+  c->parser.resume();
   std::string rest = std::move(c->pending_input);
   c->pending_input.clear();
   if (!rest.empty()) feed(c, rest.data(), rest.size());
@@ -333,143 +325,85 @@ void on_delay(uv_timer_t* t) {
   }
 }
 
-// ---- llhttp callbacks ----
+// ---- the parser's callbacks ----
 
-Conn* conn_of(llhttp_t* p) { return static_cast<Conn*>(p->data); }
-
-int add_head(Conn* c, size_t n) {
-  c->head_bytes += n;
-  if (c->head_bytes > kMaxHeadBytes) {
-    c->reject_status = 431;
-    llhttp_set_error_reason(&c->parser, "request head too large");
-    return HPE_USER;
+int Conn::on_head(onelayer::MessageHead& h) {
+  body.clear();
+  start_ns = uv_hrtime();
+  const std::string* expect = find_header(*this, "expect");
+  if (expect != nullptr && onelayer::iequals(*expect, "100-continue") && h.http_minor == 1) {
+    write(this, "HTTP/1.1 100 Continue\r\n\r\n");
   }
   return 0;
 }
 
-int on_message_begin(llhttp_t* p) {
-  Conn* c = conn_of(p);
-  c->url.clear();
-  c->headers.clear();
-  c->last_was_value = false;
-  c->head_bytes = 0;
-  c->body.clear();
-  c->keep_alive = true;
-  c->start_ns = uv_hrtime();
-  return 0;
-}
-
-int on_url(llhttp_t* p, const char* at, size_t len) {
-  Conn* c = conn_of(p);
-  c->url.append(at, len);
-  return add_head(c, len);
-}
-
-int on_header_field(llhttp_t* p, const char* at, size_t len) {
-  Conn* c = conn_of(p);
-  if (c->last_was_value || c->headers.empty()) c->headers.emplace_back();
-  c->last_was_value = false;
-  c->headers.back().first.append(at, len);
-  return add_head(c, len + 4);
-}
-
-int on_header_value(llhttp_t* p, const char* at, size_t len) {
-  Conn* c = conn_of(p);
-  c->last_was_value = true;
-  if (!c->headers.empty()) c->headers.back().second.append(at, len);
-  return add_head(c, len);
-}
-
-int on_headers_complete(llhttp_t* p) {
-  Conn* c = conn_of(p);
-  c->keep_alive = llhttp_should_keep_alive(p) != 0;
-  const std::string* expect = find_header(*c, "expect");
-  if (expect != nullptr && iequals(*expect, "100-continue") && p->http_minor == 1) {
-    write(c, "HTTP/1.1 100 Continue\r\n\r\n");
+int Conn::on_body(const char* at, size_t len) {
+  if (body.size() + len > kMaxBodyBytes) {
+    reject_status = 413;
+    return -1;
   }
+  body.append(at, len);
   return 0;
 }
 
-int on_body(llhttp_t* p, const char* at, size_t len) {
-  Conn* c = conn_of(p);
-  if (c->body.size() + len > kMaxBodyBytes) {
-    c->reject_status = 413;
-    llhttp_set_error_reason(&c->parser, "request body too large");
-    return HPE_USER;
-  }
-  c->body.append(at, len);
-  return 0;
+// The request asked to upgrade (Upgrade with Connection: upgrade, or
+// CONNECT) and carried no body: what follows it is not HTTP/1.1.
+bool switches_protocols(const onelayer::HttpParser& p) {
+  const onelayer::MessageHead& h = p.head();
+  return p.upgrade() && (h.method == "CONNECT" || !(h.chunked || h.content_length > 0));
 }
 
-int on_message_complete(llhttp_t* p) {
-  Conn* c = conn_of(p);
-  if (c->server == nullptr || c->closing()) return HPE_PAUSED;
-  Reply r = handle(*c->server, *c);
-  const bool close = !c->keep_alive || c->server->stopping;
-  std::string out = serialize(*c, r, close);
-  const char* method = llhttp_method_name(static_cast<llhttp_method_t>(p->method));
-  if (close) c->close_after_write = true;
+int Conn::on_message_end() {
+  if (server == nullptr || closing()) return HPE_PAUSED;
+  Reply r = handle(*server, *this);
+  const bool close = !head().keep_alive || server->stopping;
+  std::string out = serialize(*this, r, close);
+  const std::string& method = head().method;
+  const std::string& url = head().target;
+  // This server never switches protocols: a request that would is answered
+  // and is the connection's last.
+  if (close || switches_protocols(parser)) close_after_write = true;
   if (r.delay_ms > 0) {
     // Hold this response (and everything pipelined after it) until the timer.
-    c->waiting = true;
-    c->delayed_response = std::move(out);
+    waiting = true;
+    delayed_response = std::move(out);
     char line[512];
-    std::snprintf(line, sizeof line, "demo:%d %s %.*s -> %d (%zu bytes in, %llu ms delay)\n", c->server->port, method,
-                  static_cast<int>(std::min<size_t>(c->url.size(), 300)), c->url.data(), r.status, c->body.size(),
-                  static_cast<unsigned long long>(r.delay_ms));
-    c->delayed_log = line;
-    uv_timer_start(&c->delay, on_delay, r.delay_ms, 0);
+    std::snprintf(line, sizeof line, "demo:%d %s %.*s -> %d (%zu bytes in, %llu ms delay)\n", server->port,
+                  method.c_str(), static_cast<int>(std::min<size_t>(url.size(), 300)), url.data(), r.status,
+                  body.size(), static_cast<unsigned long long>(r.delay_ms));
+    delayed_log = line;
+    uv_timer_start(&delay, on_delay, r.delay_ms, 0);
     return HPE_PAUSED;
   }
-  log_request(*c, method, c->url, r.status, c->body.size(), c->start_ns);
-  write(c, std::move(out));
-  return close ? HPE_PAUSED : 0;
+  log_request(*this, method, url, r.status, body.size(), start_ns);
+  write(this, std::move(out));
+  return close_after_write ? HPE_PAUSED : 0;
 }
 
-const llhttp_settings_t& settings() {
-  static const llhttp_settings_t s = [] {
-    llhttp_settings_t st;
-    llhttp_settings_init(&st);
-    st.on_message_begin = on_message_begin;
-    st.on_url = on_url;
-    st.on_header_field = on_header_field;
-    st.on_header_value = on_header_value;
-    st.on_headers_complete = on_headers_complete;
-    st.on_body = on_body;
-    st.on_message_complete = on_message_complete;
-    return st;
-  }();
-  return s;
-}
-
-void reject(Conn* c, llhttp_errno_t err) {
-  const int status = c->reject_status != 0 ? c->reject_status : 400;
-  std::fprintf(stderr, "demo:%d bad request -> %d: %s %s\n", c->server != nullptr ? c->server->port : 0, status,
-               llhttp_errno_name(err), c->parser.reason != nullptr ? c->parser.reason : "");
+void reject(Conn* c) {
+  const bool too_large = c->parser.error() == onelayer::HttpParser::Error::head_too_large;
+  const int status = too_large ? 431 : c->reject_status != 0 ? c->reject_status : 400;
+  std::fprintf(stderr, "demo:%d bad request -> %d: %s\n", c->server != nullptr ? c->server->port : 0, status,
+               too_large         ? "request head too large"
+               : status == 413   ? "request body too large"
+                                 : c->parser.error_reason());
   Reply r = text(status, std::string(onelayer::status_text(status)) + "\n");
   c->close_after_write = true;
   write(c, serialize(*c, r, true));
 }
 
 void feed(Conn* c, const char* data, size_t len) {
-  const llhttp_errno_t err = llhttp_execute(&c->parser, data, len);
-  if (err == HPE_OK || c->closing()) return;
-  if (err == HPE_PAUSED) {
-    if (c->waiting) {
-      const char* pos = llhttp_get_error_pos(&c->parser);
-      if (pos != nullptr && pos >= data && pos < data + len) {
-        c->pending_input.append(pos, static_cast<size_t>(data + len - pos));
-      }
-    }
-    // Otherwise paused after a final (Connection: close) response: drop the rest.
+  const size_t used = c->parser.feed(data, len);
+  const onelayer::HttpParser::Error err = c->parser.error();
+  if (err == onelayer::HttpParser::Error::none || c->closing()) return;
+  if (err == onelayer::HttpParser::Error::paused) {
+    if (c->waiting && used < len) c->pending_input.append(data + used, len - used);
+    // Otherwise paused after a final response (Connection: close, or a
+    // request that would switch protocols): the rest is dropped.
+    if (!c->waiting && c->close_after_write && c->writes_pending == 0) finish_conn(c);
     return;
   }
-  if (err == HPE_PAUSED_UPGRADE) {
-    c->close_after_write = true;  // answered; this server never switches protocols
-    if (c->writes_pending == 0) finish_conn(c);
-    return;
-  }
-  reject(c, err);
+  reject(c);
 }
 
 void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
@@ -519,8 +453,8 @@ void on_connection(uv_stream_t* listener, int status) {
     return;
   }
   uv_tcp_nodelay(&c->tcp, 1);
-  llhttp_init(&c->parser, HTTP_REQUEST, &settings());
-  c->parser.data = c;
+  // Every field fits the head limit, which alone bounds how many there are.
+  c->parser.set_limits(kMaxHeadBytes, std::numeric_limits<uint32_t>::max());
   if (uv_read_start(reinterpret_cast<uv_stream_t*>(&c->tcp), on_alloc, on_read) < 0) close_conn(c);
 }
 

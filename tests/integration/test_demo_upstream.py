@@ -124,6 +124,28 @@ class DemoUpstreamTest(unittest.TestCase):
         self.assertEqual(status, 400)
         self.assertEqual(headers.get("connection"), "close")
 
+    def test_head_over_64_kib_gets_431_and_close(self):
+        s = self.connect()
+        s.sendall(b"GET /hello HTTP/1.1\r\nHost: d\r\nX-Big: " + b"x" * (65 * 1024) + b"\r\n\r\n")
+        status, headers, _, _ = read_response(s)
+        self.assertEqual(status, 431)
+        self.assertEqual(headers.get("connection"), "close")
+
+    def test_upgrade_request_is_answered_then_the_connection_closes(self):
+        s = self.connect()
+        # It never switches protocols: the pipelined request goes unanswered.
+        s.sendall(b"GET /hello HTTP/1.1\r\nHost: d\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+                  b"GET /status/201 HTTP/1.1\r\nHost: d\r\n\r\n")
+        status, _, body, rest = read_response(s)
+        self.assertEqual(status, 200)
+        self.assertEqual(body, b"hello from the demo upstream\n")
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+        self.assertEqual(rest, b"")
+
     def test_sigterm_exits_zero(self):
         self.assertEqual(self.get("/hello")[0], 200)
         self.proc.send_signal(signal.SIGTERM)

@@ -1,6 +1,5 @@
 #include "shell/admin/admin_server.h"
 
-#include <llhttp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -15,6 +15,7 @@
 #include "core/callers/bearer_token.h"
 #include "core/http/http_headers.h"
 #include "core/base/http_status.h"
+#include "shell/http1/http_parser.h"
 #include "shell/io/handle_wrap.h"
 #include "shell/io/socket_address.h"
 
@@ -22,11 +23,13 @@ namespace onelayer {
 
 // One admin client. Owns two handles (the socket and its idle timer); the
 // object is deleted only when both close callbacks have run (HandleWrap).
-struct AdminServer::Conn : HandleWrap<AdminServer::Conn> {
+// Its requests are parsed by the proxy's HTTP/1 parser, with the admin
+// listener's limits; the parser hands it each request (HttpParser::Handler).
+struct AdminServer::Conn : HandleWrap<AdminServer::Conn>, HttpParser::Handler {
   AdminServer* server = nullptr;  // null once the server is destroyed
   uv_tcp_t tcp{};
   uv_timer_t idle{};
-  llhttp_t parser{};
+  HttpParser parser{HTTP_REQUEST, this};
   bool counted = false;        // counts toward serving_
   bool peer_loopback = false;  // the client's address is 127.0.0.0/8 or ::1 (or ::ffff:127.x)
   std::string peer;            // the client's address, for log lines
@@ -34,16 +37,10 @@ struct AdminServer::Conn : HandleWrap<AdminServer::Conn> {
   bool lingering = false;      // FIN sent: discard input until EOF or the timer
   size_t writes_pending = 0;
 
-  // The request being parsed.
-  std::string url;
-  size_t head_bytes = 0;
+  // The request being parsed: its body's size so far, and the status a
+  // limit stops it with.
   size_t body_bytes = 0;
-  bool keep_alive = true;
-  int reject_status = 0;  // set when a limit stops the parser
-  std::string field;          // the header name being read (its pieces joined)
-  bool in_authorization = false;  // the value being read is Authorization's
-  std::string authorization;  // the request's Authorization value (the first one)
-  bool has_authorization = false;
+  int reject_status = 0;
 
   // Both handles are initialized (uv_*_init) and belong to this object now.
   void adopt_handles() {
@@ -52,6 +49,11 @@ struct AdminServer::Conn : HandleWrap<AdminServer::Conn> {
   }
   void close() { close_handles(nullptr, &tcp, &idle); }
   void on_closed();
+
+  // HttpParser::Handler.
+  int on_head(MessageHead& head) override;
+  int on_body(const char* data, size_t len) override;
+  int on_message_end() override;
 };
 
 namespace {
@@ -123,138 +125,65 @@ int bound_port(const uv_tcp_t* tcp) {
 
 }  // namespace
 
-// libuv and llhttp trampolines, plus the per-connection logic they drive.
+// libuv trampolines, plus the per-connection logic they and the parser
+// drive.
 struct AdminServer::Callbacks {
-  static const llhttp_settings_t& settings() {
-    static const llhttp_settings_t s = [] {
-      llhttp_settings_t st;
-      llhttp_settings_init(&st);
-      st.on_message_begin = on_message_begin;
-      st.on_url = on_url;
-      st.on_header_field = on_header_field;
-      st.on_header_value = on_header_value;
-      st.on_header_field_complete = on_header_field_complete;
-      st.on_header_value_complete = on_header_value_complete;
-      st.on_headers_complete = on_headers_complete;
-      st.on_body = on_body;
-      st.on_message_complete = on_message_complete;
-      return st;
-    }();
-    return s;
-  }
-
-  static Conn* conn_of(llhttp_t* p) { return static_cast<Conn*>(p->data); }
-
-  // Head limit counts the request line and header bytes as llhttp reports
-  // them, plus ": " and CRLF per field, so it tracks the wire size closely.
-  static int add_head_bytes(Conn* c, size_t n) {
-    c->head_bytes += n;
-    if (c->server != nullptr && c->head_bytes > c->server->limits_.max_head_bytes) {
-      if (c->reject_status == 0) c->reject_status = 431;
-      llhttp_set_error_reason(&c->parser, "request head too large");
-      return HPE_USER;
-    }
-    return 0;
-  }
-
-  static int on_message_begin(llhttp_t* p) {
-    Conn* c = conn_of(p);
-    c->url.clear();
-    c->head_bytes = 0;
+  // The request's head is complete: its body, if any, follows.
+  static int on_head(Conn* c) {
     c->body_bytes = 0;
-    c->keep_alive = true;
-    c->field.clear();
-    c->in_authorization = false;
-    c->authorization.clear();
-    c->has_authorization = false;
     return 0;
   }
 
-  static int on_url(llhttp_t* p, const char* at, size_t len) {
-    Conn* c = conn_of(p);
-    if (c->server != nullptr && c->url.size() + len > c->server->limits_.max_head_bytes) {
-      c->reject_status = 414;
-      llhttp_set_error_reason(&c->parser, "request target too long");
-      return HPE_USER;
-    }
-    c->url.append(at, len);
-    return add_head_bytes(c, len);
-  }
-
-  // Header names and values count toward the head limit; only the name
-  // being read and Authorization's value are kept (the head limit bounds
-  // both).
-  static int on_header_field(llhttp_t* p, const char* at, size_t len) {
-    Conn* c = conn_of(p);
-    if (int r = add_head_bytes(c, len); r != 0) return r;
-    c->field.append(at, len);
-    return 0;
-  }
-  static int on_header_field_complete(llhttp_t* p) {
-    Conn* c = conn_of(p);
-    c->in_authorization = !c->has_authorization && iequals(c->field, "authorization");
-    c->field.clear();
-    return add_head_bytes(c, 4);
-  }
-  static int on_header_value(llhttp_t* p, const char* at, size_t len) {
-    Conn* c = conn_of(p);
-    if (int r = add_head_bytes(c, len); r != 0) return r;
-    if (c->in_authorization) c->authorization.append(at, len);
-    return 0;
-  }
-  static int on_header_value_complete(llhttp_t* p) {
-    Conn* c = conn_of(p);
-    if (c->in_authorization) c->has_authorization = true;
-    c->in_authorization = false;
-    return 0;
-  }
-
-  static int on_headers_complete(llhttp_t* p) {
-    conn_of(p)->keep_alive = llhttp_should_keep_alive(p) != 0;
-    return 0;
-  }
-
-  static int on_body(llhttp_t* p, const char*, size_t len) {
-    Conn* c = conn_of(p);
+  static int on_body(Conn* c, size_t len) {
     c->body_bytes += len;
     if (c->server != nullptr && c->body_bytes > c->server->limits_.max_body_bytes) {
       c->reject_status = 413;
-      llhttp_set_error_reason(&c->parser, "request body too large");
-      return HPE_USER;
+      return -1;
     }
     return 0;
   }
 
-  static int on_message_complete(llhttp_t* p) {
-    Conn* c = conn_of(p);
+  static int on_message_end(Conn* c) {
     if (c->server == nullptr || c->closing()) return HPE_PAUSED;
-    const bool head_only = p->method == HTTP_HEAD;
-    Response r = dispatch(*c->server, *c, static_cast<llhttp_method_t>(p->method), c->url);
-    spdlog::debug("admin: {} {} -> {}", llhttp_method_name(static_cast<llhttp_method_t>(p->method)), c->url, r.status);
-    const bool close = !c->keep_alive;
-    send(c, r, head_only, close, p->http_major == 1 && p->http_minor == 0);
-    if (close) {
-      // Anything pipelined after a request that closes the connection is ignored.
+    const MessageHead& head = c->parser.head();
+    Response r = dispatch(*c->server, *c, head);
+    spdlog::debug("admin: {} {} -> {}", head.method, head.target, r.status);
+    const bool close = !head.keep_alive;
+    send(c, r, head.method == "HEAD", close, head.http_major == 1 && head.http_minor == 0);
+    // Anything pipelined after a request that closes the connection is
+    // ignored; so is what follows one that would switch protocols (the
+    // admin listener never switches: the answer was its last).
+    if (close || switches_protocols(c->parser)) {
       c->close_after_write = true;
       return HPE_PAUSED;
     }
     return 0;
   }
 
+  // The request asked to upgrade (Upgrade with Connection: upgrade, or
+  // CONNECT) and carried no body: what follows it is not HTTP/1.1.
+  static bool switches_protocols(const HttpParser& p) {
+    const MessageHead& h = p.head();
+    return p.upgrade() && (h.method == "CONNECT" || !(h.chunked || h.content_length > 0));
+  }
+
   // Whether this request may change state: nullopt when it may, else the
   // refusal. The peer check comes first: a remote peer learns nothing
   // about the token from a 403.
-  static std::optional<Response> refuse_mutation(const AdminServer& s, const Conn& c, std::string_view path) {
+  static std::optional<Response> refuse_mutation(const AdminServer& s, const MessageHead& head, const Conn& c,
+                                                 std::string_view path) {
     if (!c.peer_loopback && !s.guard_.allow_remote_mutations) {
       spdlog::warn("admin: {} from {} refused: state-changing endpoints answer loopback peers only "
                    "(admin.allow_remote_mutations)",
                    path, c.peer);
       return text(403, "forbidden: this endpoint changes state and answers loopback clients only\n");
     }
-    if (!s.guard_.token.empty() && !bearer_token_matches(c.authorization, s.guard_.token)) {
+    const Header* authorization = find_header(head.headers, "authorization");
+    if (!s.guard_.token.empty() &&
+        !bearer_token_matches(authorization ? std::string_view(authorization->value) : std::string_view(), s.guard_.token)) {
       // The header's value is never logged: it may be a token one character off.
       spdlog::warn("admin: {} from {} refused: {}", path, c.peer,
-                   c.has_authorization ? "the bearer token does not match admin.token_file"
+                   authorization ? "the bearer token does not match admin.token_file"
                                        : "no Authorization header (admin.token_file is set)");
       Response r = text(401, "unauthorized: send Authorization: Bearer <the token in admin.token_file>\n");
       r.ask_for_token = true;
@@ -263,9 +192,11 @@ struct AdminServer::Callbacks {
     return std::nullopt;
   }
 
-  static Response dispatch(AdminServer& s, const Conn& c, llhttp_method_t method, const std::string& url) {
+  static Response dispatch(AdminServer& s, const Conn& c, const MessageHead& head) {
+    const std::string& url = head.target;
+    const std::string& method = head.method;
     const std::string_view path = std::string_view(url).substr(0, url.find('?'));
-    const bool get = method == HTTP_GET || method == HTTP_HEAD;
+    const bool get = method == "GET" || method == "HEAD";
     const Hooks& h = s.hooks_;
     try {
       if (path == "/healthz") {
@@ -291,10 +222,10 @@ struct AdminServer::Callbacks {
         return get ? text(200, h.fleet()) : method_not_allowed("GET, HEAD");
       }
       if (path == "/fault") {
-        const char* name = method == HTTP_POST ? "POST" : method == HTTP_DELETE ? "DELETE" : get ? "GET" : nullptr;
+        const char* name = method == "POST" ? "POST" : method == "DELETE" ? "DELETE" : get ? "GET" : nullptr;
         if (!name) return method_not_allowed("GET, HEAD, POST, DELETE");
-        if (method != HTTP_GET && method != HTTP_HEAD) {
-          if (std::optional<Response> no = refuse_mutation(s, c, path)) return *no;
+        if (!get) {
+          if (std::optional<Response> no = refuse_mutation(s, head, c, path)) return *no;
         }
         if (!h.fault) return text(501, "fault drills are not available\n");
         size_t q = url.find('?');
@@ -302,8 +233,8 @@ struct AdminServer::Callbacks {
         return text(status, with_newline(std::move(body)));
       }
       if (path == "/reload") {
-        if (method != HTTP_POST) return method_not_allowed("POST");
-        if (std::optional<Response> no = refuse_mutation(s, c, path)) return *no;
+        if (method != "POST") return method_not_allowed("POST");
+        if (std::optional<Response> no = refuse_mutation(s, head, c, path)) return *no;
         if (!h.reload) return text(501, "reload is not available\n");
         auto [ok, message] = h.reload();
         return text(ok ? 200 : 500, with_newline(std::move(message)));
@@ -411,21 +342,22 @@ struct AdminServer::Callbacks {
     }
     if (nread == 0 || c->closing() || c->lingering || c->close_after_write || c->server == nullptr) return;
     uv_timer_start(&c->idle, on_idle, c->server->limits_.idle_timeout_ms, 0);
-    const llhttp_errno_t err = llhttp_execute(&c->parser, buf->base, static_cast<size_t>(nread));
-    if (err == HPE_OK || err == HPE_PAUSED || c->closing()) return;
-    if (err == HPE_PAUSED_UPGRADE) {
-      // The request was answered; the admin listener never switches protocols.
-      c->close_after_write = true;
-      if (c->writes_pending == 0) linger(c);
-      return;
-    }
+    c->parser.feed(buf->base, static_cast<size_t>(nread));
+    const HttpParser::Error err = c->parser.error();
+    if (err == HttpParser::Error::none || err == HttpParser::Error::paused || c->closing()) return;
     reject(c, err);
   }
 
-  static void reject(Conn* c, llhttp_errno_t err) {
-    const int status = c->reject_status != 0 ? c->reject_status : 400;
-    spdlog::warn("admin: rejecting request with {}: {} ({})", status, llhttp_errno_name(err),
-                 c->parser.reason != nullptr ? c->parser.reason : "");
+  // A limit or a parse error stopped the request: its status, then close.
+  // A head over the limit before its first field is a request target too
+  // long (414); later, a head too large (431).
+  static void reject(Conn* c, HttpParser::Error err) {
+    int status = c->reject_status != 0 ? c->reject_status : 400;
+    if (err == HttpParser::Error::head_too_large) status = c->parser.head().headers.empty() ? 414 : 431;
+    spdlog::warn("admin: rejecting request with {}: {}", status,
+                 err == HttpParser::Error::head_too_large ? "request head too large"
+                 : status == 413                         ? "request body too large"
+                                                         : c->parser.error_reason());
     Response r = text(status, with_newline(status_text(status)));
     send(c, r, false, true, false);
     c->close_after_write = true;
@@ -517,13 +449,17 @@ void AdminServer::accept_one() {
   ++serving_;
   c->peer = peer_of(&c->tcp, &c->peer_loopback);
   uv_tcp_nodelay(&c->tcp, 1);
-  llhttp_init(&c->parser, HTTP_REQUEST, &Callbacks::settings());
-  c->parser.data = c;
+  // Every field fits the head limit, which alone bounds how many there are.
+  c->parser.set_limits(limits_.max_head_bytes, std::numeric_limits<uint32_t>::max());
   uv_timer_start(&c->idle, Callbacks::on_idle, limits_.idle_timeout_ms, 0);
   if (uv_read_start(reinterpret_cast<uv_stream_t*>(&c->tcp), Callbacks::on_alloc, Callbacks::on_read) < 0) {
     Callbacks::close_conn(c);
   }
 }
+
+int AdminServer::Conn::on_head(MessageHead&) { return Callbacks::on_head(this); }
+int AdminServer::Conn::on_body(const char*, size_t len) { return Callbacks::on_body(this, len); }
+int AdminServer::Conn::on_message_end() { return Callbacks::on_message_end(this); }
 
 void AdminServer::Conn::on_closed() {
   if (server != nullptr) server->conn_closed(this);

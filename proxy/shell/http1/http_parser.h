@@ -60,6 +60,11 @@ class HttpParser {
   const char* error_reason() const { return llhttp_.reason ? llhttp_.reason : ""; }
   bool message_needs_eof() const { return llhttp_message_needs_eof(&llhttp_) != 0; }
   bool in_message() const { return in_message_; }
+  // The message asks to switch protocols (llhttp's reading: a request with
+  // Upgrade and Connection: upgrade, or CONNECT; a 101 response). Parsing
+  // goes on in HTTP/1.1 after it: an owner that never switches decides
+  // what follows.
+  bool upgrade() const { return llhttp_.upgrade != 0; }
   // Inside feed(): a handler callback runs (the parser must outlive it).
   bool feeding() const { return feeding_; }
   const MessageHead& head() const { return head_; }  // the message being parsed (or the last one)

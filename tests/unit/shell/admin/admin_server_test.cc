@@ -418,6 +418,35 @@ TEST_CASE("AdminHeadJustUnderTheLimitIsServed") {
   });
 }
 
+TEST_CASE("AdminRequestTargetOver16KiBGets414AndTheConnectionCloses") {
+  Harness h;
+  h.run([](int port) {
+    Client c(port);
+    REQUIRE(c.connected());
+    CHECK(c.send("GET /healthz?pad=" + std::string(17 * 1024, 'x') + " HTTP/1.1\r\nHost: a\r\n\r\n"));
+    auto r = c.read_reply();
+    REQUIRE(r);
+    CHECK(r->status == 414);
+    CHECK(c.closed_by_server());
+  });
+}
+
+TEST_CASE("AdminUpgradeRequestIsAnsweredThenTheConnectionCloses") {
+  Harness h;
+  h.run([](int port) {
+    Client c(port);
+    REQUIRE(c.connected());
+    // The admin listener never switches protocols: it answers in HTTP/1.1
+    // and reads nothing after the request (the pipelined one goes unanswered).
+    CHECK(c.send("GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n" +
+                 get("/ready")));
+    auto r = c.read_reply();
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(c.closed_by_server());
+  });
+}
+
 TEST_CASE("AdminRequestBodyOverTheLimitGets413") {
   Harness h;
   h.limits.max_body_bytes = 8;
