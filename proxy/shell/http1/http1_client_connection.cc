@@ -12,14 +12,14 @@
 
 #include "core/request/request_validation.h"
 #include "shell/proxy/endpoint_state.h"
-#include "shell/http2/h2_client_connection.h"
 #include "shell/http1/http1_client_connection.h"
 #include "shell/server/worker.h"
 
 namespace onelayer {
 
-Http1ClientConnection::Http1ClientConnection(Worker* w, EndpointState* ep, int addr_index, bool fresh)
-    : Conn(w), ep_(ep), parser_(HTTP_RESPONSE, this), addr_index_(addr_index) {
+Http1ClientConnection::Http1ClientConnection(Worker* w, EndpointState* ep, int addr_index, UpstreamHandover* handover,
+                                             bool fresh)
+    : Conn(w), ep_(ep), handover_(handover), parser_(HTTP_RESPONSE, this), addr_index_(addr_index) {
   connect_req_.data = this;
   ++ep_->connections;
   parser_.set_limits(64 * 1024, 256);
@@ -33,22 +33,22 @@ Http1ClientConnection::~Http1ClientConnection() {
   --ep_->connections;
 }
 
-Http1ClientConnection* Http1ClientConnection::take_over(Worker* w, EndpointState* ep, int addr_used, std::shared_ptr<TlsClientContext> tls,
-                          std::unique_ptr<TlsChannel> channel, uv_os_sock_t fd, Millis connect_timeout) {
-  auto* u = new Http1ClientConnection(w, ep, addr_used, false);
-  u->addr_used_ = addr_used;
-  u->connect_timeout_ = connect_timeout;
-  u->tls_ctx_ = std::move(tls);
-  u->tls_ = std::move(channel);
-  int rc = uv_tcp_open(&u->tcp_, fd);
+Http1ClientConnection* Http1ClientConnection::take_over(UpstreamHandover::Socket s, UpstreamHandover* handover) {
+  auto* u = new Http1ClientConnection(s.worker, s.ep, s.addr_used, handover, false);
+  u->addr_used_ = s.addr_used;
+  u->connect_timeout_ = s.connect_timeout;
+  u->tls_ctx_ = std::move(s.tls);
+  u->tls_ = std::move(s.channel);
+  int rc = uv_tcp_open(&u->tcp_, s.fd);
   if (rc != 0) {
-    ::close(fd);
+    ::close(s.fd);
     u->open_error_ = rc;  // reported as a connect failure by start_taken_over
   }
   return u;
 }
 
-void Http1ClientConnection::start_taken_over() {
+// (An HTTP/2 connection hands over before any plaintext: `early` is empty.)
+void Http1ClientConnection::start_taken_over(const std::string&) {
   if (open_error_ != 0) {
     arm_timer(0, [](TimerList::Entry* t) {
       auto* u = Conn::of<Http1ClientConnection>(t);
@@ -243,15 +243,16 @@ void Http1ClientConnection::finish_h2_handover() {
   }
   uint64_t spent = uv_now(worker_->loop()) - connect_started_;
   uint64_t budget = static_cast<uint64_t>(connect_timeout_.count());
-  H2ClientConnection* c = H2ClientConnection::take_over(worker_, ep_, addr_used_, tls_ctx_, std::move(tls_), own, connect_timeout_,
-                                    Millis(spent < budget ? budget - spent : 1));
+  UpstreamStream* next =
+      handover_->continue_as_h2({worker_, ep_, addr_used_, tls_ctx_, std::move(tls_), own, connect_timeout_},
+                                Millis(spent < budget ? budget - spent : 1), ex_, expect_no_body_);
   UpstreamStream::Receiver* rx = ex_;
   ex_ = nullptr;
-  rx->on_stream_moved(c->new_stream(rx, expect_no_body_));
+  rx->on_stream_moved(next);
   std::string early;
   early.swap(early_);
   detach_and_close();
-  c->start_taken_over(early);
+  next->start_taken_over(early);
 }
 
 void Http1ClientConnection::fail_handover(const std::string& why) {
@@ -499,22 +500,9 @@ void Http1ClientConnection::detach_and_close(bool reset) {
   close_handles(reset);
 }
 
-UpstreamStream* open_upstream_stream(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
-                                     const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
-                                     bool head_request, Millis connect_timeout) {
-  if (upstream.protocol == UpstreamProtocol::h2c || upstream.protocol == UpstreamProtocol::h2)
-    return open_h2_upstream_stream(w, ep, upstream, addr, tls, r, head_request, connect_timeout);
-  // `auto`: the protocol the endpoint's handshakes chose last. Unknown (or
-  // http/1.1), a new connection offers both and may still turn HTTP/2.
-  const bool negotiates = upstream.protocol == UpstreamProtocol::auto_ && tls;
-  if (negotiates && ep->alpn == EndpointState::Alpn::h2 && !r->needs_http1())
-    return open_h2_upstream_stream(w, ep, upstream, addr, tls, r, head_request, connect_timeout);
-  return open_http1_stream(w, ep, addr, tls, r, head_request, connect_timeout, negotiates && r->needs_http1());
-}
-
 UpstreamStream* open_http1_stream(Worker* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
                                   UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout,
-                                  bool http1_only) {
+                                  UpstreamHandover* handover, bool http1_only) {
   // An idle connection to the address, else a new one. One made under other
   // TLS settings (before a reload) is never reused.
   while (Http1ClientConnection* pooled = ep->take_idle(addr, r->client_connection())) {
@@ -525,7 +513,7 @@ UpstreamStream* open_http1_stream(Worker* w, EndpointState* ep, int addr, const 
     pooled->attach(r, head_request);
     return pooled;
   }
-  auto* u = new Http1ClientConnection(w, ep, addr);
+  auto* u = new Http1ClientConnection(w, ep, addr, handover);
   u->use_tls(tls);  // nullptr: cleartext
   if (http1_only) u->offer_http1_only();
   u->attach(r, head_request);

@@ -11,6 +11,7 @@
 #include "shell/http1/http1_body_encoder.h"
 #include "shell/http1/http_parser.h"
 #include "shell/tls/tls_context.h"
+#include "shell/stream/upstream_handover.h"
 #include "shell/stream/upstream_stream.h"
 
 namespace onelayer {
@@ -24,15 +25,15 @@ class Http1ClientConnection final : public Conn, public UpstreamStream, private 
   // `addr_index`: the address of the endpoint to connect to (the balancer's
   // pick), -1 for the endpoint's sticky one.
   // `fresh`: a new TCP connection (counted in upstream_connections_total);
-  // false for one taken over, counted already.
-  Http1ClientConnection(Worker* w, EndpointState* ep, int addr_index, bool fresh = true);
+  // false for one taken over, counted already. `handover`: where it goes
+  // when an `auto` upstream's handshake chooses h2.
+  Http1ClientConnection(Worker* w, EndpointState* ep, int addr_index, UpstreamHandover* handover, bool fresh = true);
   // An `auto` upstream's HTTP/2 connection whose handshake chose http/1.1:
-  // `fd` (a descriptor of its connected socket, now this connection's) and
-  // its established TLS `channel` carry on as HTTP/1.1. start_taken_over(),
+  // its socket `s` (the descriptor now this connection's, and the
+  // established TLS channel) carries on as HTTP/1.1. start_taken_over(),
   // once an attempt is attached, tells it the request can go.
-  static Http1ClientConnection* take_over(Worker* w, EndpointState* ep, int addr_used, std::shared_ptr<TlsClientContext> tls,
-                           std::unique_ptr<TlsChannel> channel, uv_os_sock_t fd, Millis connect_timeout);
-  void start_taken_over();
+  static Http1ClientConnection* take_over(UpstreamHandover::Socket s, UpstreamHandover* handover);
+  void start_taken_over(const std::string& early) override;
   // The TLS channel goes before its context (a member of this class, so
   // otherwise freed first).
   ~Http1ClientConnection() override;
@@ -94,9 +95,10 @@ class Http1ClientConnection final : public Conn, public UpstreamStream, private 
   void on_trailers(Headers& trailers) override;
   int on_message_end() override;
   // An `auto` upstream's handshake chose h2: the socket and its TLS channel
-  // go to a new H2ClientConnection, and the attempt becomes a stream on it. Waits for
-  // the handshake's last bytes to leave this handle first (both handles
-  // write the same socket); plaintext read meanwhile waits in `early_`.
+  // go to a new HTTP/2 connection (handover_), and the attempt becomes a
+  // stream on it. Waits for the handshake's last bytes to leave this handle
+  // first (both handles write the same socket); plaintext read meanwhile
+  // waits in `early_`.
   void hand_over_to_h2();
   void finish_h2_handover();
   // Before the handover: the peer closed, or TLS failed.
@@ -104,6 +106,7 @@ class Http1ClientConnection final : public Conn, public UpstreamStream, private 
 
   EndpointState* ep_;
   std::shared_ptr<TlsClientContext> tls_ctx_;  // set when the upstream has `tls`
+  UpstreamHandover* handover_;                 // to HTTP/2 when the handshake chose h2
   uint64_t connect_started_ = 0;               // uv_now() when the connect began
   UpstreamStream::Receiver* ex_ = nullptr;  // the attempt's exchange
   HttpParser parser_;
@@ -133,9 +136,10 @@ class Http1ClientConnection final : public Conn, public UpstreamStream, private 
 };
 
 // An attempt's HTTP/1.1 connection to `ep`'s address `addr`: an idle pooled
-// one made with `tls`, else a new one (`http1_only`: see offer_http1_only).
+// one made with `tls`, else a new one made with `handover` (`http1_only`:
+// see offer_http1_only).
 UpstreamStream* open_http1_stream(Worker* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
                                   UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout,
-                                  bool http1_only = false);
+                                  UpstreamHandover* handover, bool http1_only = false);
 
 }  // namespace onelayer

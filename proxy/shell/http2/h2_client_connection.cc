@@ -11,7 +11,6 @@
 
 #include "shell/proxy/endpoint_state.h"
 #include "shell/http2/h2_client_stream.h"
-#include "shell/http1/http1_client_connection.h"
 #include "shell/server/worker.h"
 
 namespace onelayer {
@@ -31,10 +30,12 @@ H2Session::Limits client_limits(const EndpointState& ep) {
 
 }  // namespace
 
-H2ClientConnection::H2ClientConnection(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls, bool fresh)
+H2ClientConnection::H2ClientConnection(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls,
+                                       UpstreamHandover* handover, bool fresh)
     : Conn(w),
       ep_(ep),
       tls_ctx_(std::move(tls)),
+      handover_(handover),
       session_(H2Session::Role::client, this, client_limits(*ep)),
       serial_(++ep->h2_opened),
       addr_index_(addr_index) {
@@ -51,17 +52,16 @@ H2ClientConnection::H2ClientConnection(Worker* w, EndpointState* ep, int addr_in
   m.upstream_h2_connections_total.fetch_add(1, std::memory_order_relaxed);
 }
 
-H2ClientConnection* H2ClientConnection::take_over(Worker* w, EndpointState* ep, int addr_used, std::shared_ptr<TlsClientContext> tls,
-                              std::unique_ptr<TlsChannel> channel, uv_os_sock_t fd, Millis connect_timeout,
-                              Millis time_left) {
-  auto* c = new H2ClientConnection(w, ep, addr_used, std::move(tls), false);
-  c->addr_used_ = addr_used;
-  c->connect_timeout_ = connect_timeout;
+H2ClientConnection* H2ClientConnection::take_over(UpstreamHandover::Socket s, Millis time_left,
+                                                  UpstreamHandover* handover) {
+  auto* c = new H2ClientConnection(s.worker, s.ep, s.addr_used, std::move(s.tls), handover, false);
+  c->addr_used_ = s.addr_used;
+  c->connect_timeout_ = s.connect_timeout;
   c->settings_wait_ = time_left;
-  c->tls_ = std::move(channel);
-  int rc = uv_tcp_open(&c->tcp_, fd);
+  c->tls_ = std::move(s.channel);
+  int rc = uv_tcp_open(&c->tcp_, s.fd);
   if (rc != 0) {
-    ::close(fd);
+    ::close(s.fd);
     c->pending_error_ = rc;
   }
   return c;
@@ -269,22 +269,25 @@ void H2ClientConnection::hand_over_to_http1() {
   spdlog::info("upstream {}: a new HTTP/2 connection negotiated http/1.1: {} waiting attempt(s) go over HTTP/1.1",
                ep_->label, waiting.size());
   int fd = waiting.empty() || write_queue() > 0 ? -1 : duplicate_socket();
-  Http1ClientConnection* first = nullptr;
-  if (fd >= 0) first = Http1ClientConnection::take_over(worker_, ep_, addr_used_, tls_ctx_, std::move(tls_), fd, connect_timeout_);
+  UpstreamStream* first = nullptr;
+  if (fd >= 0) {
+    H2ClientStream* s = waiting.front();
+    first = handover_->continue_as_http1({worker_, ep_, addr_used_, tls_ctx_, std::move(tls_), fd, connect_timeout_},
+                                         s->receiver(), s->head_request());
+  }
   close_now();
   tell_each(waiting, [&](H2ClientStream* s) {
     UpstreamStream::Receiver* r = s->receiver();
     UpstreamStream* next;
     if (first && s == waiting.front()) {
-      first->attach(r, s->head_request());
       next = first;
     } else {
-      next = open_http1_stream(worker_, ep_, addr_index_, tls_ctx_, r, s->head_request(), connect_timeout_);
+      next = handover_->open_http1(worker_, ep_, addr_index_, tls_ctx_, r, s->head_request(), connect_timeout_);
     }
     s->move_attempt_to(next);
     if (next != first && next->ready()) r->on_connected();  // a pooled connection: the request goes now
   });
-  if (first) first->start_taken_over();
+  if (first) first->start_taken_over(std::string());
 }
 
 void H2ClientConnection::fail_tls(const std::string& why, bool verify) {
@@ -327,7 +330,7 @@ void H2ClientConnection::become_ready() {
     streams_.erase(kept, streams_.end());
     ++detaches_;
     for (H2ClientStream* s : excess) {
-      H2ClientConnection* other = for_new_stream(worker_, ep_, addr_index_, tls_ctx_, connect_timeout_);
+      H2ClientConnection* other = for_new_stream(worker_, ep_, addr_index_, tls_ctx_, connect_timeout_, handover_);
       s->move_to(other);
       other->attach(s);
       if (other->connected()) go_now.emplace_back(s, other);
@@ -342,7 +345,7 @@ void H2ClientConnection::become_ready() {
 
 H2ClientConnection* H2ClientConnection::for_new_stream(Worker* w, EndpointState* ep, int addr,
                                    const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout,
-                                   bool follows_refusal) {
+                                   UpstreamHandover* handover, bool follows_refusal) {
   // An idle connection made under another TLS context (before a reload)
   // will not serve again.
   std::vector<H2ClientConnection*> stale;
@@ -375,7 +378,7 @@ H2ClientConnection* H2ClientConnection::for_new_stream(Worker* w, EndpointState*
   }
   if (pick) return pick;
   if (connecting_full) return connecting_full;
-  pick = new H2ClientConnection(w, ep, addr, tls);
+  pick = new H2ClientConnection(w, ep, addr, tls, handover);
   pick->connect(connect_timeout);
   return pick;
 }
@@ -656,10 +659,11 @@ void H2ClientConnection::on_goaway(int32_t last_stream_id, uint32_t error_code) 
   refuse_queued();
 }
 
-UpstreamStream* open_h2_upstream_stream(Worker* w, EndpointState* ep, const Upstream&, int addr,
+UpstreamStream* open_h2_upstream_stream(Worker* w, EndpointState* ep, int addr,
                                         const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
-                                        bool head_request, Millis connect_timeout) {
-  return H2ClientConnection::for_new_stream(w, ep, addr, tls, connect_timeout, r->follows_refusal())->new_stream(r, head_request);
+                                        bool head_request, Millis connect_timeout, UpstreamHandover* handover) {
+  return H2ClientConnection::for_new_stream(w, ep, addr, tls, connect_timeout, handover, r->follows_refusal())
+      ->new_stream(r, head_request);
 }
 
 }  // namespace onelayer

@@ -16,6 +16,7 @@
 #include "shell/io/deferred_writer.h"
 #include "shell/http2/h2_session.h"
 #include "shell/tls/tls_context.h"
+#include "shell/stream/upstream_handover.h"
 #include "shell/stream/upstream_stream.h"
 
 namespace onelayer {
@@ -30,20 +31,21 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
   // -1 for the endpoint's sticky one.
   // `tls`: the context to handshake with (null: cleartext, h2c).
   // `fresh`: a new TCP connection (counted in upstream_connections_total);
-  // false for one taken over from an `auto` Http1ClientConnection, counted already.
-  H2ClientConnection(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls, bool fresh = true);
+  // false for one taken over from an `auto` upstream's HTTP/1.1 connection,
+  // counted already. `handover`: where it goes when an `auto` upstream's
+  // handshake chooses http/1.1.
+  H2ClientConnection(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls,
+                     UpstreamHandover* handover, bool fresh = true);
   ~H2ClientConnection() override;
 
-  // An `auto` upstream's connection whose handshake chose h2: `fd` (a
-  // descriptor of its connected socket, now this connection's) and its
-  // established TLS `channel` carry on as HTTP/2. The peer's SETTINGS must
-  // come within `time_left` of the connect timeout (`connect_timeout`, as
-  // configured, is what streams report). start_taken_over(), once the
-  // first stream is attached, sends the preface and reads `early` (the
-  // plaintext that came before the switch) ahead of what the channel holds.
-  static H2ClientConnection* take_over(Worker* w, EndpointState* ep, int addr_used, std::shared_ptr<TlsClientContext> tls,
-                             std::unique_ptr<TlsChannel> channel, uv_os_sock_t fd, Millis connect_timeout,
-                             Millis time_left);
+  // An `auto` upstream's connection whose handshake chose h2: its socket
+  // `s` (the descriptor now this connection's, and the established TLS
+  // channel) carries on as HTTP/2. The peer's SETTINGS must come within
+  // `time_left` of the connect timeout (`s.connect_timeout`, as configured,
+  // is what streams report). start_taken_over(), once the first stream is
+  // attached, sends the preface and reads `early` (the plaintext that came
+  // before the switch) ahead of what the channel holds.
+  static H2ClientConnection* take_over(UpstreamHandover::Socket s, Millis time_left, UpstreamHandover* handover);
   void start_taken_over(const std::string& early);
   // A stream on this connection for an attempt (`head_request`: the
   // response has no body).
@@ -63,9 +65,10 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
   // used for new streams. `follows_refusal`: the stream re-sends a request
   // the peer refused, and only a connection opened since the endpoint's
   // latest refusal will do.
+  // A new one is made with `handover`.
   static H2ClientConnection* for_new_stream(Worker* w, EndpointState* ep, int addr,
                                   const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout,
-                                  bool follows_refusal = false);
+                                  UpstreamHandover* handover, bool follows_refusal = false);
 
   // One more stream fits: not closing, no GOAWAY or refused stream, fewer
   // streams than the peer allows at once.
@@ -144,6 +147,7 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
 
   EndpointState* ep_;
   std::shared_ptr<TlsClientContext> tls_ctx_;  // null: h2c
+  UpstreamHandover* handover_;                 // to HTTP/1.1 when the handshake chose http/1.1
   H2Session session_;
   uint64_t serial_;  // the endpoint's HTTP/2 connections opened, this one included
   std::vector<H2ClientStream*> streams_;  // attached, in the order they came (by attach_seq)
@@ -181,9 +185,10 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
 // (-1: any): one with a free stream slot, else a new connection (streams on
 // a connecting one get on_connected, on_connect_failed or on_tls_failed
 // later). `tls`: the context for h2 (null: h2c). `head_request`: the
-// response has no body.
-UpstreamStream* open_h2_upstream_stream(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
+// response has no body. A new connection is made with `handover`.
+UpstreamStream* open_h2_upstream_stream(Worker* w, EndpointState* ep, int addr,
                                         const std::shared_ptr<TlsClientContext>& tls,
-                                        UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout);
+                                        UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout,
+                                        UpstreamHandover* handover);
 
 }  // namespace onelayer

@@ -285,6 +285,10 @@ void H2ClientStream::cancel(bool) {
   gone();
 }
 
+void H2ClientStream::start_taken_over(const std::string& early) {
+  if (conn_) conn_->start_taken_over(early);
+}
+
 void H2ClientStream::move_attempt_to(UpstreamStream* next) {
   conn_ = nullptr;
   r_->on_stream_moved(next);

@@ -55,6 +55,8 @@ class H2ClientStream final : public UpstreamStream {
   void response_body_sent(size_t n) override;
   void release(bool reusable) override;
   void cancel(bool reset = false) override;
+  // The first stream of a connection taken over from HTTP/1.1: it starts.
+  void start_taken_over(const std::string& early) override;
 
   // From the connection.
   int32_t id() const { return id_; }

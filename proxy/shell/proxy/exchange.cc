@@ -19,6 +19,7 @@
 #include "shell/proxy/exchange.h"
 #include "shell/http2/h2_session.h"
 #include "shell/proxy/hedge_leg.h"
+#include "shell/proxy/upstream_codecs.h"
 #include "shell/io/logging.h"
 #include "shell/memory/spare_string_rooms.h"
 #include "shell/server/worker.h"
@@ -301,7 +302,8 @@ void Exchange::open_stream(EndpointState* ep, Millis connect_timeout, TimePoint 
   const std::shared_ptr<TlsClientContext>& tls = gen_->tls.upstreams[route_->upstream_index];
   UpstreamStreamFactory* f = w_->upstream_streams();
   attempt_.stream = f ? f->open(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_, connect_timeout)
-                      : open_upstream_stream(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_, connect_timeout);
+                      : UpstreamCodecs::instance().open(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_,
+                                                        connect_timeout);
   if (attempt_.stream->ready()) send_head_and_body(attempt_, now);
 }
 

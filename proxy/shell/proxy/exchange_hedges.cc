@@ -10,6 +10,7 @@
 #include "shell/proxy/endpoint_state.h"
 #include "shell/proxy/exchange.h"
 #include "shell/proxy/hedge_leg.h"
+#include "shell/proxy/upstream_codecs.h"
 #include "shell/server/worker.h"
 
 namespace onelayer {
@@ -81,7 +82,8 @@ void Exchange::send_hedge(TimePoint now) {
   UpstreamStreamFactory* f = w_->upstream_streams();
   leg->attempt.stream =
       f ? f->open(w_, ep, *ucfg_, leg->attempt.address, tls, leg, head_request_, connect_timeout)
-        : open_upstream_stream(w_, ep, *ucfg_, leg->attempt.address, tls, leg, head_request_, connect_timeout);
+        : UpstreamCodecs::instance().open(w_, ep, *ucfg_, leg->attempt.address, tls, leg, head_request_,
+                                          connect_timeout);
   arm_hedge(now, now);  // the next one, when `max` allows
   if (leg->attempt.stream->ready()) send_head_and_body(leg->attempt, now, leg);
 }

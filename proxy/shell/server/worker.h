@@ -24,7 +24,7 @@
 #include "shell/proxy/runtime.h"
 #include "shell/io/timer_list.h"
 #include "shell/tls/tls_channel.h"
-#include "shell/stream/upstream_stream.h"
+#include "shell/proxy/upstream_stream_factory.h"
 #include "shell/server/worker_listener.h"
 
 namespace onelayer {
@@ -126,7 +126,7 @@ class Worker {
   bool draining() const { return draining_; }
   std::string& scratch() { return scratch_; }
   // Where the exchanges' attempts get their upstream streams (null: real
-  // connections, open_upstream_stream).
+  // connections, UpstreamCodecs).
   UpstreamStreamFactory* upstream_streams() const { return upstream_streams_; }
   void set_upstream_streams(UpstreamStreamFactory* f) { upstream_streams_ = f; }
   DefaultRandom& random() { return random_; }

@@ -1,6 +1,7 @@
 // What an exchange needs of one upstream attempt's stream, whatever the
 // protocol: an HTTP/1.1 connection of the endpoint's keep-alive pool
-// (Http1ClientConnection) or one stream of a multiplexed HTTP/2 connection (H2Upstream).
+// (Http1ClientConnection) or one stream of a multiplexed HTTP/2 connection
+// (H2ClientStream).
 // The exchange hands over the request and hears the response through the
 // Receiver; framing, pooling and connection reuse are the codec's.
 #pragma once
@@ -18,13 +19,9 @@
 
 namespace onelayer {
 
-class TlsClientContext;
 class Http1ClientConnection;
-class Worker;
-struct EndpointState;
 struct MessageHead;
 struct RequestRewrite;
-struct Upstream;
 
 // One attempt's request as the exchange gives it to the stream.
 struct OutgoingRequest {
@@ -126,27 +123,12 @@ class UpstreamStream {
 
   // The HTTP/1 connection behind this stream (upgrade tunnels), else null.
   virtual Http1ClientConnection* http1_connection() { return nullptr; }
-};
 
-// Opens an attempt's stream. The worker's default opens real connections
-// (open_upstream_stream below); tests of the exchange install their own
-// (Worker::set_upstream_streams) and hand it fake streams.
-class UpstreamStreamFactory {
- public:
-  virtual ~UpstreamStreamFactory() = default;
-  virtual UpstreamStream* open(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
-                               const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
-                               bool head_request, Millis connect_timeout) = 0;
+  // A stream UpstreamHandover returned: its connection, which took over
+  // another's socket, starts (HTTP/2: sends its preface, then reads `early`,
+  // the plaintext that came before the switch; HTTP/1.1: tells the attempt
+  // it may send). Others never get this call.
+  virtual void start_taken_over(const std::string& /*early*/) {}
 };
-
-// A stream for one attempt to `ep` (its address `addr`, -1: the sticky
-// one), for `upstream`'s protocol: a pooled connection when one is idle
-// (ready() at once; the caller sends), else a new connection whose
-// on_connected (or failure) comes later. `tls`: the context connections
-// handshake with (null: cleartext); pooled ones made with another are not
-// reused. `head_request`: the response has no body.
-UpstreamStream* open_upstream_stream(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
-                                     const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
-                                     bool head_request, Millis connect_timeout);
 
 }  // namespace onelayer
