@@ -127,7 +127,8 @@ def reason(rel, inc):
     if {pkg, target} == {"shell/http1", "shell/http2"}:
         if inc == "shell/http1/http_parser.h":
             return "MessageHead lives in the HTTP/1 parser's header; to move to the core"
-        return "the codecs know each other (stream factory, h2c hand-off); to go through shell/proxy"
+        return ("the server codecs know each other (h2c hand-off: the HTTP/1 connection owns the socket the "
+                "HTTP/2 one runs on); to go through a client-socket interface below both")
     if inc == "shell/proxy/endpoint_state.h":
         return "the connection puts itself back in its endpoint's idle pool; to go through shell/proxy"
     if pkg in ("shell/http1", "shell/http2") and target == "shell/proxy":
