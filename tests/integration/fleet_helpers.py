@@ -4,6 +4,7 @@ counting origin. Standard library only."""
 
 from __future__ import annotations
 
+import collections
 import os
 import shutil
 import signal
@@ -186,6 +187,103 @@ class FakeRedis:
         self.stopped.set()
         self.sock.close()
         self.thread.join(timeout=2)
+
+
+class RedisRelay:
+    """A TCP relay on 127.0.0.1 in front of a real Redis, for faults on the
+    path rather than in the server. ``mode`` can change at any time and
+    applies to every byte read from then on, both ways:
+    "pass" forwards at once, "delay" forwards each chunk ``delay`` seconds
+    after it was read (in order), "drop" swallows it (the connections stay
+    open, nothing arrives: a black hole). ``connections`` counts accepts."""
+
+    def __init__(self, target_port, delay=0.5):
+        self.target_port = target_port
+        self.delay = delay
+        self.mode = "pass"
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.stopped = threading.Event()
+        self.connections = 0
+        self.lock = threading.Lock()
+        self.open = []  # sockets to close at stop
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        self.sock.settimeout(0.2)
+        while not self.stopped.is_set():
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                continue
+            try:
+                server = socket.create_connection(("127.0.0.1", self.target_port), timeout=2)
+            except OSError:
+                client.close()
+                continue
+            self.connections += 1
+            with self.lock:
+                self.open += [client, server]
+            for src, dst in ((client, server), (server, client)):
+                queue = collections.deque()
+                ready = threading.Condition()
+                threading.Thread(target=self._read, args=(src, dst, queue, ready), daemon=True).start()
+                threading.Thread(target=self._write, args=(dst, src, queue, ready), daemon=True).start()
+
+    def _read(self, src, dst, queue, ready):
+        """Reads src; queues each chunk with the time it may leave (None at EOF)."""
+        src.settimeout(0.2)
+        while not self.stopped.is_set():
+            try:
+                data = src.recv(65536)
+            except socket.timeout:
+                continue
+            except OSError:
+                data = b""
+            mode = self.mode
+            if data and mode == "drop":
+                continue
+            due = time.monotonic() + (self.delay if mode == "delay" else 0.0)
+            with ready:
+                queue.append((due, data or None))
+                ready.notify()
+            if not data:
+                return
+
+    def _write(self, dst, src, queue, ready):
+        """Sends queued chunks to dst when due; at EOF closes both sockets."""
+        while not self.stopped.is_set():
+            with ready:
+                while not queue and not self.stopped.is_set():
+                    ready.wait(0.2)
+                if not queue:
+                    break
+                due, data = queue.popleft()
+            wait = due - time.monotonic()
+            if wait > 0 and self.stopped.wait(wait):
+                break
+            if data is None:
+                break
+            try:
+                dst.sendall(data)
+            except OSError:
+                break
+        for s in (dst, src):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def stop(self):
+        self.stopped.set()
+        self.sock.close()
+        self.thread.join(timeout=2)
+        with self.lock:
+            for s in self.open:
+                s.close()
 
 
 class CountingOrigin:
