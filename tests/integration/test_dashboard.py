@@ -14,7 +14,8 @@ import unittest
 import harness as h
 import ops_helpers as ops
 import promcheck
-from harness import IntegrationTest
+from fleet_helpers import RedisServer
+from harness import IntegrationTest, wait_until
 
 SOURCE = os.environ.get("ONELAYER_SOURCE_DIR") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -23,6 +24,10 @@ ALERTS = os.path.join(SOURCE, "deploy", "prometheus", "onelayer-alerts.yml")
 ALERT_TESTS = os.path.join(SOURCE, "deploy", "prometheus", "onelayer-alerts.test.yml")
 PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 
+# Exported only by a onelayer with a fleet: block (docs/fleet.md).
+FLEET_METRICS = ("onelayer_fleet_state", "onelayer_fleet_members", "onelayer_fleet_first_attempts_per_second",
+                 "onelayer_fleet_retries_per_second", "onelayer_fleet_share", "onelayer_fleet_sync_seconds_bucket",
+                 "onelayer_fleet_sync_errors_total")
 METRIC_REF = re.compile(r"\bonelayer_[a-zA-Z0-9_:]+")
 BY_CLAUSE = re.compile(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)")
 MATCHER = re.compile(r"([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)\s*\"")
@@ -110,6 +115,20 @@ class DashboardFileTest(unittest.TestCase):
         for q in ("0.5", "0.95", "0.99"):
             self.assertIn("histogram_quantile(%s," % q, exprs)
 
+    def test_fleet_row_shows_every_fleet_metric(self):
+        dash = load_dashboard()
+        panels = dash["panels"]
+        (row,) = [i for i, p in enumerate(panels) if p["type"] == "row" and p["title"].startswith("Fleet retry budget")]
+        inside = []
+        for p in panels[row + 1:]:
+            if p["type"] == "row":
+                break
+            inside += [t["expr"] for t in p["targets"]]
+        exprs = " ".join(inside)
+        for name in FLEET_METRICS:
+            self.assertIn(name, exprs)
+        self.assertIn("histogram_quantile(0.99, sum by (le) (rate(onelayer_fleet_sync_seconds_bucket", exprs)
+
     def test_amplification_panel_draws_the_alert_threshold(self):
         dash = load_dashboard()
         (panel,) = [p for p in all_panels(dash)
@@ -167,11 +186,42 @@ class DashboardAgainstLiveMetricsTest(IntegrationTest):
             self.assertEqual(c.request("GET", "/", headers=owned).status, 200)
         return ops.settled_metrics(self, proxy, "r", 3)
 
+    def live_fleet_metrics(self):
+        """/metrics of a onelayer with a fleet: block, synced with a real
+        redis-server, that has sent a request under a fleet budget."""
+        redis = RedisServer()
+        self.addCleanup(redis.cleanup)
+        redis.start()
+        origin = self.start_origin(default=h.respond(200))
+        proxy = self.start_proxy(h.simple_config(
+            origin.port, upstream={"retry_budget": {"ratio": 0.1, "min_per_second": 5, "scope": "fleet",
+                                                    "service": "svc"}},
+            fleet={"redis": "127.0.0.1:%d" % redis.port, "sync_interval": "200ms", "timeout": "100ms",
+                   "stale_after": "600ms"}))
+        with h.Conn(proxy.port()) as c:
+            self.assertEqual(c.request("GET", "/").status, 200)
+
+        def synced():
+            text = ops.metrics(self, proxy)
+            return text if (ops.value(text, "onelayer_fleet_state", service="svc") == 1
+                            and ops.value(text, "onelayer_fleet_sync_seconds_count") > 0) else None
+        self.assertTrue(wait_until(synced, timeout=5), "the fleet proxy never synced")
+        return synced()
+
     def test_every_metric_and_label_the_dashboard_and_alerts_query_is_exported(self):
+        # The fleet row's metrics exist only with a fleet: block, so they are
+        # looked up in a second proxy that has one (and a real Redis).
         text = self.live_metrics()
+        fleet_text = self.live_fleet_metrics()
         exported = {}  # sample name -> label names seen
         for s in promcheck.samples(text):
             exported.setdefault(s.name, set()).update(s.labels)
+        self.assertEqual([n for n in exported if n.startswith("onelayer_fleet_")], [],
+                         "fleet metrics without a fleet: block")
+        for s in promcheck.samples(fleet_text):
+            if s.name.startswith("onelayer_fleet_"):
+                exported.setdefault(s.name, set()).update(s.labels)
+        self.assertTrue(set(FLEET_METRICS) <= set(exported), sorted(exported))
         where_exprs = queries(load_dashboard()) + [("alert rule", e) for e in alert_exprs()]
         self.assertGreater(len(where_exprs), 10)
         referenced = set()
