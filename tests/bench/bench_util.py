@@ -298,7 +298,8 @@ def metric_sum(text, name, **labels):
 def onelayer_config(upstream_port, layer, workers, max_connections, budget_mode="requests",
                     listener_protocols=None, upstream_protocol=None,
                     retry_on=("connect-failure", "reset", "503"), idempotent=False, access_log=False,
-                    single_layer_headers=True, max_requests_per_connection=0, reuse=None):
+                    single_layer_headers=True, max_requests_per_connection=0, reuse=None,
+                    fleet_redis_port=0):
     """The benchmark's onelayer config: retries configured (3 attempts on
     503/connect failure/reset, budget on) but not triggered by a healthy
     origin, keep-alive pool to the origin, admin and listener on port 0.
@@ -311,7 +312,10 @@ def onelayer_config(upstream_port, layer, workers, max_connections, budget_mode=
     headers that tell inner hops about it (inner_hops: pass, no baggage, no
     Via): what proxying alone costs, next to the full config.
     max_requests_per_connection sets the upstream pool's (0: not written);
-    reuse the upstream's `reuse` (None: not written, the default)."""
+    reuse the upstream's `reuse` (None: not written, the default).
+    fleet_redis_port (0: none) adds a fleet block on the Redis at
+    127.0.0.1:<port> and makes the upstream's budget `scope: fleet`
+    (docs/fleet.md), with a timeout that a proxy under callgrind meets."""
     listener_extra = f"\n    protocols: [{', '.join(listener_protocols)}]" if listener_protocols else ""
     if not access_log:
         listener_extra += "\n    access_log: false"
@@ -326,6 +330,11 @@ def onelayer_config(upstream_port, layer, workers, max_connections, budget_mode=
     limits = "{ idle_timeout: 60s }"
     if max_connections:
         limits = "{ max_connections: %d, idle_timeout: 60s }" % max_connections
+    budget_extra = ""
+    if fleet_redis_port:
+        top_extra += ("fleet: { redis: 127.0.0.1:%d, sync_interval: 1s, timeout: 1s, stale_after: 5s }\n"
+                      % fleet_redis_port)
+        budget_extra = ", scope: fleet, service: origin"
     return f"""layer_id: {layer}
 {top_extra}admin:
   listen: 127.0.0.1:0
@@ -347,7 +356,7 @@ upstreams:
     endpoints: [127.0.0.1:{upstream_port}]{upstream_extra}
     connect_timeout: 1s
     pool: {{ max_idle: 256, idle_timeout: 60s{pool_extra} }}
-    retry_budget: {{ mode: {budget_mode}, ratio: 0.1, min_per_second: 5 }}
+    retry_budget: {{ mode: {budget_mode}, ratio: 0.1, min_per_second: 5{budget_extra} }}
 """
 
 
@@ -437,6 +446,8 @@ def main():
     p.add_argument("--access-log", choices=["on", "off"], default="off",
                    help="the listener's access log (default off, like the other proxies')")
     p.add_argument("--reuse", choices=["safe", "always"], help="the upstream's reuse (default: not written)")
+    p.add_argument("--fleet-redis", type=int, default=0, metavar="PORT",
+                   help="a fleet block on 127.0.0.1:PORT and a scope: fleet budget (default: none)")
     p = sub.add_parser("haproxy-config", help="print the benchmark's HAProxy config")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--upstream-port", type=int, required=True)
@@ -485,7 +496,7 @@ def main():
                                          a.budget_mode, protocols, a.upstream_protocol,
                                          access_log=a.access_log == "on",
                                          single_layer_headers=a.single_layer_headers == "on",
-                                         reuse=a.reuse))
+                                         reuse=a.reuse, fleet_redis_port=a.fleet_redis))
     elif a.cmd == "haproxy-config":
         sys.stdout.write(haproxy_config(a.port, a.upstream_port, a.maxconn, a.nofile, a.proto))
     elif a.cmd == "wrk":

@@ -45,7 +45,11 @@
 #              misses per request, and the instruction cache's by library),
 #              PROFILE_ACCESS_LOG=on turns onelayer's access log on (default
 #              off, as in tests/bench/run.sh), PROFILE_REUSE=safe|always
-#              sets the upstream's reuse (default: onelayer's).
+#              sets the upstream's reuse (default: onelayer's),
+#              PROFILE_FLEET=1 starts a redis-server and gives onelayer a
+#              fleet block and a `scope: fleet` budget (docs/fleet.md): run
+#              it with and without to see what the fleet budget costs per
+#              request (the syncs included); the report adds /fleet's view.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -69,6 +73,8 @@ ACCESS_LOG=${PROFILE_ACCESS_LOG:-off}
 SINGLE_LAYER_HEADERS=${PROFILE_SINGLE_LAYER_HEADERS:-on}
 if [[ $MODE == syscalls ]]; then tools="strace wrk nginx python3"; else tools="valgrind callgrind_control callgrind_annotate wrk nginx python3"; fi
 [[ $H2 == 1 ]] && tools="$tools h2load"
+FLEET=${PROFILE_FLEET:-0}
+[[ $FLEET == 1 ]] && tools="$tools redis-server"
 H2_ECHO_MODULE=/usr/lib/nginx/modules/ngx_http_echo_module.so
 [[ $H2 == 0 || -f $H2_ECHO_MODULE ]] || { echo "profile.sh: $H2_ECHO_MODULE not found (Debian libnginx-mod-http-echo)" >&2; exit 1; }
 for tool in $tools; do
@@ -77,6 +83,7 @@ done
 [[ $NGHTTPX == 1 ]] && { tools="$tools nghttpx"; BIN=$(command -v nghttpx || echo nghttpx); }
 [[ $TLS == 1 ]] && tools="$tools openssl"
 [[ $HAPROXY == 1 ]] && { tools="$tools haproxy"; BIN=$(command -v haproxy || echo haproxy); }
+[[ $FLEET == 1 && ($NGHTTPX == 1 || $ORIGIN_PROFILE == 1 || $TLS == 1) ]] && { echo "profile.sh: PROFILE_FLEET=1 profiles onelayer itself on the HTTP/1 or --h2 path (not with --origin, --nghttpx or --tls)" >&2; exit 1; }
 [[ -x $BIN ]] || { echo "profile.sh: $BIN is not executable" >&2; exit 1; }
 
 . "$HERE/scratch.sh"
@@ -124,6 +131,16 @@ else
   python3 "$HERE/bench_util.py" waitport "$ORIGIN_PORT" --timeout 10
 fi
 
+FLEET_ARGS=()
+if [[ $FLEET == 1 ]]; then
+  REDIS_PORT=$(free_port)
+  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$TMP" \
+    --daemonize no >"$TMP/redis.log" 2>&1 &
+  PIDS+=($!)
+  python3 "$HERE/bench_util.py" waitport "$REDIS_PORT" --timeout 10
+  FLEET_ARGS=(--fleet-redis "$REDIS_PORT")
+fi
+
 if [[ $TLS == 1 ]]; then
   # tests/bench/tls.sh's keep-alive configs.
   cat >"$TMP/onelayer.yaml" <<EOF
@@ -163,11 +180,11 @@ EOF
 elif [[ $H2 == 1 ]]; then
   python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile \
     --listener-protocols http1,h2c --upstream-protocol h2c --access-log "$ACCESS_LOG" \
-    --single-layer-headers "$SINGLE_LAYER_HEADERS" >"$TMP/onelayer.yaml"
+    --single-layer-headers "$SINGLE_LAYER_HEADERS" "${FLEET_ARGS[@]}" >"$TMP/onelayer.yaml"
   head -c 64 /dev/zero | tr '\0' 'p' >"$TMP/body.bin"
 else
   python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile \
-    --access-log "$ACCESS_LOG" ${PROFILE_REUSE:+--reuse "$PROFILE_REUSE"} >"$TMP/onelayer.yaml"
+    --access-log "$ACCESS_LOG" ${PROFILE_REUSE:+--reuse "$PROFILE_REUSE"} "${FLEET_ARGS[@]}" >"$TMP/onelayer.yaml"
 fi
 
 load() {  # load SECONDS [warm]: wrk (or h2load with --h2) against onelayer; prints "requests: N"; fails on non-2xx
@@ -272,6 +289,15 @@ fi
 echo "requests: $REQS"
 echo "instructions: $TOTAL"
 echo "instructions per request: $((TOTAL / REQS))"
+if [[ $FLEET == 1 ]]; then
+  # The budget must have been fleet-wide (synced) for the count to mean it.
+  ADMIN=$(python3 "$HERE/bench_util.py" portsfile "$TMP/ports" admin --timeout 5)
+  FLEET_VIEW=$(python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=30).read().decode(), end="")' \
+    "http://127.0.0.1:$ADMIN/fleet")
+  echo "fleet (GET /fleet after the load):"
+  sed 's/^/  /' <<<"$FLEET_VIEW"
+  grep -q '^origin  *synced ' <<<"$FLEET_VIEW" || echo "profile.sh: warning: the fleet budget was not synced with Redis" >&2
+fi
 echo
 # Every function's self cost as "instructions name", thread entry points
 # (which hold everything) left out.

@@ -377,6 +377,13 @@ class OnelayerConfigs(unittest.TestCase):
         self.assertIn("    access_log: false\n", bench_util.onelayer_config(8080, "bench", 1, 0))
         self.assertNotIn("access_log", bench_util.onelayer_config(8080, "bench", 1, 0, access_log=True))
 
+    def test_fleet_block_and_fleet_scope_only_when_asked(self):
+        plain = bench_util.onelayer_config(8080, "bench", 1, 0)
+        self.assertNotIn("fleet", plain)
+        fleet = bench_util.onelayer_config(8080, "bench", 1, 0, fleet_redis_port=6390)
+        self.assertIn("\nfleet: { redis: 127.0.0.1:6390,", fleet)
+        self.assertIn("min_per_second: 5, scope: fleet, service: origin }\n", fleet)
+
     def test_grpc_storm_route_retries_unavailable_and_is_idempotent(self):
         cfg = grpc_storm.onelayer_config(9000, "hop1")
         self.assertIn("retry_on: [unavailable, reset, 503]", cfg)
