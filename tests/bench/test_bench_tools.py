@@ -8,6 +8,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_util  # noqa: E402
+import fleet  # noqa: E402
 import grpc_storm  # noqa: E402
 import h2_tools  # noqa: E402
 import h2_wire  # noqa: E402  (puts tests/integration on the path)
@@ -351,6 +352,19 @@ class H2Report(unittest.TestCase):
         problems = report.sanity(by)
         self.assertEqual(len(problems), 1)
         self.assertIn("h2 nginx round 1: 2 errors", problems[0])
+
+
+class FleetRedisLoad(unittest.TestCase):
+    def test_rates_from_two_commandstats_snapshots_leave_out_info(self):
+        before = {"evalsha": (10, 1000), "hincrby": (50, 100), "info": (1, 5)}
+        after = {"evalsha": (30, 3000), "hincrby": (150, 300), "zadd": (20, 40), "info": (2, 10)}
+        scripts, commands, usec = fleet.redis_load(before, after, 10.0)
+        self.assertEqual(scripts, 2.0)
+        self.assertEqual(commands, 14.0)  # 20 EVALSHA + 100 HINCRBY + 20 ZADD in 10 s
+        self.assertEqual(usec, 100.0)
+
+    def test_no_script_calls_gives_no_cost_per_call(self):
+        self.assertEqual(fleet.redis_load({}, {"info": (1, 5)}, 1.0), (0.0, 0.0, 0.0))
 
 
 class OnelayerConfigs(unittest.TestCase):

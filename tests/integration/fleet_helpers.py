@@ -123,22 +123,18 @@ class Sentinel:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class FakeRedis:
-    """A server on 127.0.0.1 that speaks just enough RESP to misbehave:
-    mode "error" answers -ERR to everything, "echo" an -ERR quoting what it got, "noauth" -NOAUTH, "wrongtype"
-    an integer where arrays and strings belong, "huge" a bulk string header
-    of a gigabyte followed by a stream of bytes, "silent" never answers.
-    ``sent`` counts the bytes it wrote."""
+class LoopbackServer:
+    """A listening socket on 127.0.0.1 (port 0) whose accept thread hands
+    each connection to ``serve(sock)``, counted in ``connections``, until
+    stop()."""
 
-    def __init__(self, mode):
-        self.mode = mode
+    def __init__(self):
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
         self.stopped = threading.Event()
         self.connections = 0
-        self.sent = 0
         self.thread = threading.Thread(target=self._accept, daemon=True)
         self.thread.start()
 
@@ -150,7 +146,31 @@ class FakeRedis:
             except OSError:
                 continue
             self.connections += 1
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+            self.serve(c)
+
+    def serve(self, c):
+        raise NotImplementedError
+
+    def stop(self):
+        self.stopped.set()
+        self.sock.close()
+        self.thread.join(timeout=2)
+
+
+class FakeRedis(LoopbackServer):
+    """A server on 127.0.0.1 that speaks just enough RESP to misbehave:
+    mode "error" answers -ERR to everything, "echo" an -ERR quoting what it got, "noauth" -NOAUTH, "wrongtype"
+    an integer where arrays and strings belong, "huge" a bulk string header
+    of a gigabyte followed by a stream of bytes, "silent" never answers.
+    ``sent`` counts the bytes it wrote."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.sent = 0
+        super().__init__()
+
+    def serve(self, c):
+        threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     def _serve(self, c):
         c.settimeout(0.2)
@@ -183,13 +203,8 @@ class FakeRedis:
         finally:
             c.close()
 
-    def stop(self):
-        self.stopped.set()
-        self.sock.close()
-        self.thread.join(timeout=2)
 
-
-class RedisRelay:
+class RedisRelay(LoopbackServer):
     """A TCP relay on 127.0.0.1 in front of a real Redis, for faults on the
     path rather than in the server. ``mode`` can change at any time and
     applies to every byte read from then on, both ways:
@@ -201,37 +216,23 @@ class RedisRelay:
         self.target_port = target_port
         self.delay = delay
         self.mode = "pass"
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.stopped = threading.Event()
-        self.connections = 0
         self.lock = threading.Lock()
         self.open = []  # sockets to close at stop
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
+        super().__init__()
 
-    def _accept(self):
-        self.sock.settimeout(0.2)
-        while not self.stopped.is_set():
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                continue
-            try:
-                server = socket.create_connection(("127.0.0.1", self.target_port), timeout=2)
-            except OSError:
-                client.close()
-                continue
-            self.connections += 1
-            with self.lock:
-                self.open += [client, server]
-            for src, dst in ((client, server), (server, client)):
-                queue = collections.deque()
-                ready = threading.Condition()
-                threading.Thread(target=self._read, args=(src, dst, queue, ready), daemon=True).start()
-                threading.Thread(target=self._write, args=(dst, src, queue, ready), daemon=True).start()
+    def serve(self, client):
+        try:
+            server = socket.create_connection(("127.0.0.1", self.target_port), timeout=2)
+        except OSError:
+            client.close()
+            return
+        with self.lock:
+            self.open += [client, server]
+        for src, dst in ((client, server), (server, client)):
+            queue = collections.deque()
+            ready = threading.Condition()
+            threading.Thread(target=self._read, args=(src, dst, queue, ready), daemon=True).start()
+            threading.Thread(target=self._write, args=(dst, src, queue, ready), daemon=True).start()
 
     def _read(self, src, dst, queue, ready):
         """Reads src; queues each chunk with the time it may leave (None at EOF)."""
@@ -278,9 +279,7 @@ class RedisRelay:
                 pass
 
     def stop(self):
-        self.stopped.set()
-        self.sock.close()
-        self.thread.join(timeout=2)
+        super().stop()
         with self.lock:
             for s in self.open:
                 s.close()
@@ -380,12 +379,14 @@ def _drive(port, rate, stop, errors):
         conn.close()
 
 
-def run_fleet(start_proxy, origin, redis_port, n, scope, *, rate, seconds, ratio, floor, interval_ms):
+def run_fleet(start_proxy, origin, redis_port, n, scope, *, rate, seconds, ratio, floor, interval_ms,
+              around_load=None):
     """n instances (started with start_proxy(config_text)) in front of
     `origin` (a failing CountingOrigin), each driven at `rate` requests/s for
     `seconds` whole seconds. Returns (first, retries, windows, errors): the
     origin's exact counts over the run, and (first, retries) of every 10 s
-    window inside it."""
+    window inside it. around_load(), if given, is called just before the
+    load starts and just after it ends, every instance still running."""
     proxies = [start_proxy(instance_config(origin.port, redis_port, scope, ratio=ratio, floor=floor,
                                            interval_ms=interval_ms)) for _ in range(n)]
     time.sleep(3 * interval_ms / 1000.0)  # every instance has synced
@@ -396,12 +397,16 @@ def run_fleet(start_proxy, origin, redis_port, n, scope, *, rate, seconds, ratio
     start = int(time.monotonic()) + 1
     while time.monotonic() < start:
         time.sleep(0.01)
+    if around_load:
+        around_load()
     for t in threads:
         t.start()
     time.sleep(seconds)
     stop.set()
     for t in threads:
         t.join(timeout=10)
+    if around_load:
+        around_load()
     end = start + seconds
     windows = [origin.totals(s, s + 10) for s in range(start, end - 10 + 1)]
     first, retries = origin.totals(start, end)
