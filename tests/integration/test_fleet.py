@@ -1,7 +1,8 @@
 """Fleet-wide retry budgets (docs/fleet.md) through the real binary and a
 real redis-server: syncing, safe mode and rejoining when Redis is killed,
-paused or answers garbage (a scripted fake Redis), AUTH that never shows,
-and retries counted by other layers lowering this fleet's allowance."""
+paused, reached through a relay that delays and then drops everything, or
+answers garbage (a scripted fake Redis), AUTH that never shows, and retries
+counted by other layers lowering this fleet's allowance."""
 
 import math
 import os
