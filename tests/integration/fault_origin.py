@@ -481,7 +481,7 @@ class FaultOrigin:
                     if not c.closed and not c.busy and c.requests == stamp and not c.inbuf:
                         self.idle_resets += 1
                         self._drop(c, rst=True)
-                self._call_later(rng.uniform(0.0, 0.03), reset_if_still_idle)
+                self._call_later(rng.uniform(0.0, 0.01), reset_if_still_idle)
         if c.inbuf:
             self._process(c)
 

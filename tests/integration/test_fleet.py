@@ -193,8 +193,12 @@ class RelayFaultTest(FleetTest):
     # the 30th slowest of the requests below: what two identical proxies'
     # p99s differ by in one run is noise, not fleet. So on top of 10%, the
     # bound allows 2 ms or, when larger, what the two proxies without a
-    # fleet block differed by in this same run.
-    P99_FLOOR = 0.002
+    # fleet block differed by in this same run. The floor is 5 ms: with
+    # two test files running beside this one (ctest -j2), 2 ms was seen
+    # exceeded by noise alone (7.7 ms against a 6.9 ms bound). What the
+    # test is for is checked without noise too: no request of the fleet
+    # instances took half the relay's delay.
+    P99_FLOOR = 0.005
     HOLD = 4.0  # seconds in each stalled phase
 
     @staticmethod
@@ -273,6 +277,8 @@ class RelayFaultTest(FleetTest):
               " without (%.2f and %.2f each; bound %.2f ms)"
               % (len(fleet_a), 1e3 * with_fleet, 1e3 * without, 1e3 * p99(plain_a), 1e3 * p99(plain_b), 1e3 * bound))
         self.assertLessEqual(with_fleet, bound)
+        slowest = max(fleet_a + fleet_b)
+        self.assertLess(slowest, relay.delay / 2, "a request waited on Redis (%.0f ms)" % (1e3 * slowest))
 
 
 class HostileRedisTest(FleetTest):
