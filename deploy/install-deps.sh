@@ -6,7 +6,8 @@ set -euo pipefail
 
 # libhiredis-dev: the fleet-wide retry budgets' Redis client (hiredis async on libuv).
 # libmimalloc-dev: for builds with -DONELAYER_MIMALLOC=ON (the default build does not link it).
-BUILD_PKGS="build-essential cmake pkg-config libuv1-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libnghttp2-dev doctest-dev node-llhttp libssl-dev libmimalloc-dev libhiredis-dev"
+# python3: the build checks every include against proxy/packages.txt (cmake/check_layering.py).
+BUILD_PKGS="build-essential cmake pkg-config python3 libuv1-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libnghttp2-dev doctest-dev node-llhttp libssl-dev libmimalloc-dev libhiredis-dev"
 # podman, buildah, debootstrap: the container test builds the Dockerfile.
 # haproxy, nginx-light: the inner-peer chain tests (test_inner_peers) run real ones.
 # openssl, nginx-light, python3-websockets: the TLS and tunnel tests (certificates
