@@ -13,14 +13,13 @@
 #include "shell/memory/h2_memory_pool.h"
 #include "shell/memory/spare_list.h"
 #include "shell/memory/spare_string_rooms.h"
+#include "shell/memory/string_overwrite.h"
 
 namespace onelayer {
 
 namespace {
 
 constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-// Our SETTINGS_MAX_FRAME_SIZE: the protocol's default (none is sent).
-constexpr uint32_t kMaxFrameBytes = 16384;
 
 // announce_drain(): the notice's stream identifier (2^31-1, RFC 9113 6.8)
 // and the opaque data of the PING that follows it.
@@ -135,7 +134,7 @@ OutgoingRule outgoing_field(std::string_view n, std::string_view value, std::str
 // seed carry the name as a literal (what every message did before), and
 // when it does not, a seed costs one entry of about 100 bytes in 64
 // messages. The policy counts messages and does not ask the encoder
-// (encoder_) which entries it evicted. A seed whose message never went out
+// (HpackSplice's) which entries it evicted. A seed whose message never went out
 // (reset before it was written) is made up for the same way.
 constexpr uint32_t kReseedEvery = 64;
 
@@ -153,7 +152,7 @@ class FieldList {
   // `per_message`: what the session sent with each PerMessageName
   // (kPerMessageNameCount of them), read and advanced by add_regular().
   // With `no_copy`, the names and values outlive the frame (an
-  // H2Session::HeldHead holds them): HeldHead::keep() takes pointers instead
+  // HpackSplice::HeldHead holds them): HeldHead::keep() takes pointers instead
   // of copying every one.
   explicit FieldList(H2Session::PerMessageFields* per_message, bool no_copy = false)
       : per_message_(per_message), no_copy_(no_copy) {}
@@ -347,27 +346,6 @@ void give_back_field_list(H2Session::Role role, Headers& h) {
   else give_back_field_list_of<Role::client>(h);
 }
 
-// Overwrites `s`, a string kept from an earlier head, with `v`. assign()
-// goes through _M_replace, which allows for `v` being part of the string
-// and moves its tail about: some 70 instructions a string. A kept string is
-// mostly as long as the new value or longer (the same fields come on every
-// head), and then the bytes are moved over and the length set: memmove, so
-// that a `v` inside `s` (then never longer than `s`) comes out right too.
-// A longer value (and the pseudo-header strings of a received head, emptied
-// for every head) takes the out-of-line append, which skips the aliasing
-// checks as a longer `v` cannot be part of `s`; out of line, its slow paths
-// do not crowd the callers' registers.
-[[gnu::noinline]] void overwrite_longer(std::string& s, std::string_view v) {
-  s.clear();
-  s.append(v.data(), v.size());
-}
-
-[[gnu::always_inline]] inline void overwrite(std::string& s, std::string_view v) {
-  if (v.size() > s.size()) return overwrite_longer(s, v);
-  if (!v.empty()) std::memmove(s.data(), v.data(), v.size());
-  s.resize(v.size());  // not longer: the length and the terminator only
-}
-
 // A field of the head being received: the next one of `fields`, whose
 // first `used` are this head's; past them, what is left from an earlier
 // head is overwritten. A value that does not fit the room of the leftover
@@ -427,73 +405,6 @@ H2Preface detect_h2_preface(std::string_view first_bytes) {
   return n == kPreface.size() ? H2Preface::yes : H2Preface::need_more;
 }
 
-// One head (a HEADERS frame's fields) from its submission until its frame
-// goes out, when the session's own HPACK encoder turns it into the frame's
-// header block (before_frame_send), or until nghttp2 drops the frame
-// (on_frame_not_send). nghttp2 sequences the frame with an empty field
-// list; the fields wait here, in the order of the list: pointers into the
-// held field block and request line (a head submitted from a field block
-// is not copied again), and copies of the rest. Kept per thread for reuse
-// (their buffers stay allocated).
-struct H2Session::HeldHead {
-  H2FieldBlock fields;
-  std::string method, scheme, authority, path;  // requests
-  std::vector<nghttp2_nv> list;  // the head's fields, in order
-  std::string copies;            // names and values not in the strings above
-  size_t bytes() const {
-    return fields.bytes() + method.size() + scheme.size() + authority.size() + path.size() + copies.size();
-  }
-  // Takes `f`'s fields: those it does not already point at (no NO_COPY
-  // flag) are copied into `copies`, sized first so that it never moves.
-  void keep(const nghttp2_nv* f, size_t n) {
-    list.assign(f, f + n);
-    size_t need = 0;
-    for (const nghttp2_nv& nv : list) {
-      if (!(nv.flags & NGHTTP2_NV_FLAG_NO_COPY_NAME)) need += nv.namelen;
-      if (!(nv.flags & NGHTTP2_NV_FLAG_NO_COPY_VALUE)) need += nv.valuelen;
-    }
-    copies.clear();
-    if (need == 0) return;
-    copies.reserve(need);
-    for (nghttp2_nv& nv : list) {
-      if (!(nv.flags & NGHTTP2_NV_FLAG_NO_COPY_NAME)) nv.name = copy(nv.name, nv.namelen);
-      if (!(nv.flags & NGHTTP2_NV_FLAG_NO_COPY_VALUE)) nv.value = copy(nv.value, nv.valuelen);
-    }
-  }
-  uint8_t* copy(const uint8_t* p, size_t n) {
-    size_t at = copies.size();
-    copies.append(reinterpret_cast<const char*>(p), n);
-    return reinterpret_cast<uint8_t*>(copies.data() + at);
-  }
-  // Out of line: four overwrites inlined in submit_request() crowded out
-  // what it inlines (profile.sh --h2).
-  [[gnu::noinline]] void hold_request_line(const RequestLine& line) {
-    overwrite(method, line.method);
-    overwrite(scheme, line.scheme);
-    overwrite(authority, line.authority);
-    overwrite(path, line.path);
-  }
-};
-
-namespace {
-
-// Every head submitted in one loop iteration is held until the flush after
-// it: room for a burst of them.
-constexpr size_t kSpareHeldHeads = 1024;
-constexpr size_t kSpareHeldBytes = 8 * 1024;  // a head that held more is freed, not kept
-
-}  // namespace
-
-std::unique_ptr<H2Session::HeldHead> H2Session::take_held_head() {
-  std::unique_ptr<HeldHead> h;
-  if (!SpareList<std::unique_ptr<HeldHead>, kSpareHeldHeads>::take(h)) h = std::make_unique<HeldHead>();
-  return h;
-}
-
-void H2Session::give_back_held_head(std::unique_ptr<HeldHead> h) {
-  if (h->bytes() <= kSpareHeldBytes) SpareList<std::unique_ptr<HeldHead>, kSpareHeldHeads>::give_back(std::move(h));
-}
-
 struct H2Session::Stream {
   ONELAYER_RECYCLED_BLOCKS(Stream)
   int32_t id = 0;
@@ -547,87 +458,6 @@ struct H2Session::Stream {
   }
 };
 
-void H2Session::hold_unsent(int32_t stream, std::unique_ptr<HeldHead> head) {
-  unsent_heads_.emplace_back(stream, std::move(head));
-}
-
-// nghttp2 sends a stream's HEADERS frames in the order they were submitted,
-// and mostly all frames so: the head asked for is nearly always the first.
-std::unique_ptr<H2Session::HeldHead> H2Session::take_unsent(int32_t stream) {
-  std::unique_ptr<HeldHead> head;
-  for (size_t i = unsent_from_; i < unsent_heads_.size(); ++i) {
-    if (unsent_heads_[i].first != stream || !unsent_heads_[i].second) continue;
-    head = std::move(unsent_heads_[i].second);
-    break;
-  }
-  while (unsent_from_ < unsent_heads_.size() && !unsent_heads_[unsent_from_].second) ++unsent_from_;
-  if (unsent_from_ == unsent_heads_.size()) {
-    unsent_heads_.clear();
-    unsent_from_ = 0;
-  }
-  return head;
-}
-
-void H2Session::release_held(int32_t stream) {
-  if (std::unique_ptr<HeldHead> head = take_unsent(stream)) give_back_held_head(std::move(head));
-}
-
-bool H2Session::encode_unsent(int32_t stream) {
-  std::unique_ptr<HeldHead> head = take_unsent(stream);
-  if (!head) return false;
-  block_.clear();
-  encoder_.begin_block(block_);
-  for (const nghttp2_nv& nv : head->list) {
-    encoder_.field(std::string_view(reinterpret_cast<const char*>(nv.name), nv.namelen),
-                   std::string_view(reinterpret_cast<const char*>(nv.value), nv.valuelen),
-                   nv.flags & NGHTTP2_NV_FLAG_NO_INDEX, block_);
-  }
-  give_back_held_head(std::move(head));
-  block_stream_ = stream;
-  return true;
-}
-
-namespace {
-
-void put_frame_header(std::string& out, size_t length, uint8_t type, uint8_t flags, int32_t stream) {
-  uint8_t hd[H2FrameHeader::kBytes];
-  H2FrameHeader{static_cast<uint32_t>(length), type, flags, stream}.write(hd);
-  out.append(reinterpret_cast<const char*>(hd), sizeof hd);
-}
-
-}  // namespace
-
-// `p`/`n`: the HEADERS frame nghttp2 framed for the head encode_unsent()
-// just encoded, with an empty field list: its header, priority fields if
-// flagged, and whatever nghttp2's own encoder put in (a table size update at
-// most; dropped). Out go the frame with block_ instead, split into
-// CONTINUATION frames when over the peer's largest frame size.
-bool H2Session::splice_block(const uint8_t* p, size_t n, std::string& out) {
-  if (n < H2FrameHeader::kBytes) return false;
-  const auto [length, type, flags, stream] = H2FrameHeader::read(p);
-  if (type != NGHTTP2_HEADERS) return false;
-  const size_t priority = (flags & NGHTTP2_FLAG_PRIORITY) ? 5 : 0;
-  if (length != n - H2FrameHeader::kBytes || stream != block_stream_ || (flags & NGHTTP2_FLAG_PADDED) || length < priority) return false;
-  const size_t max_frame = nghttp2_session_get_remote_settings(session_, NGHTTP2_SETTINGS_MAX_FRAME_SIZE);
-  std::string_view block = block_;
-  size_t first = std::min(block.size(), max_frame - priority);
-  bool last = first == block.size();
-  uint8_t first_flags = last ? (flags | NGHTTP2_FLAG_END_HEADERS) : (flags & ~NGHTTP2_FLAG_END_HEADERS);
-  put_frame_header(out, priority + first, NGHTTP2_HEADERS, first_flags, stream);
-  out.append(reinterpret_cast<const char*>(p) + H2FrameHeader::kBytes, priority);
-  out.append(block.substr(0, first));
-  block.remove_prefix(first);
-  while (!block.empty()) {
-    size_t part = std::min(block.size(), max_frame);
-    last = part == block.size();
-    put_frame_header(out, part, NGHTTP2_CONTINUATION, last ? NGHTTP2_FLAG_END_HEADERS : 0, stream);
-    out.append(block.substr(0, part));
-    block.remove_prefix(part);
-  }
-  block_stream_ = 0;
-  return true;
-}
-
 // nghttp2's C callbacks. Each returns 0, or NGHTTP2_ERR_CALLBACK_FAILURE to
 // stop reading input once the session failed.
 struct H2Session::Callbacks {
@@ -641,7 +471,7 @@ struct H2Session::Callbacks {
     if (!payload_frame) return 0;
     // A header frame's block was taken out before nghttp2 saw it: its
     // length as received counts.
-    const size_t length = hd->type == NGHTTP2_DATA ? hd->length : s.received_length_;
+    const size_t length = hd->type == NGHTTP2_DATA ? hd->length : s.splice_.received_length();
     bool empty = length == 0 && !(hd->type == NGHTTP2_DATA && (hd->flags & NGHTTP2_FLAG_END_STREAM));
     if (!empty) {
       s.empty_frames_in_a_row_ = 0;
@@ -717,14 +547,11 @@ struct H2Session::Callbacks {
       case NGHTTP2_SETTINGS:
         if (frame->hd.flags & NGHTTP2_FLAG_ACK) {
           // Ours (sent once) took effect: the peer's encoder keeps to our table size now.
-          s.decoder_.settings_limit(s.limits_.header_table_bytes);
+          s.splice_.own_settings_acked();
           return 0;
         }
         s.peer_settings_received_ = true;
-        for (size_t i = 0; i < frame->settings.niv; ++i) {
-          if (frame->settings.iv[i].settings_id == NGHTTP2_SETTINGS_HEADER_TABLE_SIZE)
-            s.encoder_.peer_table_limit(frame->settings.iv[i].value);
-        }
+        s.splice_.peer_settings(frame->settings);
         return 0;
       case NGHTTP2_PING:
         // The answer to announce_drain()'s PING: what the client sent before
@@ -847,18 +674,18 @@ struct H2Session::Callbacks {
   static int on_frame_not_send(nghttp2_session*, const nghttp2_frame* frame, int, void* ud) {
     H2Session& s = self(ud);
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-    s.release_held(frame->hd.stream_id);
+    s.splice_.drop(frame->hd.stream_id);
     s.head_framed(frame->hd.stream_id);
     return 0;
   }
 
   // A HEADERS frame of ours is about to be framed: its head is encoded
   // now, in the order the frames go out (the order the peer's decoder
-  // reads them in), and flush() puts the block into the frame.
+  // reads them in), and flush() splices the block into the frame.
   static int before_frame_send(nghttp2_session*, const nghttp2_frame* frame, void* ud) {
     if (frame->hd.type != NGHTTP2_HEADERS) return 0;
     H2Session& s = self(ud);
-    if (s.encode_unsent(frame->hd.stream_id)) return 0;
+    if (s.splice_.encode(frame->hd.stream_id)) return 0;
     s.fail(kInternalError, "a head went out without its fields");
     return NGHTTP2_ERR_CALLBACK_FAILURE;
   }
@@ -867,14 +694,14 @@ struct H2Session::Callbacks {
   // success), with an empty field list.
   template <typename Submit>
   static bool submit_copied(H2Session& s, int32_t stream, const FieldList& f, Submit submit) {
-    std::unique_ptr<HeldHead> held = take_held_head();
+    std::unique_ptr<HeldHead> held = HpackSplice::take_held_head();
     held->fields.clear();
     held->keep(f.data(), f.size());
     if (submit() != 0) {
-      give_back_held_head(std::move(held));
+      HpackSplice::give_back_held_head(std::move(held));
       return false;
     }
-    s.hold_unsent(stream, std::move(held));
+    s.splice_.hold(stream, std::move(held));
     return true;
   }
 
@@ -900,7 +727,7 @@ struct H2Session::Callbacks {
     } else if (nghttp2_submit_response(s.session_, stream, nullptr, 0, pp) != 0) {
       return false;
     }
-    s.hold_unsent(stream, std::move(held));
+    s.splice_.hold(stream, std::move(held));
     Stream* st = s.find(stream);
     st->head_submitted = true;
     st->has_provider = !end_stream;
@@ -964,7 +791,7 @@ thread_local size_t sessions_of_this_thread = 0;
   SpareFieldLists<Role::server>::free_all();
   SpareFieldLists<Role::client>::free_all();
   SpareStringRooms::free_all();
-  SpareList<std::unique_ptr<HeldHead>, kSpareHeldHeads>::free_all();
+  HpackSplice::free_spare_heads();
 }
 
 H2Session::H2Session(Role role, Handler* handler) : H2Session(role, handler, Limits()) {}
@@ -973,8 +800,7 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
     : role_(role),
       handler_(handler),
       limits_(limits),
-      encoder_(limits.header_table_bytes),
-      extractor_(role == Role::server, kMaxFrameBytes),
+      splice_(role == Role::server, limits.header_table_bytes),
       reset_tokens_(limits.rapid_reset_burst) {
   static_assert(kPerMessageNames == kPerMessageNameCount);
   static_assert(kRequestTimeout < kTimeLeftNames && kGrpcTimeout < kTimeLeftNames);
@@ -996,11 +822,9 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
   nghttp2_option_set_no_auto_window_update(opt, 1);
   nghttp2_option_set_no_closed_streams(opt, 1);
   // The message rules (RFC 9113 8.1-8.3) are H2MessageRules', checked as
-  // each field is stored (nghttp2's own pass over every field cost more).
-  nghttp2_option_set_no_http_messaging(opt, 1);
-  // Our heads are encoded by encoder_ (encode_unsent()): nghttp2 frames
-  // them with empty field lists, and its own encoder keeps no table.
-  nghttp2_option_set_max_deflate_dynamic_table_size(opt, 0);
+  // each field is stored (nghttp2's own pass over every field cost more,
+  // and it sees none): HpackSplice::configure() turns nghttp2's off.
+  HpackSplice::configure(opt);
   nghttp2_option_set_max_settings(opt, limits_.max_settings_entries);
   nghttp2_option_set_max_outbound_ack(opt, limits_.max_outbound_acks);
   nghttp2_option_set_max_continuations(opt, limits_.max_continuations);
@@ -1025,7 +849,7 @@ H2Session::H2Session(Role role, Handler* handler, const Limits& limits)
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, limits_.max_concurrent_streams},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, limits_.stream_window_bytes},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, limits_.max_header_list_bytes},
-      {NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, limits_.header_table_bytes},
+      splice_.table_setting(),
       {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   };
   if (role_ == Role::client) iv.push_back({NGHTTP2_SETTINGS_ENABLE_PUSH, 0});
@@ -1045,12 +869,12 @@ void H2Session::set_request_timeout_name(std::string_view name) {
 H2Session::~H2Session() {
   handler_ = nullptr;
   nghttp2_session_del(session_);  // calls nothing back
-  // The streams, their held heads too: after the session, nothing points into them now.
+  // The streams: after the session, nothing points into them now (the
+  // heads splice_ holds go with it).
   while (Stream* st = first_stream_) {
     first_stream_ = st->next;
     delete st;
   }
-  unsent_heads_.clear();
   if (--sessions_of_this_thread == 0) free_thread_spares();
 }
 
@@ -1265,24 +1089,17 @@ void H2Session::fail(uint32_t error_code, std::string_view reason) {
   close_streams(error_code);
 }
 
-// The extractor's output: frames into nghttp2, blocks into decoder_ (when
-// nghttp2 delivers the frame that ends them).
-class H2Session::FramingInput final : public H2HeaderBlockExtractor::Sink {
+// What splice_ passed into nghttp2: a failure of nghttp2's ends the
+// session, and a block it did not deliver (its stream was closed or
+// refused) is decoded all the same, for the table the peer's next blocks
+// refer to.
+class H2Session::FramesPassed final : public HpackSplice::Receiver {
  public:
-  explicit FramingInput(H2Session& s) : s_(s) {}
-  bool pass(const uint8_t* data, size_t n, uint32_t received_length) override {
-    s_.received_length_ = received_length;
-    ssize_t rv = nghttp2_session_mem_recv(s_.session_, data, n);
+  explicit FramesPassed(H2Session& s) : s_(s) {}
+  bool passed(ssize_t rv, int32_t undelivered) override {
     if (rv < 0 && !s_.failed_) s_.fail(fatal_code(static_cast<int>(rv)), fatal_reason(static_cast<int>(rv)));
-    // A block nghttp2 did not deliver (its stream was closed or refused):
-    // decoded all the same, for the table the peer's next blocks refer to.
-    if (s_.block_in_waiting_ && !s_.failed_) s_.decode_block(s_.block_in_stream_);
+    if (undelivered != 0 && !s_.failed_) s_.decode_block(undelivered);
     return !s_.failed_;
-  }
-  void block(int32_t stream, std::string_view block) override {
-    s_.block_in_ = block;
-    s_.block_in_stream_ = stream;
-    s_.block_in_waiting_ = true;
   }
 
  private:
@@ -1292,13 +1109,13 @@ class H2Session::FramingInput final : public H2HeaderBlockExtractor::Sink {
 bool H2Session::recv(const uint8_t* data, size_t len, uint64_t now_ms) {
   if (failed_) return false;
   now_ms_ = now_ms;
-  FramingInput input(*this);
-  H2HeaderBlockExtractor::Error e = extractor_.feed(data, len, input);
+  FramesPassed passed(*this);
+  H2HeaderBlockExtractor::Error e = splice_.feed(session_, data, len, passed);
   if (e && !failed_) fail(e.code, e.reason);
   return !failed_;
 }
 
-// decoder_'s fields, onto a stream's head or trailers (none: decoded and dropped).
+// The decoded fields, onto a stream's head or trailers (none: decoded and dropped).
 class H2Session::StreamFields final : public HpackDecoder::Sink {
  public:
   StreamFields(H2Session& s, Stream* st) : s_(s), st_(st) {}
@@ -1312,16 +1129,15 @@ class H2Session::StreamFields final : public HpackDecoder::Sink {
 };
 
 bool H2Session::decode_block(int32_t id) {
-  if (!block_in_waiting_ || block_in_stream_ != id) return !failed_;
-  block_in_waiting_ = false;
+  if (!splice_.holds_block(id)) return !failed_;
   Stream* st = find(id);
   if (st && st->block == Stream::Block::none) st = nullptr;
   StreamFields fields(*this, st);
-  switch (decoder_.decode(block_in_, fields)) {
+  switch (splice_.decode(fields)) {
     case HpackDecoder::Result::ok: return !failed_;
     case HpackDecoder::Result::stopped: return false;  // take_field() failed the session
     case HpackDecoder::Result::malformed:
-      fail(kCompressionError, "HPACK: " + std::string(decoder_.error()));
+      fail(kCompressionError, "HPACK: " + std::string(splice_.decode_error()));
       return false;
   }
   return false;
@@ -1371,8 +1187,8 @@ size_t H2Session::flush(std::string& out) {
         break;
       }
       if (n == 0) break;
-      if (block_stream_ != 0) {  // the HEADERS frame of the head encode_unsent() encoded
-        if (!splice_block(p, static_cast<size_t>(n), out)) {
+      if (splice_.splicing()) {  // the HEADERS frame of the head splice_ encoded
+        if (!splice_.splice(session_, p, static_cast<size_t>(n), out)) {
           send_broken_ = true;
           fail(kInternalError, "a head's frame was not as framed");
           break;
@@ -1411,10 +1227,10 @@ bool H2Session::submit_head(int32_t stream, const Head& head, bool request, bool
   if (request) f.add_request_line(head.method, head.scheme, head.authority, head.path);
   else f.add_status(head.status);
   f.add_fields(head.fields);
-  std::unique_ptr<HeldHead> held = take_held_head();
+  std::unique_ptr<HeldHead> held = HpackSplice::take_held_head();
   held->fields.clear();
   if (Callbacks::submit_fields(*this, stream, f, request, end_stream, held, head.method)) return true;
-  give_back_held_head(std::move(held));
+  HpackSplice::give_back_held_head(std::move(held));
   return false;
 }
 
@@ -1429,16 +1245,16 @@ int32_t H2Session::submit_request(const RequestLine& line, const H2FieldBlock& f
 
 int32_t H2Session::submit_request(const RequestLine& line, H2FieldBlock&& fields, bool end_stream) {
   if (!can_submit_request()) return 0;
-  std::unique_ptr<HeldHead> held = take_held_head();
+  std::unique_ptr<HeldHead> held = HpackSplice::take_held_head();
   held->fields.clear();  // the caller's block gets its room, not its fields
   held->fields.swap(fields);
-  held->hold_request_line(line);
+  held->hold_request_line(line.method, line.scheme, line.authority, line.path);
   FieldList f(&per_message_, true);
   f.add_request_line(held->method, held->scheme, held->authority, held->path);
   f.add_block(held->fields);
   if (!Callbacks::submit_fields(*this, 0, f, true, end_stream, held, held->method)) {
     fields.swap(held->fields);
-    give_back_held_head(std::move(held));
+    HpackSplice::give_back_held_head(std::move(held));
     return 0;
   }
   return last_submitted_;
@@ -1462,7 +1278,7 @@ bool H2Session::submit_response(int32_t stream, int status, const H2FieldBlock& 
 
 bool H2Session::submit_response(int32_t stream, int status, H2FieldBlock&& fields, bool end_stream) {
   if (!can_answer(stream) || status < 200 || status > 999) return false;
-  std::unique_ptr<HeldHead> held = take_held_head();
+  std::unique_ptr<HeldHead> held = HpackSplice::take_held_head();
   held->fields.clear();  // the caller's block gets its room, not its fields
   held->fields.swap(fields);
   FieldList f(&per_message_, true);
@@ -1470,7 +1286,7 @@ bool H2Session::submit_response(int32_t stream, int status, H2FieldBlock&& field
   f.add_block(held->fields);
   if (!Callbacks::submit_fields(*this, stream, f, false, end_stream, held)) {
     fields.swap(held->fields);
-    give_back_held_head(std::move(held));
+    HpackSplice::give_back_held_head(std::move(held));
     return false;
   }
   return true;

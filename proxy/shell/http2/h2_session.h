@@ -29,10 +29,8 @@
 #include <vector>
 
 #include "core/config/config.h"
-#include "core/h2wire/h2_header_block_extractor.h"
-#include "core/h2wire/hpack_decoder.h"
-#include "core/h2wire/hpack_encoder.h"
 #include "core/http/http_headers.h"
+#include "shell/http2/hpack_splice.h"
 #include "shell/memory/recycled_blocks.h"
 
 struct nghttp2_session;
@@ -80,8 +78,10 @@ class H2Session {
     uint32_t header_list_hard_factor = 4;
     // Oversized heads on one connection before it gets GOAWAY.
     uint32_t max_oversized_heads = 3;
-    // HPACK dynamic table: SETTINGS_HEADER_TABLE_SIZE for what we decode, and
-    // the most we use for encoding whatever the peer allows.
+    // HPACK dynamic table: SETTINGS_HEADER_TABLE_SIZE for what we decode
+    // (never advertised below 4096: nghttp2 would refuse our empty blocks,
+    // hpack_splice.h invariant 8), and the most we use for encoding whatever
+    // the peer allows.
     uint32_t header_table_bytes = 4096;
     uint32_t stream_window_bytes = 64 * 1024;        // SETTINGS_INITIAL_WINDOW_SIZE
     uint32_t connection_window_bytes = 1024 * 1024;  // stream 0
@@ -306,11 +306,11 @@ class H2Session {
 
  private:
   struct Stream;
-  struct HeldHead;
+  using HeldHead = HpackSplice::HeldHead;
   struct Callbacks;  // nghttp2's C callbacks, friends of this class
   friend struct Callbacks;
-  class FramingInput;  // the extractor's output, into nghttp2 and decoder_
-  class StreamFields;  // decoder_'s fields, onto a stream
+  class FramesPassed;  // what splice_ passed into nghttp2, seen to
+  class StreamFields;  // the decoded fields, onto a stream
 
   // Inline for the last stream found: the callbacks of one frame, and the
   // owner's calls that follow them, ask for the same stream in a row. The
@@ -331,20 +331,13 @@ class H2Session {
   // Frees the field lists, string rooms and held heads this thread keeps
   // (its last session is gone).
   static void free_thread_spares();
-  static std::unique_ptr<HeldHead> take_held_head();
-  static void give_back_held_head(std::unique_ptr<HeldHead> h);
-  // Heads submitted and not yet framed, in the order of submission.
-  void hold_unsent(int32_t stream, std::unique_ptr<HeldHead> head);
-  std::unique_ptr<HeldHead> take_unsent(int32_t stream);  // the first of `stream`'s; null if none
-  void release_held(int32_t stream);  // its frame was dropped: the head goes unencoded
-  bool encode_unsent(int32_t stream);  // into block_, for splice_block(); false if none was held
-  bool splice_block(const uint8_t* frame, size_t n, std::string& out);
   void head_framed(int32_t stream);  // our head of `stream` went out (or was dropped): a held reset goes
   bool can_answer(int32_t stream) const;
   void resume(Stream& s);
   int headers_received(int32_t id, bool end_stream);  // a header block is complete
-  // The received header block of `id` (nghttp2 has framed its last frame):
-  // decoded onto the stream. False when that failed the session.
+  // The received header block of `id` (nghttp2 has framed its last frame),
+  // if splice_ holds one: decoded onto the stream. False when that failed
+  // the session.
   bool decode_block(int32_t id);
   // One received field of `st`'s block. False when that failed the session.
   bool take_field(Stream& st, std::string_view name, std::string_view value);
@@ -375,25 +368,10 @@ class H2Session {
   // submission; entries before unopened_from_ (and null ones) are gone.
   std::vector<std::pair<int32_t, Stream*>> unopened_;
   size_t unopened_from_ = 0;
-  // Heads submitted whose HEADERS frames have not gone out (or been
-  // dropped) yet, by stream; entries before unsent_from_ (and emptied ones)
-  // are gone. Independent of the Streams: a stream may end first.
-  std::vector<std::pair<int32_t, std::unique_ptr<HeldHead>>> unsent_heads_;
-  size_t unsent_from_ = 0;
-  HpackEncoder encoder_;     // every header block we send
-  // Received bytes go through extractor_, which takes the header blocks out
-  // for decoder_; nghttp2 frames what is left (its own HPACK decoder never
-  // runs). A block waits in block_in_ while nghttp2 reads the frame that
-  // ends it, and is decoded when nghttp2 delivers that frame (or, for a
-  // frame it ignores, right after, to keep decoder_'s table in step).
-  H2HeaderBlockExtractor extractor_;
-  HpackDecoder decoder_;
-  std::string_view block_in_;
-  int32_t block_in_stream_ = 0;
-  bool block_in_waiting_ = false;
-  uint32_t received_length_ = 0;  // the payload length of the header frame nghttp2 reads, as received
-  std::string block_;        // the block encode_unsent() made last
-  int32_t block_stream_ = 0; // its stream, until splice_block() frames it
+  // Everything that meets both nghttp2 and our HPACK: the heads held until
+  // their frames go out, the encoder and decoder, the blocks taken out of
+  // received frames.
+  HpackSplice splice_;
   int32_t last_found_id_ = 0;  // find()'s memory of its last answer
   Stream* last_found_ = nullptr;
   // Streams by id, one per slot (find_and_remember()): allocated with the
