@@ -210,7 +210,9 @@ class RedisRelay(LoopbackServer):
     applies to every byte read from then on, both ways:
     "pass" forwards at once, "delay" forwards each chunk ``delay`` seconds
     after it was read (in order), "drop" swallows it (the connections stay
-    open, nothing arrives: a black hole). ``connections`` counts accepts."""
+    open, nothing arrives: a black hole), "error" answers every command
+    from the client with ``-ERR`` itself (Redis's answers are swallowed).
+    ``connections`` counts accepts."""
 
     def __init__(self, target_port, delay=0.5):
         self.target_port = target_port
@@ -228,14 +230,23 @@ class RedisRelay(LoopbackServer):
             return
         with self.lock:
             self.open += [client, server]
-        for src, dst in ((client, server), (server, client)):
-            queue = collections.deque()
-            ready = threading.Condition()
-            threading.Thread(target=self._read, args=(src, dst, queue, ready), daemon=True).start()
-            threading.Thread(target=self._write, args=(dst, src, queue, ready), daemon=True).start()
+        to_server = (collections.deque(), threading.Condition())
+        to_client = (collections.deque(), threading.Condition())
+        for src, dst, out, back in ((client, server, to_server, to_client), (server, client, to_client, None)):
+            threading.Thread(target=self._read, args=(src, out, back), daemon=True).start()
+            threading.Thread(target=self._write, args=(dst, src) + out, daemon=True).start()
 
-    def _read(self, src, dst, queue, ready):
-        """Reads src; queues each chunk with the time it may leave (None at EOF)."""
+    @staticmethod
+    def _queue(out, due, data):
+        queue, ready = out
+        with ready:
+            queue.append((due, data))
+            ready.notify()
+
+    def _read(self, src, out, back):
+        """Reads src; queues each chunk on `out` with the time it may leave
+        (None at EOF). `back` (client side only) takes the relay's own
+        answers in "error" mode."""
         src.settimeout(0.2)
         while not self.stopped.is_set():
             try:
@@ -245,12 +256,14 @@ class RedisRelay(LoopbackServer):
             except OSError:
                 data = b""
             mode = self.mode
-            if data and mode == "drop":
+            if data and mode == "error" and back is not None:
+                # One error per command: each starts with '*' at a line start.
+                commands = data.count(b"\r\n*") + data.startswith(b"*")
+                self._queue(back, time.monotonic(), b"-ERR relay refuses\r\n" * max(1, commands))
                 continue
-            due = time.monotonic() + (self.delay if mode == "delay" else 0.0)
-            with ready:
-                queue.append((due, data or None))
-                ready.notify()
+            if data and mode in ("drop", "error"):
+                continue
+            self._queue(out, time.monotonic() + (self.delay if mode == "delay" else 0.0), data or None)
             if not data:
                 return
 
@@ -355,13 +368,16 @@ def instance_config(origin_port, redis_port, scope, *, ratio, floor, interval_ms
                "timeout": "%dms" % min(interval_ms, 200), "stale_after": "%dms" % (4 * interval_ms)})
 
 
-def _drive(port, rate, stop, errors):
-    """`rate` requests per second on one keep-alive connection until stop."""
+def _drive(port, rate, stop, errors, slowest):
+    """`rate` requests per second on one keep-alive connection until stop;
+    every answer must be a 503 (the origin's). slowest[0]: the longest
+    request, in seconds."""
     import harness as h
     period = 1.0 / rate
     nxt = time.monotonic()
     conn = None
     while not stop.is_set():
+        t = time.monotonic()
         try:
             if conn is None:
                 conn = h.Conn(port, timeout=5)
@@ -371,12 +387,38 @@ def _drive(port, rate, stop, errors):
         except Exception as e:  # noqa: BLE001 - reported by the caller
             errors.append(repr(e))
             conn = None
+        slowest[0] = max(slowest[0], time.monotonic() - t)
         nxt += period
         delay = nxt - time.monotonic()
         if delay > 0:
             stop.wait(delay)
     if conn is not None:
         conn.close()
+
+
+class FailingLoad:
+    """`rate` requests per second to each port (one thread and keep-alive
+    connection each) in front of an origin failing everything, from start()
+    until stop(). errors: every answer that was not the origin's 503 and
+    every exception; slowest: the longest request in seconds."""
+
+    def __init__(self, ports, rate):
+        self.stopping = threading.Event()
+        self.errors = []
+        self.slowest = [0.0]
+        self.threads = [threading.Thread(target=_drive, args=(p, rate, self.stopping, self.errors, self.slowest))
+                        for p in ports]
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+        return self
+
+    def stop(self):
+        """Returns once every request sent has been answered."""
+        self.stopping.set()
+        for t in self.threads:
+            t.join(timeout=10)
 
 
 def run_fleet(start_proxy, origin, redis_port, n, scope, *, rate, seconds, ratio, floor, interval_ms,
@@ -391,23 +433,18 @@ def run_fleet(start_proxy, origin, redis_port, n, scope, *, rate, seconds, ratio
                                            interval_ms=interval_ms)) for _ in range(n)]
     time.sleep(3 * interval_ms / 1000.0)  # every instance has synced
     origin.reset()
-    stop = threading.Event()
-    errors = []
-    threads = [threading.Thread(target=_drive, args=(p.port(), rate, stop, errors)) for p in proxies]
+    load = FailingLoad([p.port() for p in proxies], rate)
     start = int(time.monotonic()) + 1
     while time.monotonic() < start:
         time.sleep(0.01)
     if around_load:
         around_load()
-    for t in threads:
-        t.start()
+    load.start()
     time.sleep(seconds)
-    stop.set()
-    for t in threads:
-        t.join(timeout=10)
+    load.stop()
     if around_load:
         around_load()
     end = start + seconds
     windows = [origin.totals(s, s + 10) for s in range(start, end - 10 + 1)]
     first, retries = origin.totals(start, end)
-    return first, retries, windows, errors, proxies
+    return first, retries, windows, load.errors, proxies

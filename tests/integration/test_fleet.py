@@ -1,6 +1,7 @@
 """Fleet-wide retry budgets (docs/fleet.md) through the real binary and a
-real redis-server: syncing, safe mode and rejoining when Redis is killed,
-paused, reached through a relay that delays and then drops everything, or
+real redis-server: syncing, safe mode (with the origin's retries within its
+bound during an outage) and rejoining when Redis is killed, paused, reached
+through a relay that delays and then drops everything or answers errors, or
 answers garbage (a scripted fake Redis), AUTH that never shows, and retries
 counted by other layers lowering this fleet's allowance."""
 
@@ -15,7 +16,7 @@ import unittest
 
 import harness as h
 import ops_helpers as ops
-from fleet_helpers import CountingOrigin, FakeRedis, RedisRelay, RedisServer, Sentinel
+from fleet_helpers import CountingOrigin, FailingLoad, FakeRedis, RedisRelay, RedisServer, Sentinel
 from harness import IntegrationTest, wait_until
 from interleaved_load import InterleavedLoad
 
@@ -143,34 +144,126 @@ class SyncTest(FleetTest):
         self.assertNotIn("Redis link lost", proxy.stderr())
 
 
+def safe_mode_bound(budget, n, first, seconds, rate, fleet_first_before):
+    """The most retries a fleet of n instances may send, from the moment
+    Redis failed and for `seconds`, while they send `first` first attempts
+    at `rate` each per second, after `fleet_first_before` first attempts
+    with Redis up (within 10 s) (docs/fleet.md, "Safe mode"). Until safe mode an
+    instance spends only what its last share left it: at most twice its
+    grant and at least one token, and a sync answer already on its way may
+    load one more; together at most 2 x (2 x the fleet's grant of one
+    interval + one token each). In safe mode each of the n instances runs
+    the local budget with min_per_second / n (the last known fleet size):
+    `ratio` per request and, all of them together, min_per_second per
+    second, counted from up to one request before the failure."""
+    ratio, floor = budget["ratio"], budget["min_per_second"]
+    fleet_grant = (ratio * fleet_first_before + floor * 10) * INTERVAL / 10
+    held = 2 * (2 * fleet_grant + n)
+    return held + ratio * first + floor * (seconds + 1.0 / rate)
+
+
 class FaultTest(FleetTest):
-    def check_fault(self, redis, proxy, fault, restore):
-        origin_port = proxy.port()
-        self.wait_state(proxy, 1, INTERVAL + MARGIN)
-        fault()
-        took = self.wait_state(proxy, 0, STALE + INTERVAL + MARGIN)
-        self.assertLessEqual(took, STALE + INTERVAL + MARGIN)
-        worst = self.requests_all_answered(origin_port)
-        self.assertLess(worst, 0.5, "a request waited on Redis")
-        self.assertEqual(self.safe_mode_warnings(proxy), 1)
+    """A fleet of INSTANCES in front of an origin failing every request (an
+    outage under way) loses Redis: every instance goes local within
+    stale_after + one interval, no request errs or waits, the origin's
+    retries stay within the safe-mode bound (the floor shared by the last
+    known fleet size, not one floor each), and every instance rejoins within
+    two intervals of Redis returning."""
+
+    INSTANCES = 3
+    RATE = 40        # requests per second to each instance, all failing
+    BEFORE = 0.6     # seconds of outage with Redis up, so shares are known
+    FAULT_LOAD = 2.5  # seconds counted from the fault on
+    BUDGET = {"ratio": 0.1, "min_per_second": 10}
+
+    def start_fleet(self, redis_port):
+        origin = CountingOrigin(503)
+        self.addCleanup(origin.stop)
+        fleet = [self.start_proxy(fleet_config(origin.port, redis_port, budget=self.BUDGET))
+                 for _ in range(self.INSTANCES)]
+        return origin, fleet
+
+    def members_known(self, proxy):
+        text = ops.metrics(self, proxy)
+        return (ops.value(text, "onelayer_fleet_state", service="svc") == 1
+                and ops.value(text, "onelayer_fleet_members", service="svc") == self.INSTANCES)
+
+    def check_fault(self, origin, fleet, faults, restore):
+        """faults: applied one after another, evenly spaced over FAULT_LOAD
+        seconds of failing load (the first one puts Redis out of reach);
+        restore brings it back. The origin's arrivals are counted exactly
+        from the first fault to the end of the load."""
+        self.assertTrue(wait_until(lambda: all(self.members_known(p) for p in fleet), timeout=INTERVAL + MARGIN + 5),
+                        "the fleet never synced with every member")
+        load = FailingLoad([p.port() for p in fleet], self.RATE).start()
+        self.addCleanup(load.stop)
+        time.sleep(self.BEFORE)
+        fleet_first_before = origin.totals()[0]
+        origin.reset()
+        fault_at = time.monotonic()
+        for i, fault in enumerate(faults):
+            time.sleep(max(0.0, fault_at + i * self.FAULT_LOAD / len(faults) - time.monotonic()))
+            fault()
+            if i == 0:
+                for p in fleet:
+                    self.wait_state(p, 0, STALE + INTERVAL + MARGIN)
+                    self.assertLessEqual(time.monotonic() - fault_at, STALE + INTERVAL + MARGIN)
+        time.sleep(max(0.0, fault_at + self.FAULT_LOAD - time.monotonic()))
+        load.stop()
+        seconds = time.monotonic() - fault_at
+        first, retries = origin.totals()
+        bound = safe_mode_bound(self.BUDGET, self.INSTANCES, first, seconds, self.RATE, fleet_first_before)
+        print("\n%s: %d first attempts, %d retries in %.2f s from the fault; safe-mode bound %.1f"
+              % (self.id().rsplit(".", 1)[-1], first, retries, seconds, bound))
+        self.assertEqual(load.errors, [])
+        self.assertLess(load.slowest[0], 0.5, "a request waited on Redis")
+        self.assertGreater(first, 0.5 * self.RATE * self.INSTANCES * seconds, "the load fell behind")
+        self.assertLessEqual(retries, bound)
+        origin.status = 200
+        for p in fleet:
+            self.assertLess(self.requests_all_answered(p.port(), 5), 0.5, "a request waited on Redis")
+            self.assertEqual(self.safe_mode_warnings(p), 1)
         restore()
-        took = self.wait_state(proxy, 1, 2 * INTERVAL + MARGIN)
-        self.assertLessEqual(took, 2 * INTERVAL + MARGIN)
-        self.requests_all_answered(origin_port, 5)
+        for p in fleet:
+            took = self.wait_state(p, 1, 2 * INTERVAL + MARGIN)
+            self.assertLessEqual(took, 2 * INTERVAL + MARGIN)
+        self.requests_all_answered(fleet[0].port(), 5)
 
     def test_redis_killed_then_restarted(self):
         redis = self.start_redis()
-        origin = self.start_origin(default=h.respond(200))
-        proxy = self.start_proxy(fleet_config(origin.port, redis.port))
-        self.check_fault(redis, proxy, redis.stop, redis.start)
-        self.assertGreater(self.errors(proxy, "disconnected") + self.errors(proxy, "connect"), 0)
+        origin, fleet = self.start_fleet(redis.port)
+        self.check_fault(origin, fleet, [redis.stop], redis.start)
+        for p in fleet:
+            self.assertGreater(self.errors(p, "disconnected") + self.errors(p, "connect"), 0)
 
     def test_redis_paused_then_continued(self):
         redis = self.start_redis()
-        origin = self.start_origin(default=h.respond(200))
-        proxy = self.start_proxy(fleet_config(origin.port, redis.port))
-        self.check_fault(redis, proxy, lambda: redis.signal(signal.SIGSTOP), lambda: redis.signal(signal.SIGCONT))
-        self.assertGreater(self.errors(proxy, "timeout"), 0)
+        origin, fleet = self.start_fleet(redis.port)
+        self.check_fault(origin, fleet, [lambda: redis.signal(signal.SIGSTOP)], lambda: redis.signal(signal.SIGCONT))
+        for p in fleet:
+            self.assertGreater(self.errors(p, "timeout"), 0)
+
+    def test_redis_delayed_then_black_holed(self):
+        redis = self.start_redis()
+        relay = RedisRelay(redis.port, delay=0.5)
+        self.addCleanup(relay.stop)
+        origin, fleet = self.start_fleet(relay.port)
+
+        def mode(m):
+            return lambda: setattr(relay, "mode", m)
+        self.check_fault(origin, fleet, [mode("delay"), mode("drop")], mode("pass"))
+        for p in fleet:
+            self.assertGreater(self.errors(p, "timeout"), 0)
+
+    def test_redis_answering_errors(self):
+        redis = self.start_redis()
+        relay = RedisRelay(redis.port)
+        self.addCleanup(relay.stop)
+        origin, fleet = self.start_fleet(relay.port)
+        self.check_fault(origin, fleet, [lambda: setattr(relay, "mode", "error")],
+                         lambda: setattr(relay, "mode", "pass"))
+        for p in fleet:
+            self.assertGreater(self.errors(p, "error"), 0)
 
 
 def p99(samples):
