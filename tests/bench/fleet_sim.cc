@@ -75,7 +75,7 @@ Result simulate(int n, int rate, int seconds, Millis interval, int outage_from, 
           const FleetShare share = services[i].on_synced(cfg, s, interval, now);
           budgets[i]->load_fleet_share(share.grant_micro, share.cap_micro);
         } else if (services[i].state() == FleetService::State::local && budgets[i]->fleet_held()) {
-          budgets[i]->enter_fleet_safe_mode(services[i].safe_floor_scale());
+          budgets[i]->enter_fleet_safe_mode(services[i].safe_floor_scale(), now);
         }
       }
     }

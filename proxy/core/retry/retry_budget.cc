@@ -58,16 +58,17 @@ void RetryBudget::load_fleet_share(int64_t grant_micro, int64_t cap_micro) {
   balance_.carry = 0;
 }
 
-void RetryBudget::enter_fleet_safe_mode(double floor_scale) {
+void RetryBudget::enter_fleet_safe_mode(double floor_scale, TimePoint now) {
   std::lock_guard lock(mu_);
   if (scope_ != BudgetScope::fleet || !held_) return;
   held_ = false;
   floor_scale_ = std::clamp(floor_scale, 0.0, 1.0);
   floor_micro_ = to_micro(floor_ * floor_scale_);
   // The local bucket starts from what the last share left, within its cap,
-  // and refills from the last request seen while held (held, every call
-  // moves `last` on): no refill for the time it was held, which would hand
-  // every instance of a fleet a full local bucket at once.
+  // and refills from now on: no refill for the time it was held (quiet or
+  // busy), which would hand every instance of a fleet a full local bucket
+  // at once.
+  if (now > balance_.last) balance_.last = now;
   balance_.carry = 0;
   if (mode_ == BudgetMode::requests) balance_.micro = std::min(balance_.micro, cap_micro(second_of(balance_.last)));
 }

@@ -33,9 +33,11 @@
 // share (load_fleet_share: requests mode, `grant` tokens added and the
 // balance held at most at `cap`, with no deposits or refill in between;
 // successes mode, the fleet bucket's level `cap`, which this instance's own
-// outcomes then move until the next load). In safe mode (enter_fleet_safe_mode) it is the local bucket
-// again, with min_per_second scaled down. Every scope counts first attempts,
-// retries and attempt outcomes for take_counts().
+// outcomes then move until the next load). In safe mode (enter_fleet_safe_mode)
+// it is the local bucket again, with min_per_second scaled down and refilling
+// from the moment it went local, not from the last request it saw while held.
+// Every scope counts first attempts, retries and attempt outcomes for
+// take_counts().
 //
 // Time points may arrive slightly out of order from different threads: a
 // `now` earlier than one already seen refills nothing.
@@ -71,7 +73,7 @@ class RetryBudget {
   // Fleet scope. Counts since the previous call (every scope counts).
   fleet::FleetCounts take_counts();
   void load_fleet_share(int64_t grant_micro, int64_t cap_micro);
-  void enter_fleet_safe_mode(double floor_scale);
+  void enter_fleet_safe_mode(double floor_scale, TimePoint now);
   bool fleet_held() const;  // fed by fleet loads (pending or synced), not local refill
 
  private:

@@ -387,7 +387,7 @@ void FleetSync::check_stale(TimePoint now) {
   for (auto& s : services_) {
     if (!s->core.check_stale(now)) continue;
     ++went_local;
-    if (s->ups) s->ups->budget.enter_fleet_safe_mode(s->core.safe_floor_scale());
+    if (s->ups) s->ups->budget.enter_fleet_safe_mode(s->core.safe_floor_scale(), now);
   }
   if (went_local > 0 && !warned_) {
     warned_ = true;

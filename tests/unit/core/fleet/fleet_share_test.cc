@@ -186,7 +186,7 @@ TEST_CASE("BudgetFleetSafeModeRefillsAtTheScaledFloor") {
   RetryBudget b(fleet_cfg(0, 10), kT0);
   b.load_fleet_share(2'500'000, 2'500'000);
   CHECK(spend_all(b, kT0) == 2);
-  b.enter_fleet_safe_mode(0.25);  // 2.5 tokens per second from the last 0.5
+  b.enter_fleet_safe_mode(0.25, kT0);  // 2.5 tokens per second from the last 0.5
   CHECK_FALSE(b.fleet_held());
   CHECK_FALSE(b.try_spend(kT0 + 199ms));
   CHECK(b.try_spend(kT0 + 200ms));
@@ -200,18 +200,30 @@ TEST_CASE("BudgetFleetSafeModeRefillsNothingForTheTimeItWasHeld") {
   RetryBudget b(fleet_cfg(0, 10), kT0);
   b.load_fleet_share(0, 0);
   CHECK_FALSE(b.try_spend(kT0 + 60s));  // a minute held, requests failing...
-  b.enter_fleet_safe_mode(1.0);         // ...then safe mode: no minute of refill
+  b.enter_fleet_safe_mode(1.0, kT0 + 60s);  // ...then safe mode: no minute of refill
   CHECK(b.tokens(kT0 + 60s) == 0.0);
   CHECK(b.tokens(kT0 + 60s + 100ms) == 1.0);
-  b.enter_fleet_safe_mode(0.5);  // already local: unchanged
+  b.enter_fleet_safe_mode(0.5, kT0 + 60s + 100ms);  // already local: unchanged
   CHECK(b.tokens(kT0 + 60s + 200ms) == 2.0);
+}
+
+TEST_CASE("BudgetFleetSafeModeRefillsNothingForAQuietTimeHeld") {
+  RetryBudget b(fleet_cfg(0, 10), kT0);
+  b.load_fleet_share(0, 0);
+  // A minute held without a single request, then safe mode: the bucket
+  // starts empty, not full from a minute of refill.
+  b.enter_fleet_safe_mode(0.5, kT0 + 60s);
+  CHECK(b.tokens(kT0 + 60s) == 0.0);
+  CHECK_FALSE(b.try_spend(kT0 + 60s + 199ms));
+  CHECK(b.try_spend(kT0 + 60s + 200ms));
+  CHECK_FALSE(b.try_spend(kT0 + 60s + 200ms));
 }
 
 TEST_CASE("BudgetLocalScopeIgnoresFleetCalls") {
   RetryBudget b({0.2, 10}, kT0);
   CHECK_FALSE(b.fleet_held());
   b.load_fleet_share(0, 0);
-  b.enter_fleet_safe_mode(0);
+  b.enter_fleet_safe_mode(0, kT0);
   CHECK(spend_all(b, kT0) == 10);
 }
 
