@@ -174,7 +174,7 @@ class FaultTest(FleetTest):
     RATE = 40        # requests per second to each instance, all failing
     BEFORE = 0.6     # seconds of outage with Redis up, so shares are known
     FAULT_LOAD = 2.5  # seconds counted from the fault on
-    BUDGET = {"ratio": 0.1, "min_per_second": 10}
+    BUDGET = {"ratio": 0.1, "min_per_second": 20}
 
     def start_fleet(self, redis_port):
         origin = CountingOrigin(503)
@@ -213,10 +213,16 @@ class FaultTest(FleetTest):
         seconds = time.monotonic() - fault_at
         first, retries = origin.totals()
         bound = safe_mode_bound(self.BUDGET, self.INSTANCES, first, seconds, self.RATE, fleet_first_before)
-        print("\n%s: %d first attempts, %d retries in %.2f s from the fault; safe-mode bound %.1f"
-              % (self.id().rsplit(".", 1)[-1], first, retries, seconds, bound))
+        print("\n%s: %d first attempts, %d retries in %.2f s from the fault; safe-mode bound %.1f;"
+              " slowest request %.0f ms" % (self.id().rsplit(".", 1)[-1], first, retries, seconds, bound,
+                                            1e3 * load.slowest[0]))
+        # A request held by a Redis that never answers would end in the
+        # client's 5 s timeout (an error). The load shares this process with
+        # the origin and the relay, and a busy machine stalls it for a few
+        # hundred ms now and then, so its slowest request gets 1 s; the
+        # relay test's p99 comparison is the fine check of waiting.
         self.assertEqual(load.errors, [])
-        self.assertLess(load.slowest[0], 0.5, "a request waited on Redis")
+        self.assertLess(load.slowest[0], 1.0, "a request waited on Redis")
         self.assertGreater(first, 0.5 * self.RATE * self.INSTANCES * seconds, "the load fell behind")
         self.assertLessEqual(retries, bound)
         origin.status = 200
@@ -234,7 +240,9 @@ class FaultTest(FleetTest):
         origin, fleet = self.start_fleet(redis.port)
         self.check_fault(origin, fleet, [redis.stop], redis.start)
         for p in fleet:
-            self.assertGreater(self.errors(p, "disconnected") + self.errors(p, "connect"), 0)
+            # While Redis was down every reconnect was refused at once, and
+            # counted as such (not left to time out).
+            self.assertGreater(self.errors(p, "connect"), 0)
 
     def test_redis_paused_then_continued(self):
         redis = self.start_redis()

@@ -37,7 +37,12 @@ redisReplyObjectFunctions g_bounded = {bounded_string, bounded_array, pass_integ
 
 void on_poll(uv_poll_t* handle, int status, int events) {
   auto* p = static_cast<Events*>(handle->data);
-  if (status != 0 || p->context == nullptr) return;
+  if (p->context == nullptr) return;
+  // A socket error (a refused connect, a reset) comes as a status, with
+  // libuv no longer polling: hiredis finds the error itself when it reads
+  // or writes, so hand it the events it was waiting for. Ignored, the link
+  // would sit until the sync deadline and be counted a timeout.
+  if (status != 0) events = p->events;
   if (events & UV_READABLE) {
     redisAsyncHandleRead(p->context);
     // The read may have freed the context (an error disconnects it).
