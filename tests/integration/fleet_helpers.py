@@ -312,6 +312,7 @@ class CountingOrigin:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # the body goes right after the headers, not after an ACK
 
             def do_GET(self):
                 attempt = int(self.headers.get("x-retry-attempt", "1") or 1)
