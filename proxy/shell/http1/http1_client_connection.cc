@@ -13,17 +13,17 @@
 #include "core/request/request_validation.h"
 #include "shell/proxy/endpoint_state.h"
 #include "shell/http1/http1_client_connection.h"
-#include "shell/server/worker.h"
+#include "core/metrics/metrics.h"
 
 namespace onelayer {
 
-Http1ClientConnection::Http1ClientConnection(Worker* w, EndpointState* ep, int addr_index, UpstreamHandover* handover,
+Http1ClientConnection::Http1ClientConnection(ConnectionHost* w, EndpointState* ep, int addr_index, UpstreamHandover* handover,
                                              bool fresh)
     : Conn(w), ep_(ep), handover_(handover), parser_(HTTP_RESPONSE, this), addr_index_(addr_index) {
   connect_req_.data = this;
   ++ep_->connections;
   parser_.set_limits(64 * 1024, 256);
-  auto& m = w->runtime().metrics;
+  auto& m = w->metrics();
   m.upstream_connections_active.fetch_add(1, std::memory_order_relaxed);
   if (fresh) m.upstream_connections_total.fetch_add(1, std::memory_order_relaxed);
 }
@@ -34,7 +34,7 @@ Http1ClientConnection::~Http1ClientConnection() {
 }
 
 Http1ClientConnection* Http1ClientConnection::take_over(UpstreamHandover::Socket s, UpstreamHandover* handover) {
-  auto* u = new Http1ClientConnection(s.worker, s.ep, s.addr_used, handover, false);
+  auto* u = new Http1ClientConnection(s.host, s.ep, s.addr_used, handover, false);
   u->addr_used_ = s.addr_used;
   u->connect_timeout_ = s.connect_timeout;
   u->tls_ctx_ = std::move(s.tls);
@@ -98,7 +98,7 @@ int Http1ClientConnection::send_request(const OutgoingRequest& req) {
   body_.set_framing(head.chunked ? BodyFraming::chunked
                     : head.has_content_length ? BodyFraming::length
                                               : BodyFraming::none);
-  std::string& out = worker_->scratch();
+  std::string& out = host_->scratch();
   out.clear();
   out += head.method;
   out += ' ';
@@ -123,25 +123,25 @@ int Http1ClientConnection::send_request(const OutgoingRequest& req) {
   } else if (req.end) {
     out += body_.last();
   }
-  return worker_->write(this, out);
+  return host_->write(this, out);
 }
 
 void Http1ClientConnection::send_request_body(std::string_view bytes) {
   uv_buf_t parts[3];
-  worker_->write(this, parts, body_.frame(bytes, parts));
+  host_->write(this, parts, body_.frame(bytes, parts));
 }
 
 void Http1ClientConnection::send_request_end() {
-  if (body_.chunked()) worker_->write(this, body_.last());
+  if (body_.chunked()) host_->write(this, body_.last());
 }
 
 // In the last chunk; a body with Content-Length has nowhere to carry them.
 void Http1ClientConnection::send_request_trailers(const Headers& trailers) {
   if (!body_.chunked()) return;
-  std::string& out = worker_->scratch();
+  std::string& out = host_->scratch();
   out.clear();
   body_.append_last(out, trailers);
-  worker_->write(this, out);
+  host_->write(this, out);
 }
 
 void Http1ClientConnection::release(bool reusable) {
@@ -187,7 +187,7 @@ void Http1ClientConnection::resume_reading() {
 // connect_timeout, and `connected_` waits for its end.
 void Http1ClientConnection::start_tls() {
   tls_ = tls_ctx_->open(ep_->hp.host, ep_->label, http1_only_);
-  uint64_t spent = uv_now(worker_->loop()) - connect_started_;
+  uint64_t spent = uv_now(host_->loop()) - connect_started_;
   uint64_t budget = static_cast<uint64_t>(connect_timeout_.count());
   arm_timer(spent < budget ? budget - spent : 1, [](TimerList::Entry* t) {
     auto* u = Conn::of<Http1ClientConnection>(t);
@@ -241,10 +241,10 @@ void Http1ClientConnection::finish_h2_handover() {
     fail_handover(std::string("cannot hand the connection to HTTP/2: ") + std::strerror(errno));
     return;
   }
-  uint64_t spent = uv_now(worker_->loop()) - connect_started_;
+  uint64_t spent = uv_now(host_->loop()) - connect_started_;
   uint64_t budget = static_cast<uint64_t>(connect_timeout_.count());
   UpstreamStream* next =
-      handover_->continue_as_h2({worker_, ep_, addr_used_, tls_ctx_, std::move(tls_), own, connect_timeout_},
+      handover_->continue_as_h2({host_, ep_, addr_used_, tls_ctx_, std::move(tls_), own, connect_timeout_},
                                 Millis(spent < budget ? budget - spent : 1), ex_, expect_no_body_);
   UpstreamStream::Receiver* rx = ex_;
   ex_ = nullptr;
@@ -289,7 +289,7 @@ void Http1ClientConnection::start_connect() {
                                                                         : ep_->next_addr % n;
   const sockaddr_storage& ss = ep_->addrs[at];
   addr_used_ = static_cast<int>(at);
-  connect_started_ = uv_now(worker_->loop());
+  connect_started_ = uv_now(host_->loop());
   int rc = uv_tcp_connect(&connect_req_, &tcp_, reinterpret_cast<const sockaddr*>(&ss), [](uv_connect_t* req, int status) {
     auto* u = static_cast<Http1ClientConnection*>(req->data);
     u->connecting_ = false;
@@ -464,7 +464,7 @@ void Http1ClientConnection::release_to_pool() {
   if (ep_->reuse_safe && !closing() && ep_->max_idle != 0 && ep_->idle.size() >= ep_->max_idle) {
     if (Http1ClientConnection* oldest = ep_->take_idle(-1, 0, /*oldest=*/true)) oldest->detach_and_close();
   }
-  if (closing() || ep_->idle.size() >= ep_->max_idle || worker_->draining() ||
+  if (closing() || ep_->idle.size() >= ep_->max_idle || host_->draining() ||
       (ep_->max_requests_per_connection != 0 && requests_ >= ep_->max_requests_per_connection)) {
     detach_and_close();
     return;
@@ -496,11 +496,11 @@ void Http1ClientConnection::detach_and_close(bool reset) {
   ex_ = nullptr;
   ep_->forget(this);
   idle_ = false;
-  worker_->runtime().metrics.upstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
+  host_->metrics().upstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
   close_handles(reset);
 }
 
-UpstreamStream* open_http1_stream(Worker* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
+UpstreamStream* open_http1_stream(ConnectionHost* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
                                   UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout,
                                   UpstreamHandover* handover, bool http1_only) {
   // An idle connection to the address, else a new one. One made under other

@@ -27,7 +27,7 @@ class Http1ClientConnection final : public Conn, public UpstreamStream, private 
   // `fresh`: a new TCP connection (counted in upstream_connections_total);
   // false for one taken over, counted already. `handover`: where it goes
   // when an `auto` upstream's handshake chooses h2.
-  Http1ClientConnection(Worker* w, EndpointState* ep, int addr_index, UpstreamHandover* handover, bool fresh = true);
+  Http1ClientConnection(ConnectionHost* w, EndpointState* ep, int addr_index, UpstreamHandover* handover, bool fresh = true);
   // An `auto` upstream's HTTP/2 connection whose handshake chose http/1.1:
   // its socket `s` (the descriptor now this connection's, and the
   // established TLS channel) carries on as HTTP/1.1. start_taken_over(),
@@ -138,7 +138,7 @@ class Http1ClientConnection final : public Conn, public UpstreamStream, private 
 // An attempt's HTTP/1.1 connection to `ep`'s address `addr`: an idle pooled
 // one made with `tls`, else a new one made with `handover` (`http1_only`:
 // see offer_http1_only).
-UpstreamStream* open_http1_stream(Worker* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
+UpstreamStream* open_http1_stream(ConnectionHost* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
                                   UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout,
                                   UpstreamHandover* handover, bool http1_only = false);
 

@@ -28,7 +28,7 @@ Http1ServerConnection::Http1ServerConnection(Worker* w, WorkerListener* l)
 }
 
 Http1ServerConnection::~Http1ServerConnection() {
-  if (transparent_) worker_->forget_transparent(this);
+  if (transparent_) worker()->forget_transparent(this);
 }
 
 // An idle keep-alive connection is mostly this object (docs/benchmarks.md,
@@ -48,11 +48,11 @@ static const Limits& limits_for(Worker* w, const std::string& listener) {
 }
 
 void Http1ServerConnection::start() {
-  const Limits& lim = limits_for(worker_, listener_->name());
-  const Metrics& m = worker_->runtime().metrics;
+  const Limits& lim = limits_for(worker(), listener_->name());
+  const Metrics& m = worker()->runtime().metrics;
   size_t open = m.downstream_connections_active.load(std::memory_order_relaxed) +
                 m.upstream_connections_active.load(std::memory_order_relaxed);
-  if (open > worker_->runtime().max_open_connections) {
+  if (open > worker()->runtime().max_open_connections) {
     spdlog::warn("listener {}: descriptor budget reached ({} connections open), closing new connection",
                  listener_->name(), open);
     reject(503, "max_connections", true, "descriptor budget reached");
@@ -67,7 +67,7 @@ void Http1ServerConnection::start() {
   remember_peer();
   uv_tcp_nodelay(&tcp_, 1);
   {  // a TLS listener's connections start with a handshake (header_timeout covers it)
-    const GenerationPtr& g = worker_->generation();
+    const GenerationPtr& g = worker()->generation();
     int li = g->listener_index(listener_->name());
     if (li >= 0 && g->tls.listeners[static_cast<size_t>(li)]) tls_ = g->tls.listeners[static_cast<size_t>(li)]->open();
   }
@@ -108,7 +108,7 @@ bool Http1ServerConnection::park(uint64_t idle_left_ms) {
   if (uv_fileno(reinterpret_cast<uv_handle_t*>(&tcp_), &fd) != 0) return false;
   int kept = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (kept < 0) return false;  // at the descriptor limit: stays whole
-  if (!worker_->parked().park(kept, listener_, idle_left_ms)) {
+  if (!worker()->parked().park(kept, listener_, idle_left_ms)) {
     ::close(kept);
     return false;
   }
@@ -119,10 +119,10 @@ bool Http1ServerConnection::park(uint64_t idle_left_ms) {
 
 void Http1ServerConnection::on_idle_long(TimerList::Entry* t) {
   auto* d = Conn::of<Http1ServerConnection>(t);
-  uint64_t idle = static_cast<uint64_t>(limits_for(d->worker_, d->listener_->name()).idle_timeout.count());
+  uint64_t idle = static_cast<uint64_t>(limits_for(d->worker(), d->listener_->name()).idle_timeout.count());
   uint64_t left = idle > ParkedConnections::kParkAfterMs ? idle - ParkedConnections::kParkAfterMs : 0;
   bool quiet = !d->h2_ && !d->ex_ && !d->in_exchange_ && !d->in_request() && !d->pending_in_ && d->reading_ && !d->eof_ &&
-               !d->close_pending_ && d->write_queue() == 0 && !d->tls_ && !d->worker_->draining() &&
+               !d->close_pending_ && d->write_queue() == 0 && !d->tls_ && !d->host_->draining() &&
                !d->transparent_;  // a parked socket would lose its original destination
   if (left > 0 && quiet && d->park(left)) return;
   d->arm_timer(left, on_head_or_idle_timeout);
@@ -155,12 +155,12 @@ void Http1ServerConnection::on_head_or_idle_timeout(TimerList::Entry* t) {
 }
 
 void Http1ServerConnection::arm_header_timer() {
-  const Limits& lim = limits_for(worker_, listener_->name());
+  const Limits& lim = limits_for(worker(), listener_->name());
   arm_timer(static_cast<uint64_t>(lim.header_timeout.count()), on_head_or_idle_timeout);
 }
 
 void Http1ServerConnection::arm_idle_timer() {
-  const Limits& lim = limits_for(worker_, listener_->name());
+  const Limits& lim = limits_for(worker(), listener_->name());
   auto idle = static_cast<uint64_t>(lim.idle_timeout.count());
   // Idle a while, a connection is parked (a socket alone) for the rest.
   if (idle > ParkedConnections::kParkAfterMs && !tls_) {
@@ -171,7 +171,7 @@ void Http1ServerConnection::arm_idle_timer() {
 }
 
 void Http1ServerConnection::account_in(size_t n) {
-  worker_->runtime().metrics.bytes_in_total.fetch_add(n, std::memory_order_relaxed);
+  host_->metrics().bytes_in_total.fetch_add(n, std::memory_order_relaxed);
 }
 
 void Http1ServerConnection::buffer_pipelined(const char* data, size_t len) {
@@ -253,7 +253,7 @@ void Http1ServerConnection::take_first_bytes(const char* data, size_t len) {
     return;
   }
   protocol_known_ = true;
-  const GenerationPtr& g = worker_->generation();
+  const GenerationPtr& g = worker()->generation();
   int li = g->listener_index(listener_->name());
   ListenerProtocols allowed;
   if (li >= 0) allowed = g->config->listeners[static_cast<size_t>(li)].protocols;
@@ -269,7 +269,7 @@ void Http1ServerConnection::take_first_bytes(const char* data, size_t len) {
   }
   if (p == H2Preface::yes) {
     disarm_timer();  // the HTTP/2 side keeps its own
-    h2_ = std::make_unique<H2ServerConnection>(this, worker_, listener_);
+    h2_ = std::make_unique<H2ServerConnection>(this, worker(), listener_);
     h2_->on_input(data, len);
     return;
   }
@@ -298,8 +298,8 @@ void Http1ServerConnection::on_tls_error() {
 
 HttpParser& Http1ServerConnection::parser() {
   if (!parser_) {
-    parser_ = worker_->parsers().take(HTTP_REQUEST, this);
-    parser_->set_limits(limits_for(worker_, listener_->name()).max_header_bytes, kMaxRequestHeaderFields);
+    parser_ = worker()->parsers().take(HTTP_REQUEST, this);
+    parser_->set_limits(limits_for(worker(), listener_->name()).max_header_bytes, kMaxRequestHeaderFields);
   }
   return *parser_;
 }
@@ -308,7 +308,7 @@ void Http1ServerConnection::release_if_idle() {
   if (ex_ || in_exchange_ || closing() || (parser_ && (parser_->feeding() || parser_->in_message()))) return;
   if (pending_in_ && !pending_in_->empty()) return;
   pending_in_.reset();
-  worker_->parsers().give_back(parser_);
+  worker()->parsers().give_back(parser_);
 }
 
 void Http1ServerConnection::process_input(const char* data, size_t len) {
@@ -336,7 +336,7 @@ void Http1ServerConnection::process_input(const char* data, size_t len) {
       if (!ex_) return;  // answered; the connection closes once flushed
     }
     ex_->abort();
-    worker_->retire(std::move(ex_));
+    worker()->retire(std::move(ex_));
   }
   if (err == HttpParser::Error::user) {
     return;  // the callback that failed has answered already
@@ -356,9 +356,9 @@ int Http1ServerConnection::on_head(MessageHead& head) {
   // says so); its responses then need Content-Length framing.
   http10_ = !(head.http_major == 1 && head.http_minor >= 1);
   if (!head.keep_alive) close_after_ = true;
-  if (worker_->draining()) close_after_ = true;
+  if (host_->draining()) close_after_ = true;
 
-  Admission a = admit_request(*worker_, *listener_, head, caller(), original_destination());
+  Admission a = admit_request(*worker(), *listener_, head, caller(), original_destination());
   if (a.refused()) {
     std::string extra;
     append_serialized(a.extra, extra);
@@ -370,12 +370,12 @@ int Http1ServerConnection::on_head(MessageHead& head) {
   if (a.expect_continue) {
     // Answer 100 here and drop Expect upstream: the body is needed anyway
     // for replay, and the upstream then never has to speak 1xx.
-    worker_->write(this, "HTTP/1.1 100 Continue\r\n\r\n");
+    host_->write(this, "HTTP/1.1 100 Continue\r\n\r\n");
   }
   if (a.upgrade) close_after_ = true;  // this connection ends with the exchange, tunnel or not
   in_exchange_ = true;
   response_ = std::make_unique<Response>();
-  ex_ = std::make_unique<Exchange>(this, worker_, a, head);
+  ex_ = std::make_unique<Exchange>(this, worker(), a, head);
   ex_->start();
   return 0;
 }
@@ -436,12 +436,12 @@ void Http1ServerConnection::on_resume_timer(TimerList::Entry* t) {
 
 void Http1ServerConnection::exchange_done() {
   bool request_complete = ex_->request_complete();
-  worker_->retire(std::move(ex_));
+  worker()->retire(std::move(ex_));
   response_.reset();
   in_exchange_ = false;
   want_read_ = true;
   bool has_pending = pending_in_ && !pending_in_->empty();
-  if (close_after_ || worker_->draining() || !request_complete || (eof_ && !has_pending)) {
+  if (close_after_ || host_->draining() || !request_complete || (eof_ && !has_pending)) {
     close_when_flushed();
     return;
   }
@@ -517,7 +517,7 @@ bool Http1ServerConnection::send_response_head(const MessageHead& head, const Re
   r.body.append_head_lines(out, head.content_length, codings,
                            head.has_content_length && (meta.head_request || head.status == 304));
   if (meta.extra) append_serialized(*meta.extra, out);
-  if (r.body.framing() == BodyFraming::close_delimited || worker_->draining()) close_after_ = true;
+  if (r.body.framing() == BodyFraming::close_delimited || host_->draining()) close_after_ = true;
   if (!close_after_) out += keep_alive_header();
   out += close_after_ ? "Connection: close\r\n\r\n" : "\r\n";
   return true;
@@ -530,7 +530,7 @@ bool Http1ServerConnection::send_response_body(std::string_view bytes) {
   if (!r.pending_head.empty())
     parts[n++] = uv_buf_init(r.pending_head.data(), static_cast<unsigned>(r.pending_head.size()));
   n += r.body.frame(bytes, parts + n);
-  int rc = worker_->write(this, parts, n);
+  int rc = host_->write(this, parts, n);
   r.bytes += r.pending_head.size() + bytes.size();
   r.pending_head.clear();
   return rc >= 0;
@@ -557,21 +557,21 @@ void Http1ServerConnection::flush() {
   if (!response_ || response_->pending_head.empty()) return;
   std::string& p = response_->pending_head;
   response_->bytes += p.size();
-  int rc = worker_->write(this, p);
+  int rc = host_->write(this, p);
   p.clear();
   if (rc < 0) abort_connection();
 }
 
 void Http1ServerConnection::send_proxy_response(int status, const char* reason, const Headers& extra, bool head_request,
                                    bool request_complete) {
-  if (!request_complete || worker_->draining()) close_after_ = true;
+  if (!request_complete || host_->draining()) close_after_ = true;
   std::string lines;
   append_serialized(extra, lines);
   lines += keep_alive_header();
   std::string out;
   append_proxy_response(out, status, reason, close_after_, lines, head_request);
   response().bytes += out.size();
-  worker_->write(this, out);
+  host_->write(this, out);
 }
 
 void Http1ServerConnection::close_when_flushed() {
@@ -579,7 +579,7 @@ void Http1ServerConnection::close_when_flushed() {
   pause_reading();
   if (tls_ && tls_->handshake_done()) {  // close_notify, so the client sees a clean end
     tls_->shutdown();
-    worker_->flush_tls(this);
+    host_->flush_tls(this);
   }
   if (write_queue() == 0) {
     finish_close();
@@ -599,7 +599,7 @@ void Http1ServerConnection::finish_close() {
   constexpr uint64_t kLingerMs = 2000;
   if (closing()) return;
   // TLS ends with close_notify; after the client's EOF nothing is unread.
-  const bool linger = !tls_ && !eof_ && !lingering_ && !worker_->draining();
+  const bool linger = !tls_ && !eof_ && !lingering_ && !host_->draining();
   uv_os_fd_t fd;
   if (!linger || uv_fileno(reinterpret_cast<uv_handle_t*>(stream()), &fd) != 0 || ::shutdown(fd, SHUT_WR) != 0) {
     close_handles();
@@ -623,14 +623,14 @@ void Http1ServerConnection::reject(int status, const char* reason, bool close_af
   headers += keep_alive_header();
   append_proxy_response(out, status, reason, close_after_, headers, req.method == "HEAD",
                         hint ? hint : "");
-  worker_->write(this, out);
+  host_->write(this, out);
   spdlog::info("listener {}: {} {} from {}: {}", listener_->name(), status, reason, peer_ip_,
                log_detail ? log_detail : "");
   WorkerListener* l = listener_;
-  if (!counted_in && !l->unrouted()) l->unrouted() = worker_->runtime().metrics.route(listener_->name(), "", "");
+  if (!counted_in && !l->unrouted()) l->unrouted() = host_->metrics().route(listener_->name(), "", "");
   auto now_ms = std::chrono::duration_cast<Millis>(Clock::now().time_since_epoch()).count();
   (counted_in ? counted_in : l->unrouted())->on_response(status, 0, 0, now_ms);
-  if (worker_->generation()->logs_access(l->name())) {
+  if (worker()->generation()->logs_access(l->name())) {
     AccessRecord r;
     r.listener = listener_->name();
     if (counted_in) r.route = counted_in->route;
@@ -656,7 +656,7 @@ void Http1ServerConnection::abort_connection(const char* reason) {
   if (h2_) h2_->on_connection_lost(reason);
   if (ex_) {
     ex_->abort(reason);
-    worker_->retire(std::move(ex_));
+    worker()->retire(std::move(ex_));
   }
   close_handles();
 }
@@ -671,7 +671,7 @@ void Http1ServerConnection::abort_stream(const char* reason) {
   if (closing()) return;
   if (ex_) {
     ex_->abort(reason);
-    worker_->retire(std::move(ex_));
+    worker()->retire(std::move(ex_));
   }
   const bool held = response_ && !response_->pending_head.empty();
   flush();  // closes the connection when the write fails
@@ -698,8 +698,8 @@ void Http1ServerConnection::drain() {
 }
 
 void Http1ServerConnection::on_closed() {
-  worker_->parsers().give_back(parser_);
-  worker_->down_closed(this);
+  worker()->parsers().give_back(parser_);
+  worker()->down_closed(this);
 }
 
 void Http1ServerConnection::hold_reading() {

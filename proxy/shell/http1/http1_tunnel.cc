@@ -11,7 +11,6 @@
 #include "shell/proxy/exchange.h"
 #include "shell/http1/http1_tunnel.h"
 #include "shell/http1/http1_client_connection.h"
-#include "shell/server/worker.h"
 
 namespace onelayer {
 
@@ -19,9 +18,9 @@ Http1ClientConnection* Exchange::tunnel_upstream() const {
   return attempt_.stream ? attempt_.stream->http1_connection() : nullptr;
 }
 
-TunnelWrite tunnel_write(Worker* w, Conn* to, const char* data, size_t len) {
+TunnelWrite tunnel_write(Conn* to, const char* data, size_t len) {
   uv_buf_t b = uv_buf_init(const_cast<char*>(data), static_cast<unsigned>(len));
-  if (w->write(to, &b, 1) < 0) return TunnelWrite::failed;
+  if (to->host()->write(to, &b, 1) < 0) return TunnelWrite::failed;
   return to->write_queue() > kTunnelHighWater ? TunnelWrite::full : TunnelWrite::ok;
 }
 
@@ -54,7 +53,8 @@ int Exchange::on_up_switching(MessageHead& head) {
   bytes_out_ += out.size();
   response_started_ = true;
   tunnel_ = true;
-  if (w_->write(down_->http1_connection(), out) < 0) return -1;
+  Http1ServerConnection* down = down_->http1_connection();
+  if (down->host()->write(down, out) < 0) return -1;
   return 0;
 }
 
@@ -86,7 +86,7 @@ void Exchange::pass_tunnel_bytes(Conn* to, const char* data, size_t len, bool fr
   } else {
     bytes_out_ += len;
   }
-  const TunnelWrite r = tunnel_write(w_, to, data, len);
+  const TunnelWrite r = tunnel_write(to, data, len);
   if (r == TunnelWrite::failed) {
     end_tunnel(from_down ? "upstream_reset" : "client_reset");
     return;

@@ -9,7 +9,6 @@
 namespace onelayer {
 
 class Conn;
-class Worker;
 
 inline constexpr size_t kTunnelHighWater = 256 * 1024;
 // Passthrough resumes the paused side once the queue is down to this.
@@ -21,6 +20,7 @@ enum class TunnelWrite {
   full,    // written, but `to`'s queue is above high water: stop reading the other side
 };
 
-TunnelWrite tunnel_write(Worker* w, Conn* to, const char* data, size_t len);
+// Writes on `to` through its own host.
+TunnelWrite tunnel_write(Conn* to, const char* data, size_t len);
 
 }  // namespace onelayer

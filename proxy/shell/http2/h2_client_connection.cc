@@ -30,7 +30,7 @@ H2Session::Limits client_limits(const EndpointState& ep) {
 
 }  // namespace
 
-H2ClientConnection::H2ClientConnection(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls,
+H2ClientConnection::H2ClientConnection(ConnectionHost* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls,
                                        UpstreamHandover* handover, bool fresh)
     : Conn(w),
       ep_(ep),
@@ -42,8 +42,8 @@ H2ClientConnection::H2ClientConnection(Worker* w, EndpointState* ep, int addr_in
   connect_req_.data = this;
   ++ep_->connections;
   ep_->h2.push_back(this);
-  session_.set_request_timeout_name(w->generation()->config->headers.request_timeout_ms);
-  auto& m = w->runtime().metrics;
+  session_.set_request_timeout_name(worker()->generation()->config->headers.request_timeout_ms);
+  auto& m = w->metrics();
   m.upstream_connections_active.fetch_add(1, std::memory_order_relaxed);
   // A connection taken over from HTTP/1 (ALPN chose h2) was counted in the
   // total when it opened; it counts as an HTTP/2 one from now on.
@@ -54,7 +54,7 @@ H2ClientConnection::H2ClientConnection(Worker* w, EndpointState* ep, int addr_in
 
 H2ClientConnection* H2ClientConnection::take_over(UpstreamHandover::Socket s, Millis time_left,
                                                   UpstreamHandover* handover) {
-  auto* c = new H2ClientConnection(s.worker, s.ep, s.addr_used, std::move(s.tls), handover, false);
+  auto* c = new H2ClientConnection(s.host, s.ep, s.addr_used, std::move(s.tls), handover, false);
   c->addr_used_ = s.addr_used;
   c->connect_timeout_ = s.connect_timeout;
   c->settings_wait_ = time_left;
@@ -81,9 +81,9 @@ void H2ClientConnection::start_taken_over(const std::string& early) {
   tcp_up_ = true;
   flush();  // the preface and our SETTINGS go first
   if (!early.empty() && !closing()) {
-    worker_->enter_read();
+    host_->enter_read();
     read_input(early.data(), early.size());
-    worker_->leave_read();
+    host_->leave_read();
   }
   if (!closing() && tls()) Conn::tls_pump(this);  // what the channel still holds
 }
@@ -96,7 +96,7 @@ UpstreamStream* H2ClientConnection::new_stream(UpstreamStream::Receiver* r, bool
 
 // The TLS channel goes before its context.
 H2ClientConnection::~H2ClientConnection() {
-  worker_->forget_write(this);
+  host_->forget_write(this);
   tls_.reset();
   --ep_->connections;
 }
@@ -272,7 +272,7 @@ void H2ClientConnection::hand_over_to_http1() {
   UpstreamStream* first = nullptr;
   if (fd >= 0) {
     H2ClientStream* s = waiting.front();
-    first = handover_->continue_as_http1({worker_, ep_, addr_used_, tls_ctx_, std::move(tls_), fd, connect_timeout_},
+    first = handover_->continue_as_http1({host_, ep_, addr_used_, tls_ctx_, std::move(tls_), fd, connect_timeout_},
                                          s->receiver(), s->head_request());
   }
   close_now();
@@ -282,7 +282,7 @@ void H2ClientConnection::hand_over_to_http1() {
     if (first && s == waiting.front()) {
       next = first;
     } else {
-      next = handover_->open_http1(worker_, ep_, addr_index_, tls_ctx_, r, s->head_request(), connect_timeout_);
+      next = handover_->open_http1(host_, ep_, addr_index_, tls_ctx_, r, s->head_request(), connect_timeout_);
     }
     s->move_attempt_to(next);
     if (next != first && next->ready()) r->on_connected();  // a pooled connection: the request goes now
@@ -330,7 +330,7 @@ void H2ClientConnection::become_ready() {
     streams_.erase(kept, streams_.end());
     ++detaches_;
     for (H2ClientStream* s : excess) {
-      H2ClientConnection* other = for_new_stream(worker_, ep_, addr_index_, tls_ctx_, connect_timeout_, handover_);
+      H2ClientConnection* other = for_new_stream(host_, ep_, addr_index_, tls_ctx_, connect_timeout_, handover_);
       s->move_to(other);
       other->attach(s);
       if (other->connected()) go_now.emplace_back(s, other);
@@ -343,7 +343,7 @@ void H2ClientConnection::become_ready() {
   if (streams_.empty()) arm_idle();
 }
 
-H2ClientConnection* H2ClientConnection::for_new_stream(Worker* w, EndpointState* ep, int addr,
+H2ClientConnection* H2ClientConnection::for_new_stream(ConnectionHost* w, EndpointState* ep, int addr,
                                    const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout,
                                    UpstreamHandover* handover, bool follows_refusal) {
   // An idle connection made under another TLS context (before a reload)
@@ -402,8 +402,8 @@ void H2ClientConnection::close_now() {
   if (it != ep_->h2.end()) ep_->h2.erase(it);
   if (counted_) {
     counted_ = false;
-    worker_->runtime().metrics.upstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
-    worker_->runtime().metrics.upstream_h2_connections_active.fetch_sub(1, std::memory_order_relaxed);
+    host_->metrics().upstream_connections_active.fetch_sub(1, std::memory_order_relaxed);
+    host_->metrics().upstream_h2_connections_active.fetch_sub(1, std::memory_order_relaxed);
   }
   if (reading_) uv_read_stop(stream());
   reading_ = false;
@@ -420,7 +420,7 @@ void H2ClientConnection::arm_idle() {
     idle_after_flush_ = true;
     return;
   }
-  if (no_new_streams_ || spent_ || worker_->draining() || session_.want_close()) {
+  if (no_new_streams_ || spent_ || host_->draining() || session_.want_close()) {
     close_now();
     return;
   }
@@ -495,7 +495,7 @@ void H2ClientConnection::refuse_queued() {
 void H2ClientConnection::flush() {
   if (closing() || !tcp_up_) return;
   if (in_read_) return;  // on_read flushes once the read is done
-  if (worker_->defer_write(this)) return;  // after the poll, once for all streams
+  if (host_->defer_write(this)) return;  // after the poll, once for all streams
   if (in_flush_) {
     // Called back from inside the session's flush below (a stream closed
     // as its RST_STREAM or refused HEADERS left, and its attempt ended):
@@ -513,7 +513,7 @@ void H2ClientConnection::flush() {
     session_.flush(out_);
     for (H2ClientStream* s : streams_) s->mark_sent();
     if (!out_.empty()) {
-      int rc = worker_->write(this, out_);
+      int rc = host_->write(this, out_);
       if (rc < 0) {
         in_flush_ = false;
         lose(rc);
@@ -574,14 +574,14 @@ void H2ClientConnection::on_read(ssize_t nread, const uv_buf_t* buf) {
     return;
   }
   // The downstreams this input answers write after the poll, once each.
-  worker_->enter_read();
+  host_->enter_read();
   read_input(buf->base, static_cast<size_t>(nread));
-  worker_->leave_read();
+  host_->leave_read();
 }
 
 void H2ClientConnection::read_input(const char* data, size_t len) {
   in_read_ = true;
-  session_.recv(reinterpret_cast<const uint8_t*>(data), len, uv_now(worker_->loop()));
+  session_.recv(reinterpret_cast<const uint8_t*>(data), len, uv_now(host_->loop()));
   in_read_ = false;
   if (closing()) return;
   if (!connected_ && session_.peer_settings_received()) become_ready();
@@ -659,7 +659,7 @@ void H2ClientConnection::on_goaway(int32_t last_stream_id, uint32_t error_code) 
   refuse_queued();
 }
 
-UpstreamStream* open_h2_upstream_stream(Worker* w, EndpointState* ep, int addr,
+UpstreamStream* open_h2_upstream_stream(ConnectionHost* w, EndpointState* ep, int addr,
                                         const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                         bool head_request, Millis connect_timeout, UpstreamHandover* handover) {
   return H2ClientConnection::for_new_stream(w, ep, addr, tls, connect_timeout, handover, r->follows_refusal())

@@ -34,7 +34,7 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
   // false for one taken over from an `auto` upstream's HTTP/1.1 connection,
   // counted already. `handover`: where it goes when an `auto` upstream's
   // handshake chooses http/1.1.
-  H2ClientConnection(Worker* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls,
+  H2ClientConnection(ConnectionHost* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls,
                      UpstreamHandover* handover, bool fresh = true);
   ~H2ClientConnection() override;
 
@@ -66,7 +66,7 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
   // the peer refused, and only a connection opened since the endpoint's
   // latest refusal will do.
   // A new one is made with `handover`.
-  static H2ClientConnection* for_new_stream(Worker* w, EndpointState* ep, int addr,
+  static H2ClientConnection* for_new_stream(ConnectionHost* w, EndpointState* ep, int addr,
                                   const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout,
                                   UpstreamHandover* handover, bool follows_refusal = false);
 
@@ -186,7 +186,7 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
 // a connecting one get on_connected, on_connect_failed or on_tls_failed
 // later). `tls`: the context for h2 (null: h2c). `head_request`: the
 // response has no body. A new connection is made with `handover`.
-UpstreamStream* open_h2_upstream_stream(Worker* w, EndpointState* ep, int addr,
+UpstreamStream* open_h2_upstream_stream(ConnectionHost* w, EndpointState* ep, int addr,
                                         const std::shared_ptr<TlsClientContext>& tls,
                                         UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout,
                                         UpstreamHandover* handover);

@@ -3,7 +3,7 @@
 // (Http1ServerConnection) keeps the socket and hands every byte it reads to on_input();
 // this object owns the H2Session (server role) and one H2ServerStream per
 // request stream, and writes what the session has to say through
-// Worker::write on the connection.
+// ConnectionHost::write on the connection.
 //
 // Writing stops while the socket's queue is above a high-water mark (the
 // session then keeps unsent DATA per stream, which is what each exchange's

@@ -5,19 +5,18 @@
 
 #include <cerrno>
 
-#include "shell/server/worker.h"
 
 namespace onelayer {
 
-Conn::Conn(Worker* w) : worker_(w) {
-  uv_tcp_init(w->loop(), &tcp_);
+Conn::Conn(ConnectionHost* host) : host_(host) {
+  uv_tcp_init(host->loop(), &tcp_);
   adopt(&tcp_);
 }
 
 ssize_t Conn::recv_now(uv_buf_t* buf) {
   uv_os_fd_t fd;
   if (uv_fileno(reinterpret_cast<uv_handle_t*>(&tcp_), &fd) != 0) return UV_EBADF;
-  *buf = uv_buf_init(worker_->read_buffer(), Worker::kReadBufferSize);
+  *buf = uv_buf_init(host_->read_buffer(), ConnectionHost::kReadBufferSize);
   ssize_t r;
   do {
     r = ::recv(fd, buf->base, buf->len, MSG_DONTWAIT);
@@ -36,9 +35,9 @@ int Conn::duplicate_socket() {
   return fcntl(fd, F_DUPFD_CLOEXEC, 0);
 }
 
-void Conn::arm_timer(uint64_t ms, TimerCallback cb) { worker_->timers().arm(*this, ms, cb); }
+void Conn::arm_timer(uint64_t ms, TimerCallback cb) { host_->timers().arm(*this, ms, cb); }
 
-void Conn::disarm_timer() { worker_->timers().disarm(*this); }
+void Conn::disarm_timer() { host_->timers().disarm(*this); }
 
 void Conn::close_handles(bool reset) {
   if (closing()) return;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "shell/io/connection_host.h"
 #include "shell/io/handle_wrap.h"
 #include "shell/io/timer_list.h"
 #include "shell/tls/tls_channel.h"
@@ -27,7 +28,7 @@ class Worker;
 // connecting_.
 class Conn : private TimerList::Entry, public HandleWrap<Conn> {
  public:
-  explicit Conn(Worker* w);
+  explicit Conn(ConnectionHost* host);
   virtual ~Conn() = default;
   virtual void on_write_done(int status) = 0;
   // The handle has closed; the object is deleted next.
@@ -76,7 +77,6 @@ class Conn : private TimerList::Entry, public HandleWrap<Conn> {
   // All the plaintext of what was fed is handed on, even when on_read
   // paused reading meanwhile: at most one socket read's worth (64 KiB), and
   // nothing would wake the connection for bytes already off the socket.
-  // Defined in worker.h (it needs the worker's buffer and write path).
   template <class C>
   static void tls_pump(C* c);
   // What the socket holds, read into the worker's buffer: bytes, 0 for
@@ -98,7 +98,11 @@ class Conn : private TimerList::Entry, public HandleWrap<Conn> {
   // entry first). -1 with errno set on failure.
   int duplicate_socket();
 
-  Worker* worker() const { return worker_; }
+  // The loop thread the connection runs on.
+  ConnectionHost* host() const { return host_; }
+  // The same host as the Worker it is (every host is one), for the code
+  // above the codecs; defined in shell/server/worker.h.
+  Worker* worker() const;
   // The connection's TLS channel while it speaks TLS, else nullptr.
   TlsChannel* tls() const { return tls_.get(); }
 
@@ -106,9 +110,41 @@ class Conn : private TimerList::Entry, public HandleWrap<Conn> {
   // First: it shares a word with HandleWrap's two bytes (every idle
   // connection holds these).
   bool connecting_ = false;
-  Worker* worker_;
+  ConnectionHost* host_;
   std::unique_ptr<TlsChannel> tls_;  // set while the connection speaks TLS
   uv_tcp_t tcp_;
 };
+
+template <class C>
+void Conn::tls_pump(C* c) {
+  TlsChannel& t = *c->tls();
+  ConnectionHost* w = c->host();
+  if (!t.handshake_done()) {
+    TlsChannel::Status st = t.handshake();
+    if (w->flush_tls(c) < 0 && st == TlsChannel::Status::want_more) st = TlsChannel::Status::error;
+    if (st == TlsChannel::Status::want_more) return;
+    c->on_tls_handshake(st == TlsChannel::Status::ok);
+    if (st != TlsChannel::Status::ok || c->closing() || !c->tls()) return;
+  }
+  char* plain = w->read_buffer();
+  while (!c->closing() && c->tls()) {
+    TlsChannel::Status st;
+    size_t n = t.read(plain, ConnectionHost::kReadBufferSize, &st);
+    if (n > 0) {
+      uv_buf_t b = uv_buf_init(plain, static_cast<unsigned>(n));
+      c->on_read(static_cast<ssize_t>(n), &b);
+      continue;
+    }
+    w->flush_tls(c);  // a read may have produced output (a key update's answer)
+    if (st == TlsChannel::Status::closed) {
+      uv_buf_t b = uv_buf_init(nullptr, 0);
+      c->on_read(UV_EOF, &b);
+    } else if (st == TlsChannel::Status::error) {
+      c->on_tls_error();
+    }
+    return;
+  }
+}
+
 
 }  // namespace onelayer

@@ -15,7 +15,7 @@ class DeferredWriter {
   ~DeferredWriter() = default;
 
  private:
-  friend class Worker;
+  friend class ConnectionHost;
   bool write_deferred_queued_ = false;
 };
 

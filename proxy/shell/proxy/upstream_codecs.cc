@@ -13,7 +13,7 @@ UpstreamCodecs codecs;  // stateless: made before main, nothing uses it earlier
 
 UpstreamCodecs& UpstreamCodecs::instance() { return codecs; }
 
-UpstreamStream* UpstreamCodecs::open(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
+UpstreamStream* UpstreamCodecs::open(ConnectionHost* w, EndpointState* ep, const Upstream& upstream, int addr,
                                      const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                      bool head_request, Millis connect_timeout) {
   if (upstream.protocol == UpstreamProtocol::h2c || upstream.protocol == UpstreamProtocol::h2)
@@ -37,7 +37,7 @@ UpstreamStream* UpstreamCodecs::continue_as_http1(Socket s, UpstreamStream::Rece
   return c;
 }
 
-UpstreamStream* UpstreamCodecs::open_http1(Worker* w, EndpointState* ep, int addr,
+UpstreamStream* UpstreamCodecs::open_http1(ConnectionHost* w, EndpointState* ep, int addr,
                                            const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                            bool head_request, Millis connect_timeout) {
   return open_http1_stream(w, ep, addr, tls, r, head_request, connect_timeout, this);

@@ -17,7 +17,7 @@ class UpstreamCodecs final : public UpstreamStreamFactory, public UpstreamHandov
   static UpstreamCodecs& instance();
 
   // UpstreamStreamFactory.
-  UpstreamStream* open(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
+  UpstreamStream* open(ConnectionHost* w, EndpointState* ep, const Upstream& upstream, int addr,
                        const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r, bool head_request,
                        Millis connect_timeout) override;
 
@@ -25,7 +25,7 @@ class UpstreamCodecs final : public UpstreamStreamFactory, public UpstreamHandov
   UpstreamStream* continue_as_h2(Socket s, Millis time_left, UpstreamStream::Receiver* r,
                                  bool head_request) override;
   UpstreamStream* continue_as_http1(Socket s, UpstreamStream::Receiver* r, bool head_request) override;
-  UpstreamStream* open_http1(Worker* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
+  UpstreamStream* open_http1(ConnectionHost* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
                              UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout) override;
 };
 

@@ -12,7 +12,7 @@
 namespace onelayer {
 
 class TlsClientContext;
-class Worker;
+class ConnectionHost;
 struct EndpointState;
 struct Upstream;
 
@@ -25,7 +25,7 @@ class UpstreamStreamFactory {
   // on_connected (or failure) comes later. `tls`: the context connections
   // handshake with (null: cleartext); pooled ones made with another are not
   // reused. `head_request`: the response has no body.
-  virtual UpstreamStream* open(Worker* w, EndpointState* ep, const Upstream& upstream, int addr,
+  virtual UpstreamStream* open(ConnectionHost* w, EndpointState* ep, const Upstream& upstream, int addr,
                                const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                bool head_request, Millis connect_timeout) = 0;
 };

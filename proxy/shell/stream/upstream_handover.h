@@ -19,7 +19,7 @@ namespace onelayer {
 
 class TlsChannel;
 class TlsClientContext;
-class Worker;
+class ConnectionHost;
 struct EndpointState;
 
 class UpstreamHandover {
@@ -27,7 +27,7 @@ class UpstreamHandover {
   // A connected socket with its established TLS channel, given up by the
   // connection that made it: `fd` is a descriptor of its own for the taker.
   struct Socket {
-    Worker* worker = nullptr;
+    ConnectionHost* host = nullptr;
     EndpointState* ep = nullptr;
     int addr_used = -1;  // the endpoint's address it is connected to
     std::shared_ptr<TlsClientContext> tls;
@@ -50,7 +50,7 @@ class UpstreamHandover {
   // An HTTP/1.1 stream for an attempt that cannot ride a handed-over
   // socket: an idle pooled connection to `ep`'s address `addr` made with
   // `tls` (ready() at once), else a new one.
-  virtual UpstreamStream* open_http1(Worker* w, EndpointState* ep, int addr,
+  virtual UpstreamStream* open_http1(ConnectionHost* w, EndpointState* ep, int addr,
                                      const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                      bool head_request, Millis connect_timeout) = 0;
 };

@@ -5,7 +5,6 @@
 #include "shell/http1/http1_server_connection.h"
 #include "shell/io/socket_address.h"
 #include "shell/http1/http1_tunnel.h"
-#include "shell/server/worker.h"
 #include "shell/server/worker_listener.h"
 
 namespace onelayer {
@@ -14,7 +13,7 @@ namespace onelayer {
 // closed; it tells its Passthrough (while there is one) what happens.
 class Passthrough::Dest final : public Conn {
  public:
-  Dest(Worker* w, Passthrough* owner) : Conn(w), owner_(owner) {
+  Dest(ConnectionHost* host, Passthrough* owner) : Conn(host), owner_(owner) {
     connect_req_.data = this;
     shutdown_req_.data = this;
   }
@@ -56,8 +55,8 @@ class Passthrough::Dest final : public Conn {
   uv_shutdown_t shutdown_req_;
 };
 
-Passthrough::Passthrough(Http1ServerConnection* client, Worker* w, const Destination& dst, uint64_t idle_ms)
-    : client_(client), w_(w), dst_(dst), idle_ms_(idle_ms) {
+Passthrough::Passthrough(Http1ServerConnection* client, ConnectionHost* host, const Destination& dst, uint64_t idle_ms)
+    : client_(client), host_(host), dst_(dst), idle_ms_(idle_ms) {
   client_shutdown_.data = this;
 }
 
@@ -71,7 +70,7 @@ void Passthrough::start(std::string early, bool client_eof) {
   early_ = std::move(early);
   client_eof_ = client_eof;
   client_->hold_reading();
-  dest_ = new Dest(w_, this);
+  dest_ = new Dest(host_, this);
   sockaddr_storage ss{};
   int rc = ip_literal_address(dst_.ip(), dst_.port, &ss) ? dest_->connect(reinterpret_cast<const sockaddr*>(&ss))
                                                            : UV_EINVAL;
@@ -104,7 +103,7 @@ void Passthrough::on_connected(int status) {
   if (!early_.empty()) {
     std::string early;
     early.swap(early_);
-    if (tunnel_write(w_, dest_, early.data(), early.size()) == TunnelWrite::failed) {
+    if (tunnel_write(dest_, early.data(), early.size()) == TunnelWrite::failed) {
       end("dest_write");
       return;
     }
@@ -128,7 +127,7 @@ void Passthrough::from_client(ssize_t nread, const uv_buf_t* buf) {
     end("client_reset");
     return;
   }
-  TunnelWrite r = tunnel_write(w_, dest_, buf->base, static_cast<size_t>(nread));
+  TunnelWrite r = tunnel_write(dest_, buf->base, static_cast<size_t>(nread));
   if (r == TunnelWrite::failed) {
     end("dest_write");
     return;
@@ -153,7 +152,7 @@ void Passthrough::from_dest(ssize_t nread, const uv_buf_t* buf) {
     end("dest_reset");
     return;
   }
-  TunnelWrite r = tunnel_write(w_, client_, buf->base, static_cast<size_t>(nread));
+  TunnelWrite r = tunnel_write(client_, buf->base, static_cast<size_t>(nread));
   if (r == TunnelWrite::failed) {
     end("client_write");
     return;

@@ -20,11 +20,11 @@
 namespace onelayer {
 
 class Http1ServerConnection;
-class Worker;
+class ConnectionHost;
 
 class Passthrough {
  public:
-  Passthrough(Http1ServerConnection* client, Worker* w, const Destination& dst, uint64_t idle_ms);
+  Passthrough(Http1ServerConnection* client, ConnectionHost* host, const Destination& dst, uint64_t idle_ms);
   ~Passthrough();  // closes the destination side
   Passthrough(const Passthrough&) = delete;
   Passthrough& operator=(const Passthrough&) = delete;
@@ -48,7 +48,7 @@ class Passthrough {
   void rearm_idle();
 
   Http1ServerConnection* client_;
-  Worker* w_;
+  ConnectionHost* host_;
   Dest* dest_ = nullptr;
   Destination dst_;
   uint64_t idle_ms_;

@@ -26,7 +26,7 @@ TransparentConn& Worker::add_transparent(const Http1ServerConnection* d) {
 void Worker::forget_transparent(const Http1ServerConnection* d) { transparent_conns_.erase(d); }
 
 TransparentConn* Http1ServerConnection::transparent_state() const {
-  return transparent_ ? worker_->transparent_state(this) : nullptr;
+  return transparent_ ? worker()->transparent_state(this) : nullptr;
 }
 
 const Destination* Http1ServerConnection::original_destination() const {
@@ -35,12 +35,12 @@ const Destination* Http1ServerConnection::original_destination() const {
 }
 
 int Http1ServerConnection::start_transparent() {
-  const GenerationPtr& g = worker_->generation();
+  const GenerationPtr& g = worker()->generation();
   int li = g->listener_index(listener_->name());
   if (li < 0) return 0;
   const Listener& l = g->config->listeners[static_cast<size_t>(li)];
   if (l.mode != ListenerMode::transparent) return 0;
-  TransparentCounters& counters = worker_->runtime().transparent;
+  TransparentCounters& counters = worker()->runtime().transparent;
   Destination dst, local;
   int rc = read_original_destination(&tcp_, &dst);
   if (rc != 0) {
@@ -59,7 +59,7 @@ int Http1ServerConnection::start_transparent() {
     close_handles(true);
     return -1;
   }
-  TransparentConn& t = worker_->add_transparent(this);
+  TransparentConn& t = worker()->add_transparent(this);
   transparent_ = true;
   t.dst = dst;
   t.idle_ms = static_cast<uint64_t>(l.limits.idle_timeout.count());
@@ -103,13 +103,13 @@ void Http1ServerConnection::start_passthrough(const char* reason) {
   t.detecting = false;
   protocol_known_ = true;
   disarm_timer();  // the tunnel keeps its own idle timer
-  worker_->runtime().transparent.passthrough(listener_->name(), reason);
+  worker()->runtime().transparent.passthrough(listener_->name(), reason);
   spdlog::debug("listener {}: {} from {} passes through to {}", listener_->name(), reason, peer_ip_,
                 t.dst.to_string());
   std::string early;
   take_pending_input(early);
   pending_in_.reset();
-  t.tunnel = std::make_unique<Passthrough>(this, worker_, t.dst, t.idle_ms);
+  t.tunnel = std::make_unique<Passthrough>(this, worker(), t.dst, t.idle_ms);
   t.tunnel->start(std::move(early), eof_);
 }
 

@@ -225,7 +225,7 @@ class FakeFactory final : public UpstreamStreamFactory {
   bool ready_at_once = false;  // a pooled connection: the exchange sends at once
   int send_result = 0;         // given to each new stream
 
-  UpstreamStream* open(Worker*, EndpointState*, const Upstream&, int, const std::shared_ptr<TlsClientContext>&,
+  UpstreamStream* open(ConnectionHost*, EndpointState*, const Upstream&, int, const std::shared_ptr<TlsClientContext>&,
                        UpstreamStream::Receiver* r, bool, Millis) override {
     auto s = std::make_unique<FakeUpstream>();
     s->r = r;

@@ -1,4 +1,4 @@
-// Worker::defer_write: writes queued inside read callbacks leave after the
+// Worker::defer_write (its ConnectionHost base): writes queued inside read callbacks leave after the
 // poll that follows the one that queued them, a poll that does not block,
 // so bytes arriving meanwhile share their write; never held twice in a row.
 // Real sockets (socketpairs) on the worker's own loop, run by hand.
