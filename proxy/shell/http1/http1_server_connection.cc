@@ -47,6 +47,8 @@ static const Limits& limits_for(Worker* w, const std::string& listener) {
   return i < 0 ? kDefaultLimits : g->config->listeners[static_cast<size_t>(i)].limits;
 }
 
+const std::string& Http1ServerConnection::listener_name() const { return listener_->name(); }
+
 void Http1ServerConnection::start() {
   const Limits& lim = limits_for(worker(), listener_->name());
   const Metrics& m = worker()->runtime().metrics;
@@ -269,7 +271,10 @@ void Http1ServerConnection::take_first_bytes(const char* data, size_t len) {
   }
   if (p == H2Preface::yes) {
     disarm_timer();  // the HTTP/2 side keeps its own
-    h2_ = std::make_unique<H2ServerConnection>(this, worker(), listener_);
+    const GenerationPtr& g = worker()->generation();
+    const int i = g->listener_index(listener_->name());
+    const Listener* cfg = i < 0 ? nullptr : &g->config->listeners[static_cast<size_t>(i)];
+    h2_ = std::make_unique<H2ServerConnection>(this, host_, listener_, cfg, g->config->headers.request_timeout_ms);
     h2_->on_input(data, len);
     return;
   }

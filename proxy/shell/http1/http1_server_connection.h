@@ -79,6 +79,8 @@ class Http1ServerConnection final : public Conn, public DownstreamStream, privat
   // From the worker.
   void drain();
   WorkerListener* listener() const { return listener_; }
+  // Its listener's name (for code that sees no WorkerListener).
+  const std::string& listener_name() const;
   // The worker's intrusive list of its connections (`tracked` lives with
   // the connection's other flags, so idle connections pay no padding).
   struct Link {

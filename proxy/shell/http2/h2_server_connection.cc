@@ -8,7 +8,9 @@
 
 #include "shell/http1/http1_server_connection.h"
 #include "shell/http2/h2_server_stream.h"
-#include "shell/server/worker.h"
+#include "core/config/config.h"
+#include "core/metrics/metrics.h"
+#include "shell/io/connection_host.h"
 
 namespace onelayer {
 
@@ -27,15 +29,9 @@ constexpr size_t kFrameHeaderBytes = 9;
 // answers; the drain's own timeout still bounds the whole).
 constexpr uint64_t kDrainNoticeMs = 1000;
 
-const Listener* listener_config(Worker* w, const WorkerListener* l) {
-  const GenerationPtr& g = w->generation();
-  int i = g->listener_index(l->name());
-  return i < 0 ? nullptr : &g->config->listeners[static_cast<size_t>(i)];
-}
-
-H2Session::Limits limits_for(Worker* w, const WorkerListener* l) {
+H2Session::Limits limits_for(const Listener* cfg) {
   H2Session::Limits lim;
-  if (const Listener* cfg = listener_config(w, l)) {
+  if (cfg) {
     lim.max_concurrent_streams = cfg->limits.max_concurrent_streams;
     lim.max_header_list_bytes = static_cast<uint32_t>(
         std::min<uint64_t>(cfg->limits.max_header_bytes, std::numeric_limits<uint32_t>::max()));
@@ -45,23 +41,24 @@ H2Session::Limits limits_for(Worker* w, const WorkerListener* l) {
 
 }  // namespace
 
-H2ServerConnection::H2ServerConnection(Http1ServerConnection* conn, Worker* w, WorkerListener* listener)
-    : conn_(conn), worker_(w), listener_(listener), session_(H2Session::Role::server, this, limits_for(w, listener)) {
+H2ServerConnection::H2ServerConnection(Http1ServerConnection* conn, ConnectionHost* host, WorkerListener* listener,
+                                       const Listener* cfg, std::string_view request_timeout_name)
+    : conn_(conn), host_(host), listener_(listener), session_(H2Session::Role::server, this, limits_for(cfg)) {
   reaper_.owner = this;
   drain_notice_.owner = this;
   session_.leave_front_field();  // for Host (translate_h2_request)
-  session_.set_request_timeout_name(w->generation()->config->headers.request_timeout_ms);
+  session_.set_request_timeout_name(request_timeout_name);
   Limits lim;
-  if (const Listener* cfg = listener_config(w, listener)) lim = cfg->limits;
+  if (cfg) lim = cfg->limits;
   header_timeout_ms_ = static_cast<uint64_t>(lim.header_timeout.count());
   idle_timeout_ms_ = static_cast<uint64_t>(lim.idle_timeout.count());
-  worker_->runtime().metrics.downstream_h2_connections_active.fetch_add(1, std::memory_order_relaxed);
-  worker_->timers().arm(*this, header_timeout_ms_, on_timer);
+  host_->metrics().downstream_h2_connections_active.fetch_add(1, std::memory_order_relaxed);
+  host_->timers().arm(*this, header_timeout_ms_, on_timer);
 }
 
 H2ServerConnection::~H2ServerConnection() {
-  worker_->forget_write(this);
-  worker_->runtime().metrics.downstream_h2_connections_active.fetch_sub(1, std::memory_order_relaxed);
+  host_->forget_write(this);
+  host_->metrics().downstream_h2_connections_active.fetch_sub(1, std::memory_order_relaxed);
   // Streams before the session (a stream still holding an exchange aborts
   // it; nothing of that reaches the session).
   while (H2ServerStream* s = first_stream_) {
@@ -80,13 +77,13 @@ void H2ServerConnection::on_input(const char* data, size_t len) {
   if (!settings_seen_) note_settings(data, len);
   // What this input makes the session and the upstreams write leaves after
   // the poll, in one write per connection (write_deferred()).
-  worker_->enter_read();
+  host_->enter_read();
   in_recv_ = true;
-  bool ok = session_.recv(reinterpret_cast<const uint8_t*>(data), len, uv_now(worker_->loop()));
+  bool ok = session_.recv(reinterpret_cast<const uint8_t*>(data), len, uv_now(host_->loop()));
   in_recv_ = false;
   if (!ok) log_error_end();
   write_out();
-  worker_->leave_read();
+  host_->leave_read();
 }
 
 void H2ServerConnection::write_deferred() {
@@ -113,7 +110,7 @@ void H2ServerConnection::note_settings(const char* data, size_t len) {
 
 void H2ServerConnection::write_out() {
   if (lost_ || conn_->closing()) return;
-  if (worker_->defer_write(this)) return;
+  if (host_->defer_write(this)) return;
   if (in_recv_ || writing_) {
     write_wanted_ = true;
     return;
@@ -125,7 +122,7 @@ void H2ServerConnection::write_out() {
     out_.clear();
     session_.flush(out_);
     if (out_.empty()) continue;
-    if (worker_->write(conn_, out_) < 0) {
+    if (host_->write(conn_, out_) < 0) {
       writing_ = false;
       conn_->abort_connection("client_closed");
       return;
@@ -150,7 +147,7 @@ void H2ServerConnection::report_body_sent() {
 // GOAWAY is written).
 void H2ServerConnection::log_error_end() {
   if (!session_.take_error_end()) return;
-  spdlog::info("listener {}: HTTP/2 connection from {} ended: GOAWAY code {} ({})", listener_->name(),
+  spdlog::info("listener {}: HTTP/2 connection from {} ended: GOAWAY code {} ({})", conn_->listener_name(),
                conn_->peer_ip(), session_.goaway_code(), session_.close_reason());
 }
 
@@ -158,7 +155,7 @@ void H2ServerConnection::close_if_done() {
   log_error_end();
   if (lost_ || !session_.want_close()) return;
   lost_ = true;
-  worker_->timers().disarm(*this);
+  host_->timers().disarm(*this);
   conn_->close_when_flushed();
 }
 
@@ -179,7 +176,7 @@ void H2ServerConnection::wake_waiting_streams() {
 void H2ServerConnection::on_connection_lost(const char* reason) {
   if (lost_ && stream_count_ == 0) return;
   lost_ = true;
-  worker_->timers().disarm(*this);
+  host_->timers().disarm(*this);
   lost_reason_ = reason;
   session_.close_streams(H2Session::kCancel);
 }
@@ -188,7 +185,7 @@ void H2ServerConnection::drain() {
   if (lost_) return;
   // Before the client's SETTINGS it has sent no stream to protect.
   if (settings_seen_ && session_.announce_drain())
-    worker_->timers().arm(drain_notice_, kDrainNoticeMs, on_drain_notice_timer);
+    host_->timers().arm(drain_notice_, kDrainNoticeMs, on_drain_notice_timer);
   else
     session_.drain();
   write_out();
@@ -203,14 +200,14 @@ void H2ServerConnection::on_drain_notice_timer(TimerList::Entry* e) {
 
 void H2ServerConnection::arm_idle_timer() {
   if (lost_ || !settings_seen_ || stream_count_ != 0) return;
-  worker_->timers().arm(*this, idle_timeout_ms_, on_timer);
+  host_->timers().arm(*this, idle_timeout_ms_, on_timer);
 }
 
 void H2ServerConnection::on_timer(TimerList::Entry* e) {
   auto* self = static_cast<H2ServerConnection*>(e);
   if (self->lost_) return;
   if (self->settings_seen_ && self->stream_count_ != 0) return;  // a stream came: not idle
-  spdlog::info("listener {}: HTTP/2 connection from {} {}, closed", self->listener_->name(), self->conn_->peer_ip(),
+  spdlog::info("listener {}: HTTP/2 connection from {} {}, closed", self->conn_->listener_name(), self->conn_->peer_ip(),
                self->settings_seen_ ? "idle" : "sent no SETTINGS in header_timeout");
   self->session_.drain();
   self->write_out();
@@ -231,7 +228,7 @@ void H2ServerConnection::bury(int32_t id) {
   s->prev_open_ = s->next_open_ = nullptr;
   --stream_count_;
   buried_.emplace_back(s);
-  worker_->timers().arm(reaper_, 0, on_reap);
+  host_->timers().arm(reaper_, 0, on_reap);
   arm_idle_timer();
 }
 
@@ -246,7 +243,7 @@ void H2ServerConnection::on_reap(TimerList::Entry* e) {
 // ---- H2Session::Handler
 
 void H2ServerConnection::on_head(int32_t stream, H2Session::Head& head, bool end_stream) {
-  worker_->timers().disarm(*this);  // not idle while a stream is open
+  host_->timers().disarm(*this);  // not idle while a stream is open
   auto* raw = new H2ServerStream(this, stream);
   raw->next_open_ = first_stream_;
   if (first_stream_) first_stream_->prev_open_ = raw;
@@ -292,7 +289,7 @@ void H2ServerConnection::on_head_refused(int32_t stream, const H2Session::Head& 
 
 void H2ServerConnection::on_goaway(int32_t, uint32_t error_code) {
   if (error_code != H2Session::kNoError) {
-    spdlog::info("listener {}: HTTP/2 client {} sent GOAWAY code {}", listener_->name(), conn_->peer_ip(),
+    spdlog::info("listener {}: HTTP/2 client {} sent GOAWAY code {}", conn_->listener_name(), conn_->peer_ip(),
                  error_code);
   }
 }

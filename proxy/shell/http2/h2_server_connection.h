@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "shell/io/deferred_writer.h"
@@ -28,12 +29,17 @@ namespace onelayer {
 
 class Http1ServerConnection;
 class H2ServerStream;
-class Worker;
+class ConnectionHost;
+struct Listener;
 class WorkerListener;
 
 class H2ServerConnection final : private H2Session::Handler, private TimerList::Entry, private DeferredWriter {
  public:
-  H2ServerConnection(Http1ServerConnection* conn, Worker* w, WorkerListener* listener);
+  // `cfg`: the listener's config when the connection starts (null: the
+  // defaults); `request_timeout_name`: the config's request-timeout header.
+  // Neither is kept.
+  H2ServerConnection(Http1ServerConnection* conn, ConnectionHost* host, WorkerListener* listener,
+                     const Listener* cfg, std::string_view request_timeout_name);
   ~H2ServerConnection() override;
   H2ServerConnection(const H2ServerConnection&) = delete;
   H2ServerConnection& operator=(const H2ServerConnection&) = delete;
@@ -54,7 +60,7 @@ class H2ServerConnection final : private H2Session::Handler, private TimerList::
 
   // For the streams.
   H2Session& session() { return session_; }
-  Worker* worker() const { return worker_; }
+  ConnectionHost* host() const { return host_; }
   WorkerListener* listener() const { return listener_; }
   Http1ServerConnection* connection() const { return conn_; }
   // Writes what the session has (now, or after the current input or once
@@ -101,7 +107,7 @@ class H2ServerConnection final : private H2Session::Handler, private TimerList::
   static void on_drain_notice_timer(TimerList::Entry* e);
 
   Http1ServerConnection* conn_;
-  Worker* worker_;
+  ConnectionHost* host_;
   WorkerListener* listener_;
   H2Session session_;
   // The open streams, owned through a list threaded through them; each is

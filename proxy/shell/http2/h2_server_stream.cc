@@ -65,7 +65,7 @@ H2ServerStream::~H2ServerStream() {
 }
 
 H2Session& H2ServerStream::session() const { return conn_->session(); }
-Worker* H2ServerStream::worker() const { return conn_->worker(); }
+Worker* H2ServerStream::worker() const { return conn_->connection()->worker(); }
 const std::string& H2ServerStream::peer_ip() const { return conn_->connection()->peer_ip(); }
 bool H2ServerStream::over_tls() const { return conn_->connection()->over_tls(); }
 uint64_t H2ServerStream::client_connection() const { return conn_->connection()->client_connection(); }
