@@ -1,0 +1,145 @@
+// ConnectionHost on its own, with no Worker: a connection made on it reads
+// into its buffer, writes through its write path (at once while the socket
+// takes the bytes, queued in order once it does not) and arms its timers in
+// its timer list. Real sockets (a socketpair) on the host's loop, run by hand.
+#include <doctest/doctest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
+#include "core/metrics/metrics.h"
+#include "shell/io/conn.h"
+#include "shell/io/connection_host.h"
+
+using namespace onelayer;
+
+namespace {
+
+Metrics test_metrics;
+
+// A host for tests. Ending, it closes its timer list and its loop, as the
+// Worker does, and reports whether the loop closed with no handle open.
+class TestHost final : public ConnectionHost {
+ public:
+  explicit TestHost(int* loop_closed) : ConnectionHost(test_metrics), loop_closed_(loop_closed) {}
+  ~TestHost() {
+    timers().close();
+    uv_run(loop(), UV_RUN_NOWAIT);  // close callbacks
+    *loop_closed_ = uv_loop_close(loop());
+  }
+
+ private:
+  int* loop_closed_;
+};
+
+// One end of a socketpair as a connection on the host.
+class PairConn final : public Conn {
+ public:
+  PairConn(ConnectionHost* host, int fd, int* writes_done) : Conn(host), writes_done_(writes_done) {
+    opened = uv_tcp_open(&tcp_, fd);
+  }
+  void on_write_done(int status) override {
+    if (status == 0) ++*writes_done_;
+  }
+  void close() { close_handles(); }
+  int opened = -1;
+
+ private:
+  int* writes_done_;
+};
+
+// Everything the peer end holds now.
+std::string drain(int fd) {
+  std::string got;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("ConnectionHostWritesAtOnceWhileTheSocketTakesTheBytes") {
+  int fds[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0);
+  int writes_done = 0;
+  int loop_closed = -1;
+  {
+    TestHost host(&loop_closed);
+    auto* c = new PairConn(&host, fds[0], &writes_done);
+    REQUIRE(c->opened == 0);
+    CHECK(c->host() == &host);
+    CHECK(host.write(c, "hello, ") == 0);
+    uv_buf_t parts[2] = {uv_buf_init(const_cast<char*>("two "), 4), uv_buf_init(const_cast<char*>("parts"), 5)};
+    CHECK(host.write(c, parts, 2) == 0);
+    CHECK(c->write_queue() == 0);  // nothing waited for libuv
+    CHECK(drain(fds[1]) == "hello, two parts");
+    c->close();
+    uv_run(host.loop(), UV_RUN_NOWAIT);
+  }
+  CHECK(writes_done == 0);  // no write was queued, so none reported done later
+  CHECK(loop_closed == 0);
+  close(fds[1]);
+}
+
+TEST_CASE("ConnectionHostQueuesWhatTheSocketDoesNotTakeAndKeepsTheOrder") {
+  int fds[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0);
+  int writes_done = 0;
+  int loop_closed = -1;
+  std::string sent;
+  {
+    TestHost host(&loop_closed);
+    auto* c = new PairConn(&host, fds[0], &writes_done);
+    REQUIRE(c->opened == 0);
+    // More than a socketpair's buffer: the rest is queued behind it.
+    for (int i = 0; i < 64; ++i) {
+      std::string block(64 * 1024, static_cast<char>('a' + i % 26));
+      sent += block;
+      REQUIRE(host.write(c, block) == 0);
+    }
+    CHECK(c->write_queue() > 0);
+    std::string got;
+    for (int turn = 0; turn < 10000 && got.size() < sent.size(); ++turn) {
+      got += drain(fds[1]);
+      uv_run(host.loop(), UV_RUN_NOWAIT);
+    }
+    got += drain(fds[1]);
+    CHECK(got.size() == sent.size());
+    CHECK(got == sent);
+    CHECK(writes_done > 0);  // the queued writes were reported done
+    CHECK(c->write_queue() == 0);
+    c->close();
+    uv_run(host.loop(), UV_RUN_NOWAIT);
+  }
+  CHECK(loop_closed == 0);
+  close(fds[1]);
+}
+
+TEST_CASE("ConnectionHostRunsAConnectionsTimer") {
+  int fds[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0);
+  int writes_done = 0;
+  int loop_closed = -1;
+  static int fired;
+  fired = 0;
+  {
+    TestHost host(&loop_closed);
+    auto* c = new PairConn(&host, fds[0], &writes_done);
+    REQUIRE(c->opened == 0);
+    c->arm_timer(1, [](TimerList::Entry* e) {
+      ++fired;
+      Conn::of<PairConn>(e)->close();
+    });
+    for (int turn = 0; turn < 1000 && fired == 0; ++turn) uv_run(host.loop(), UV_RUN_ONCE);
+    CHECK(fired == 1);
+    uv_run(host.loop(), UV_RUN_NOWAIT);  // the connection's close callback
+  }
+  CHECK(loop_closed == 0);
+  close(fds[1]);
+}
