@@ -62,41 +62,47 @@ std::string drain(int fd) {
   return got;
 }
 
+// A socketpair whose first end becomes a connection on a host; the test
+// reads the other end.
+struct Pair {
+  int fds[2] = {-1, -1};
+  int writes_done = 0;
+  int loop_closed = -1;
+  Pair() { REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0); }
+  ~Pair() { close(fds[1]); }
+  PairConn* conn(ConnectionHost& host) {
+    auto* c = new PairConn(&host, fds[0], &writes_done);
+    REQUIRE(c->opened == 0);
+    return c;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("ConnectionHostWritesAtOnceWhileTheSocketTakesTheBytes") {
-  int fds[2];
-  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0);
-  int writes_done = 0;
-  int loop_closed = -1;
+  Pair p;
   {
-    TestHost host(&loop_closed);
-    auto* c = new PairConn(&host, fds[0], &writes_done);
-    REQUIRE(c->opened == 0);
+    TestHost host(&p.loop_closed);
+    PairConn* c = p.conn(host);
     CHECK(c->host() == &host);
     CHECK(host.write(c, "hello, ") == 0);
     uv_buf_t parts[2] = {uv_buf_init(const_cast<char*>("two "), 4), uv_buf_init(const_cast<char*>("parts"), 5)};
     CHECK(host.write(c, parts, 2) == 0);
     CHECK(c->write_queue() == 0);  // nothing waited for libuv
-    CHECK(drain(fds[1]) == "hello, two parts");
+    CHECK(drain(p.fds[1]) == "hello, two parts");
     c->close();
     uv_run(host.loop(), UV_RUN_NOWAIT);
   }
-  CHECK(writes_done == 0);  // no write was queued, so none reported done later
-  CHECK(loop_closed == 0);
-  close(fds[1]);
+  CHECK(p.writes_done == 0);  // no write was queued, so none reported done later
+  CHECK(p.loop_closed == 0);
 }
 
 TEST_CASE("ConnectionHostQueuesWhatTheSocketDoesNotTakeAndKeepsTheOrder") {
-  int fds[2];
-  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0);
-  int writes_done = 0;
-  int loop_closed = -1;
+  Pair p;
   std::string sent;
   {
-    TestHost host(&loop_closed);
-    auto* c = new PairConn(&host, fds[0], &writes_done);
-    REQUIRE(c->opened == 0);
+    TestHost host(&p.loop_closed);
+    PairConn* c = p.conn(host);
     // More than a socketpair's buffer: the rest is queued behind it.
     for (int i = 0; i < 64; ++i) {
       std::string block(64 * 1024, static_cast<char>('a' + i % 26));
@@ -106,32 +112,27 @@ TEST_CASE("ConnectionHostQueuesWhatTheSocketDoesNotTakeAndKeepsTheOrder") {
     CHECK(c->write_queue() > 0);
     std::string got;
     for (int turn = 0; turn < 10000 && got.size() < sent.size(); ++turn) {
-      got += drain(fds[1]);
+      got += drain(p.fds[1]);
       uv_run(host.loop(), UV_RUN_NOWAIT);
     }
-    got += drain(fds[1]);
+    got += drain(p.fds[1]);
     CHECK(got.size() == sent.size());
     CHECK(got == sent);
-    CHECK(writes_done > 0);  // the queued writes were reported done
+    CHECK(p.writes_done > 0);  // the queued writes were reported done
     CHECK(c->write_queue() == 0);
     c->close();
     uv_run(host.loop(), UV_RUN_NOWAIT);
   }
-  CHECK(loop_closed == 0);
-  close(fds[1]);
+  CHECK(p.loop_closed == 0);
 }
 
 TEST_CASE("ConnectionHostRunsAConnectionsTimer") {
-  int fds[2];
-  REQUIRE(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0);
-  int writes_done = 0;
-  int loop_closed = -1;
+  Pair p;
   static int fired;
   fired = 0;
   {
-    TestHost host(&loop_closed);
-    auto* c = new PairConn(&host, fds[0], &writes_done);
-    REQUIRE(c->opened == 0);
+    TestHost host(&p.loop_closed);
+    PairConn* c = p.conn(host);
     c->arm_timer(1, [](TimerList::Entry* e) {
       ++fired;
       Conn::of<PairConn>(e)->close();
@@ -140,6 +141,5 @@ TEST_CASE("ConnectionHostRunsAConnectionsTimer") {
     CHECK(fired == 1);
     uv_run(host.loop(), UV_RUN_NOWAIT);  // the connection's close callback
   }
-  CHECK(loop_closed == 0);
-  close(fds[1]);
+  CHECK(p.loop_closed == 0);
 }
