@@ -186,6 +186,25 @@ class H2UpstreamTest(IntegrationTest):
             for name in ("user-agent", "x-retry-owner", "via"):
                 self.assertFalse(req.never_indexed(name), "%s came as never indexed" % name)
 
+    def test_a_renamed_request_timeout_header_is_the_one_never_indexed(self):
+        # headers.request_timeout_ms names the field the HTTP/2 connection
+        # keeps out of the HPACK table when its value changes: the name of
+        # the config the attempt runs under, not the default.
+        o = self.h2origin(lambda r: r.respond(200, [], b"ok"))
+        proxy = self.proxy_to(o.port, retry={"max_attempts": 2}, headers={"request_timeout_ms": "x-deadline-ms"})
+        with h.Conn(proxy.port()) as c:
+            for deadline in ("9000", "7000", "5000"):
+                r = c.request("GET", "/left", headers=[("Host", "svc.test"), ("X-Deadline-Ms", deadline)])
+                self.assertEqual(r.status, 200)
+        self.assertEqual(o.accepted, 1)
+        sent = o.snapshot()
+        self.assertEqual(len(sent), 3)
+        lefts = [req.field("x-deadline-ms") for req in sent]
+        self.assertEqual(len(set(lefts)), 3, "the time left differs on every request: %s" % lefts)
+        for i, req in enumerate(sent):
+            self.assertIsNone(req.field("x-request-timeout-ms"))
+            self.assertEqual(req.never_indexed("x-deadline-ms"), i > 0, "x-deadline-ms of request %d" % i)
+
     # -- multiplexing ----------------------------------------------------
     def test_a_hundred_concurrent_requests_share_one_connection_to_nginx(self):
         n = self.nginx()

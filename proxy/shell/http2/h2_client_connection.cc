@@ -11,7 +11,7 @@
 
 #include "shell/proxy/endpoint_state.h"
 #include "shell/http2/h2_client_stream.h"
-#include "shell/server/worker.h"
+#include "core/metrics/metrics.h"
 
 namespace onelayer {
 
@@ -31,7 +31,7 @@ H2Session::Limits client_limits(const EndpointState& ep) {
 }  // namespace
 
 H2ClientConnection::H2ClientConnection(ConnectionHost* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls,
-                                       UpstreamHandover* handover, bool fresh)
+                                       UpstreamHandover* handover, std::string_view request_timeout_name, bool fresh)
     : Conn(w),
       ep_(ep),
       tls_ctx_(std::move(tls)),
@@ -42,7 +42,7 @@ H2ClientConnection::H2ClientConnection(ConnectionHost* w, EndpointState* ep, int
   connect_req_.data = this;
   ++ep_->connections;
   ep_->h2.push_back(this);
-  session_.set_request_timeout_name(worker()->generation()->config->headers.request_timeout_ms);
+  session_.set_request_timeout_name(request_timeout_name);
   auto& m = w->metrics();
   m.upstream_connections_active.fetch_add(1, std::memory_order_relaxed);
   // A connection taken over from HTTP/1 (ALPN chose h2) was counted in the
@@ -53,8 +53,8 @@ H2ClientConnection::H2ClientConnection(ConnectionHost* w, EndpointState* ep, int
 }
 
 H2ClientConnection* H2ClientConnection::take_over(UpstreamHandover::Socket s, Millis time_left,
-                                                  UpstreamHandover* handover) {
-  auto* c = new H2ClientConnection(s.host, s.ep, s.addr_used, std::move(s.tls), handover, false);
+                                                  UpstreamHandover* handover, std::string_view request_timeout_name) {
+  auto* c = new H2ClientConnection(s.host, s.ep, s.addr_used, std::move(s.tls), handover, request_timeout_name, false);
   c->addr_used_ = s.addr_used;
   c->connect_timeout_ = s.connect_timeout;
   c->settings_wait_ = time_left;
@@ -330,7 +330,7 @@ void H2ClientConnection::become_ready() {
     streams_.erase(kept, streams_.end());
     ++detaches_;
     for (H2ClientStream* s : excess) {
-      H2ClientConnection* other = for_new_stream(host_, ep_, addr_index_, tls_ctx_, connect_timeout_, handover_);
+      H2ClientConnection* other = for_new_stream(host_, ep_, addr_index_, tls_ctx_, connect_timeout_, handover_, *s->receiver());
       s->move_to(other);
       other->attach(s);
       if (other->connected()) go_now.emplace_back(s, other);
@@ -345,7 +345,8 @@ void H2ClientConnection::become_ready() {
 
 H2ClientConnection* H2ClientConnection::for_new_stream(ConnectionHost* w, EndpointState* ep, int addr,
                                    const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout,
-                                   UpstreamHandover* handover, bool follows_refusal) {
+                                   UpstreamHandover* handover, const UpstreamStream::Receiver& r,
+                                   bool follows_refusal) {
   // An idle connection made under another TLS context (before a reload)
   // will not serve again.
   std::vector<H2ClientConnection*> stale;
@@ -378,7 +379,7 @@ H2ClientConnection* H2ClientConnection::for_new_stream(ConnectionHost* w, Endpoi
   }
   if (pick) return pick;
   if (connecting_full) return connecting_full;
-  pick = new H2ClientConnection(w, ep, addr, tls, handover);
+  pick = new H2ClientConnection(w, ep, addr, tls, handover, r.request_timeout_header());
   pick->connect(connect_timeout);
   return pick;
 }
@@ -662,7 +663,7 @@ void H2ClientConnection::on_goaway(int32_t last_stream_id, uint32_t error_code) 
 UpstreamStream* open_h2_upstream_stream(ConnectionHost* w, EndpointState* ep, int addr,
                                         const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                         bool head_request, Millis connect_timeout, UpstreamHandover* handover) {
-  return H2ClientConnection::for_new_stream(w, ep, addr, tls, connect_timeout, handover, r->follows_refusal())
+  return H2ClientConnection::for_new_stream(w, ep, addr, tls, connect_timeout, handover, *r, r->follows_refusal())
       ->new_stream(r, head_request);
 }
 

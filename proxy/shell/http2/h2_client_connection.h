@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/base/clock.h"
@@ -35,7 +36,7 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
   // counted already. `handover`: where it goes when an `auto` upstream's
   // handshake chooses http/1.1.
   H2ClientConnection(ConnectionHost* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls,
-                     UpstreamHandover* handover, bool fresh = true);
+                     UpstreamHandover* handover, std::string_view request_timeout_name, bool fresh = true);
   ~H2ClientConnection() override;
 
   // An `auto` upstream's connection whose handshake chose h2: its socket
@@ -45,7 +46,8 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
   // is what streams report). start_taken_over(), once the first stream is
   // attached, sends the preface and reads `early` (the plaintext that came
   // before the switch) ahead of what the channel holds.
-  static H2ClientConnection* take_over(UpstreamHandover::Socket s, Millis time_left, UpstreamHandover* handover);
+  static H2ClientConnection* take_over(UpstreamHandover::Socket s, Millis time_left, UpstreamHandover* handover,
+                                       std::string_view request_timeout_name);
   void start_taken_over(const std::string& early);
   // A stream on this connection for an attempt (`head_request`: the
   // response has no body).
@@ -65,10 +67,12 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
   // used for new streams. `follows_refusal`: the stream re-sends a request
   // the peer refused, and only a connection opened since the endpoint's
   // latest refusal will do.
-  // A new one is made with `handover`.
+  // A new one is made with `handover`, never indexing `r`'s
+  // request-timeout header.
   static H2ClientConnection* for_new_stream(ConnectionHost* w, EndpointState* ep, int addr,
                                   const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout,
-                                  UpstreamHandover* handover, bool follows_refusal = false);
+                                  UpstreamHandover* handover, const UpstreamStream::Receiver& r,
+                                  bool follows_refusal = false);
 
   // One more stream fits: not closing, no GOAWAY or refused stream, fewer
   // streams than the peer allows at once.

@@ -684,6 +684,8 @@ void Exchange::on_up_error(int err) {
   handle_failure(r, 502, "upstream_reset");
 }
 
+std::string_view Exchange::request_timeout_header() const { return gen_->config->headers.request_timeout_ms; }
+
 bool Exchange::follows_refusal() const {
   return refused_after_ != 0 && rs_ && rs_->attempts_started() == refused_after_ + 1;
 }

@@ -83,6 +83,7 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   void on_stream_moved(UpstreamStream* s) override { attempt_.stream = s; }
   bool needs_http1() const override { return wants_upgrade(); }
   bool follows_refusal() const override;
+  std::string_view request_timeout_header() const override;
   bool reopens_response_window() const override { return down_->reports_body_sent(); }
   uint64_t client_connection() const override { return down_->client_connection(); }
   void on_connect_failed(int err, bool dns) override;

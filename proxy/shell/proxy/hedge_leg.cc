@@ -4,6 +4,8 @@
 
 namespace onelayer {
 
+std::string_view HedgeLeg::request_timeout_header() const { return ex_->request_timeout_header(); }
+
 namespace {
 AttemptResult failure(AttemptOutcome o, bool reached) {
   AttemptResult r;

@@ -29,6 +29,7 @@ class HedgeLeg final : public UpstreamStream::Receiver, public TimerList::Entry 
   void on_connected() override;
   void on_stream_moved(UpstreamStream* s) override;
   bool needs_http1() const override { return false; }
+  std::string_view request_timeout_header() const override;
   bool reopens_response_window() const override;
   void on_connect_failed(int err, bool dns) override;
   void on_tls_failed(const std::string& why, bool verify) override;

@@ -28,7 +28,7 @@ UpstreamStream* UpstreamCodecs::open(ConnectionHost* w, EndpointState* ep, const
 
 UpstreamStream* UpstreamCodecs::continue_as_h2(Socket s, Millis time_left, UpstreamStream::Receiver* r,
                                                bool head_request) {
-  return H2ClientConnection::take_over(std::move(s), time_left, this)->new_stream(r, head_request);
+  return H2ClientConnection::take_over(std::move(s), time_left, this, r->request_timeout_header())->new_stream(r, head_request);
 }
 
 UpstreamStream* UpstreamCodecs::continue_as_http1(Socket s, UpstreamStream::Receiver* r, bool head_request) {

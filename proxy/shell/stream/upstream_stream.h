@@ -55,6 +55,10 @@ class UpstreamStream {
     // The attempt follows one whose HTTP/2 stream the upstream refused: it
     // goes on a connection opened since the endpoint's latest refusal.
     virtual bool follows_refusal() const { return false; }
+    // The request-timeout header's name in the config the attempt runs
+    // under: a new HTTP/2 connection made for it never indexes that header
+    // (asked only when a connection is made).
+    virtual std::string_view request_timeout_header() const = 0;
     // The exchange gives an HTTP/2 response's window back itself, by
     // response_body_sent() as the client takes the body; otherwise the
     // stream does as soon as on_up_body() has taken the bytes.
