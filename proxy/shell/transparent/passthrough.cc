@@ -5,7 +5,6 @@
 #include "shell/http1/http1_server_connection.h"
 #include "shell/io/socket_address.h"
 #include "shell/http1/http1_tunnel.h"
-#include "shell/server/worker_listener.h"
 
 namespace onelayer {
 
@@ -75,7 +74,7 @@ void Passthrough::start(std::string early, bool client_eof) {
   int rc = ip_literal_address(dst_.ip(), dst_.port, &ss) ? dest_->connect(reinterpret_cast<const sockaddr*>(&ss))
                                                            : UV_EINVAL;
   if (rc != 0) {
-    spdlog::info("listener {}: passthrough to {}: {}", client_->listener()->name(), dst_.to_string(),
+    spdlog::info("listener {}: passthrough to {}: {}", client_->listener_name(), dst_.to_string(),
                  uv_strerror(rc));
     end("connect");
     return;
@@ -93,7 +92,7 @@ void Passthrough::rearm_idle() {
 
 void Passthrough::on_connected(int status) {
   if (status != 0) {
-    spdlog::info("listener {}: passthrough to {}: {}", client_->listener()->name(), dst_.to_string(),
+    spdlog::info("listener {}: passthrough to {}: {}", client_->listener_name(), dst_.to_string(),
                  uv_strerror(status));
     end("connect");
     return;
@@ -190,7 +189,7 @@ void Passthrough::dest_closed() {
 
 // Closes the client (which frees this, and so closes the destination side).
 void Passthrough::end(const char* why) {
-  if (why) spdlog::debug("listener {}: passthrough to {} ended: {}", client_->listener()->name(), dst_.to_string(), why);
+  if (why) spdlog::debug("listener {}: passthrough to {} ended: {}", client_->listener_name(), dst_.to_string(), why);
   client_->close_handles(why != nullptr && std::string_view(why) != "idle");
 }
 
