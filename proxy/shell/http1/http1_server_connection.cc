@@ -363,7 +363,8 @@ int Http1ServerConnection::on_head(MessageHead& head) {
   if (!head.keep_alive) close_after_ = true;
   if (host_->draining()) close_after_ = true;
 
-  Admission a = admit_request(*worker(), *listener_, head, caller(), original_destination());
+  Worker* w = worker();
+  Admission a = admit_request(w->generation(), w->random(), listener_->name(), head, caller(), original_destination());
   if (a.refused()) {
     std::string extra;
     append_serialized(a.extra, extra);

@@ -86,7 +86,9 @@ void H2ServerStream::on_head(H2Session::Head& head, bool end_stream) {
     refuse(431, "headers_too_large", "request over the header field count limit", {}, nullptr, {});
     return;
   }
-  Admission a = admit_request(*worker(), *conn_->listener(), mh, caller(), conn_->connection()->original_destination());
+  Worker* w = worker();
+  Admission a = admit_request(w->generation(), w->random(), conn_->listener()->name(), mh, caller(),
+                              conn_->connection()->original_destination());
   if (a.refused()) {
     refuse(a.status, a.reason, a.detail, a.extra, a.counted_in, a.hint);
     return;

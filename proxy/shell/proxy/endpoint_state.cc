@@ -8,7 +8,7 @@
 
 #include "shell/http2/h2_client_connection.h"
 #include "shell/http1/http1_client_connection.h"
-#include "shell/server/worker.h"
+#include "shell/io/connection_host.h"
 
 namespace onelayer {
 
@@ -78,7 +78,7 @@ void EndpointState::refresh_addresses() {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   std::string port = std::to_string(ep->hp.port);
-  int rc = uv_getaddrinfo(ep->worker->loop(), &ep->gai_req, on_resolved, ep->hp.host.c_str(), port.c_str(), &hints);
+  int rc = uv_getaddrinfo(ep->host->loop(), &ep->gai_req, on_resolved, ep->hp.host.c_str(), port.c_str(), &hints);
   if (rc != 0) {
     ep->resolving = false;
     ep->last_resolve_error = rc;

@@ -19,7 +19,7 @@ namespace onelayer {
 
 class H2ClientConnection;
 class Http1ClientConnection;
-class Worker;
+class ConnectionHost;
 
 // A lookup's answer as an endpoint keeps it: IPv4 and IPv6 addresses,
 // IPv4 first, each family in the resolver's order.
@@ -66,7 +66,7 @@ struct EndpointState {
   uint32_t connections = 0;
   uint32_t holds = 0;
   uv_getaddrinfo_t gai_req;
-  Worker* worker = nullptr;
+  ConnectionHost* host = nullptr;  // whose loop resolves the name
   size_t next_addr = 0;
   // DNS names: addrs as IP text, so a balancer member (one address) finds
   // its index; handed to the upstream's UpstreamEndpoints when it changes.

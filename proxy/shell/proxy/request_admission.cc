@@ -9,7 +9,6 @@
 #include "core/request/request_validation.h"
 #include "core/request/route_match.h"
 #include "core/http/message_head.h"
-#include "shell/server/worker.h"
 
 namespace onelayer {
 
@@ -30,11 +29,10 @@ static void set_caller_header(Headers& headers, const std::string& name, const s
   if (!caller.empty()) headers.push_back({name, caller});
 }
 
-Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head, const std::string& caller,
-                        const Destination* dst) {
+Admission admit_request(const GenerationPtr& gen, Random& random, const std::string& listener, MessageHead& head,
+                        const std::string& caller, const Destination* dst) {
   Admission a;
-  const GenerationPtr& gen = w.generation();
-  int li = gen->listener_index(listener.name());
+  int li = gen->listener_index(listener);
   if (li < 0) {
     refuse(a, 503, "draining", "listener removed by reload");
     return a;
@@ -49,7 +47,7 @@ Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head, 
   }
   if (v.underscore_fields_dropped > 0) {
     spdlog::info("listener {}: {} request header(s) with an underscore in the name dropped from {} {}",
-                 listener.name(), v.underscore_fields_dropped, head.method, head.target);
+                 listener, v.underscore_fields_dropped, head.method, head.target);
   }
   const bool no_body = head.content_length == 0 && !head.chunked;
   if (!callers_allow(l.allowed_callers, caller)) {
@@ -100,7 +98,7 @@ Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head, 
     if (!a.permit) {
       refuse(a, 503, "overloaded", "max_concurrent_requests reached");
       std::string after;
-      append_decimal(after, static_cast<uint64_t>(shed->retry_after_seconds(now, w.random())));
+      append_decimal(after, static_cast<uint64_t>(shed->retry_after_seconds(now, random)));
       a.extra.push_back({"Retry-After", std::move(after)});
       a.counted_in = rm;
       a.keeps_connection = no_body;

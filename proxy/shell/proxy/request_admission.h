@@ -18,8 +18,7 @@
 
 namespace onelayer {
 
-class Worker;
-class WorkerListener;
+class Random;
 struct MessageHead;
 struct Route;
 struct RouteMetrics;
@@ -51,11 +50,13 @@ struct Admission {
   bool refused() const { return status != 0; }
 };
 
+// `gen`: the config generation in force; `random`: the worker's (a shed
+// request's Retry-After); `listener`: the name of the listener it came on.
 // `caller`: the client's verified identity ("": none; docs/tls.md).
 // `dst`: the connection's original destination (transparent listeners),
 // else null. There a request no route matches takes the listener's
 // implicit fallback route: its original destination, one attempt.
-Admission admit_request(Worker& w, WorkerListener& listener, MessageHead& head, const std::string& caller,
-                        const Destination* dst = nullptr);
+Admission admit_request(const GenerationPtr& gen, Random& random, const std::string& listener, MessageHead& head,
+                        const std::string& caller, const Destination* dst = nullptr);
 
 }  // namespace onelayer

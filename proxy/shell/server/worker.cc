@@ -283,7 +283,7 @@ EndpointState* Worker::destination_endpoint(const Destination& d, const Upstream
     e->hp = HostPort{d.ip(), d.port};
     e->label = d.to_string();
     e->key = key;
-    e->worker = this;
+    e->host = this;
     e->gai_req.data = e.get();
     sockaddr_storage ss{};
     e->literal = ip_literal_address(e->hp.host, d.port, &ss);
@@ -334,7 +334,7 @@ EndpointState* Worker::endpoint(const HostPort& hp, const Upstream& u, uint64_t 
     e->hp = hp;
     e->label = hp.to_string();
     e->key = key;
-    e->worker = this;
+    e->host = this;
     e->gai_req.data = e.get();
     sockaddr_storage ss{};
     if (ip_literal_address(hp.host, hp.port, &ss)) {
