@@ -100,8 +100,9 @@ class Conn : private TimerList::Entry, public HandleWrap<Conn> {
 
   // The loop thread the connection runs on.
   ConnectionHost* host() const { return host_; }
-  // The same host as the Worker it is (every host is one), for the code
-  // above the codecs; defined in shell/server/worker.h.
+  // The same host as the Worker it is (in the proxy every host is one),
+  // for the code that needs more of it than I/O; defined in
+  // shell/server/worker.h.
   Worker* worker() const;
   // The connection's TLS channel while it speaks TLS, else nullptr.
   TlsChannel* tls() const { return tls_.get(); }

@@ -2,10 +2,13 @@
 // on, and no more. The loop and its clock, the one timer list, the one read
 // buffer, the write path (direct send, else a queued libuv write; TLS
 // encrypts first), writes deferred to the end of a poll, a scratch string,
-// the drain flag and the process's counters. The Worker is the one host: it
-// derives from this class (no virtual call: a connection's calls cost what
-// they cost when they were the Worker's own), and a codec that needs no more
-// than this includes this header instead of shell/server/worker.h.
+// the drain flag and the process's counters. In the proxy the Worker is the
+// one host: it derives from this class (no virtual call: a connection's
+// calls cost what they cost when they were the Worker's own), and a codec
+// that needs no more than this includes this header instead of
+// shell/server/worker.h. Tests make hosts of their own
+// (tests/unit/shell/io/connection_host_test.cc); Conn::worker() is then not
+// to be called.
 #pragma once
 
 #include <uv.h>
