@@ -10,8 +10,8 @@ build=${1:?usage: pgo_build_smoke.sh BUILD_DIR}
 rm -rf "$build"
 BUILD_DIR="$build" BUILD_PGO=1 PGO_TRAIN_REQUESTS=${PGO_TRAIN_REQUESTS:-5000} PGO_TRAIN_SECONDS=${PGO_TRAIN_SECONDS:-1} \
   bash "$root/deploy/build.sh" -DONELAYER_TESTS=OFF
-for source in h2_session exchange; do
-  ls "$build/pgo-profile/"*"#proxy#shell#$source.cc.gcda" >/dev/null 2>&1 ||
+for source in http2/h2_session proxy/exchange; do
+  ls "$build/pgo-profile/"*"#proxy#shell#${source/\//#}.cc.gcda" >/dev/null 2>&1 ||
     { echo "pgo smoke: no profile for proxy/shell/$source.cc in $build/pgo-profile" >&2; exit 1; }
 done
 grep -q -- '-fprofile-use' "$build/compile_commands.json" ||

@@ -307,19 +307,14 @@ def run_check(config_path):
 EXAMPLE_FILES = "/etc/onelayer/"
 
 
-def with_example_files(path, tmp):
-    """`path`, or, when it names files under /etc/onelayer/ (certificates,
-    keys, an admin token), a copy that names stand-ins made in `tmp` with
-    the openssl CLI: a CA for names ending in ca.pem, a certificate it
-    signed for other .pem names, that certificate's key for .key names, a
-    token for the rest. --check loads every one of them."""
-    text = read(path)
-    names = sorted(set(re.findall(re.escape(EXAMPLE_FILES) + r"([\w.-]+)", text)))
-    if not names:
-        return path
-
+def make_example_files(names, where):
+    """Stand-ins in the existing directory `where` for files an example
+    names under /etc/onelayer/, made with the openssl CLI: a CA for names
+    ending in ca.pem, a certificate it signed for other .pem names, that
+    certificate's key for .key names, a token for the rest. Readable by
+    any user (an image's user among them)."""
     def openssl(*args):
-        subprocess.run(["openssl"] + list(args), cwd=tmp, check=True, capture_output=True)
+        subprocess.run(["openssl"] + list(args), cwd=where, check=True, capture_output=True)
 
     openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
             "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=example ca")
@@ -327,16 +322,30 @@ def with_example_files(path, tmp):
             "-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=example.test")
     openssl("x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
             "-out", "leaf.pem", "-days", "2")
-    files = os.path.join(tmp, "files")
+    files = os.path.join(where, "files")
     os.mkdir(files)
+    os.chmod(files, 0o755)
     for name in names:
         source = ("ca.pem" if name.endswith("ca.pem") else "leaf.pem" if name.endswith(".pem")
                   else "leaf.key" if name.endswith(".key") else None)
         if source:
-            shutil.copy(os.path.join(tmp, source), os.path.join(files, name))
+            shutil.copy(os.path.join(where, source), os.path.join(files, name))
         else:
             with open(os.path.join(files, name), "w") as f:
                 f.write("example-token\n")
+        os.chmod(os.path.join(files, name), 0o644)
+    return files
+
+
+def with_example_files(path, tmp):
+    """`path`, or, when it names files under /etc/onelayer/ (certificates,
+    keys, an admin token), a copy that names stand-ins made in `tmp`
+    (make_example_files). --check loads every one of them."""
+    text = read(path)
+    names = sorted(set(re.findall(re.escape(EXAMPLE_FILES) + r"([\w.-]+)", text)))
+    if not names:
+        return path
+    files = make_example_files(names, tmp)
     copy = os.path.join(tmp, os.path.basename(path))
     with open(copy, "w") as f:
         f.write(text.replace(EXAMPLE_FILES, files + "/"))
