@@ -95,11 +95,8 @@ mkdir -p "$TMP/www"
 head -c 100 /dev/zero | tr '\0' 'x' >"$TMP/www/small.txt"
 if [[ $TLS == 1 ]]; then
   # tests/bench/tls.sh's origin and certificates.
-  ossl() { openssl "$@" >/dev/null 2>&1; }
-  ossl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$TMP/ca.key" -out "$TMP/ca.pem" -days 2 -subj "/CN=bench CA"
-  ossl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout "$TMP/origin.key" -out "$TMP/origin.csr" -subj "/CN=origin.test"
-  printf 'subjectAltName=DNS:origin.test\nextendedKeyUsage=serverAuth\n' >"$TMP/origin.ext"
-  ossl x509 -req -in "$TMP/origin.csr" -CA "$TMP/ca.pem" -CAkey "$TMP/ca.key" -CAcreateserial -out "$TMP/origin.pem" -days 2 -extfile "$TMP/origin.ext"
+  . "$HERE/tls_conf.sh"
+  tls_certs "$TMP"
   ORIGIN_MODULE=""
   ORIGIN_SERVER="server { listen 127.0.0.1:$ORIGIN_PORT ssl backlog=4096; root $TMP/www;
     ssl_certificate $TMP/origin.pem; ssl_certificate_key $TMP/origin.key; ssl_protocols TLSv1.3;
@@ -142,41 +139,9 @@ if [[ $FLEET == 1 ]]; then
 fi
 
 if [[ $TLS == 1 ]]; then
-  # tests/bench/tls.sh's keep-alive configs.
-  cat >"$TMP/onelayer.yaml" <<EOF
-layer_id: profile
-admin: { listen: 127.0.0.1:0 }
-listeners:
-  - name: bench
-    listen: 127.0.0.1:0
-    access_log: false   # as HAProxy and NGINX run here (tests/bench/run.sh does the same)
-    routes: [{ name: all, upstream: origin }]
-upstreams:
-  - name: origin
-    endpoints: ["127.0.0.1:$ORIGIN_PORT"]
-    connect_timeout: 10s   # handshakes under callgrind are slow (tls.sh: the default 1s)
-    reuse: always          # as HAProxy's http-reuse always: the measured wrk's new connections find the warm-up's TLS pool
-    pool: { max_idle: 64 }
-    tls: { sni: origin.test, ca_file: $TMP/ca.pem }
-EOF
-  cat >"$TMP/haproxy.cfg" <<EOF
-global
-  nbthread 1
-  maxconn 4096
-defaults
-  mode http
-  timeout connect 10s
-  timeout client 60s
-  timeout server 15s
-  timeout http-keep-alive 60s
-  http-reuse always
-  option forwardfor
-frontend fe
-  bind 127.0.0.1:@PORT@
-  default_backend be
-backend be
-  server origin 127.0.0.1:$ORIGIN_PORT ssl verify required ca-file $TMP/ca.pem sni str(origin.test) verifyhost origin.test
-EOF
+  # tests/bench/tls.sh's keep-alive configs; handshakes under callgrind are
+  # slow, so connects get 10 s (tls.sh: 1 s).
+  tls_onelayer_config "$ORIGIN_PORT" "$TMP/ca.pem" 64 10s >"$TMP/onelayer.yaml"
 elif [[ $H2 == 1 ]]; then
   python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile \
     --listener-protocols http1,h2c --upstream-protocol h2c --access-log "$ACCESS_LOG" \
@@ -207,7 +172,7 @@ load() {  # load SECONDS [warm]: wrk (or h2load with --h2) against onelayer; pri
 if [[ $MODE == syscalls ]]; then
   if [[ $HAPROXY == 1 ]]; then
     PORT=$(free_port)
-    sed -i "s/@PORT@/$PORT/" "$TMP/haproxy.cfg"
+    tls_haproxy_config "$PORT" "$ORIGIN_PORT" "$TMP/ca.pem" keepalive 10s >"$TMP/haproxy.cfg"
     haproxy -f "$TMP/haproxy.cfg" -db >/dev/null 2>"$TMP/haproxy.log" &
     OL=$!
     PIDS+=($OL)
@@ -241,7 +206,7 @@ PROXY_WRAP=(valgrind --tool=callgrind --callgrind-out-file="$OUTFILE" ${PROFILE_
 [[ $ORIGIN_PROFILE == 1 ]] && PROXY_WRAP=()
 if [[ $HAPROXY == 1 ]]; then
   PORT=$(free_port)
-  sed -i "s/@PORT@/$PORT/" "$TMP/haproxy.cfg"
+  tls_haproxy_config "$PORT" "$ORIGIN_PORT" "$TMP/ca.pem" keepalive 10s >"$TMP/haproxy.cfg"
   "${PROXY_WRAP[@]}" haproxy -f "$TMP/haproxy.cfg" -db >/dev/null 2>"$TMP/haproxy.log" &
   VG=$!
   PIDS+=($!)

@@ -67,11 +67,8 @@ start_bg() { local name=$1; shift; "$@" >"$TMP/$name.log" 2>&1 & echo $! >>"$PID
 
 # ---------------------------------------------------------------- certificates
 cd "$TMP"
-ossl() { openssl "$@" >/dev/null 2>&1; }
-ossl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out ca.pem -days 2 -subj "/CN=bench CA"
-ossl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout origin.key -out origin.csr -subj "/CN=origin.test"
-printf 'subjectAltName=DNS:origin.test\nextendedKeyUsage=serverAuth\n' >origin.ext
-ossl x509 -req -in origin.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out origin.pem -days 2 -extfile origin.ext
+. "$HERE/tls_conf.sh"
+tls_certs "$TMP"
 head -c 100 /dev/zero | tr '\0' 'x' >small.txt
 NGINX_USER=""; [[ $EUID == 0 ]] && NGINX_USER="user root;"
 
@@ -109,50 +106,17 @@ start_onelayer() {
   local mode=$1 dir="$TMP/onelayer-$1" idle=64
   [[ $mode == handshake ]] && idle=0
   mkdir -p "$dir"
-  cat >"$dir/onelayer.yaml" <<EOF
-layer_id: bench
-admin: { listen: 127.0.0.1:0 }
-listeners:
-  - name: bench
-    listen: 127.0.0.1:0
-    access_log: false   # as HAProxy and NGINX run here (tests/bench/run.sh does the same)
-    routes: [{ name: all, upstream: origin }]
-upstreams:
-  - name: origin
-    endpoints: ["127.0.0.1:$ORIGIN"]
-    reuse: always   # as HAProxy's http-reuse always and NGINX's keepalive pool
-    pool: { max_idle: $idle }
-    tls: { sni: origin.test, ca_file: $TMP/ca.pem }
-EOF
+  tls_onelayer_config "$ORIGIN" "$TMP/ca.pem" "$idle" >"$dir/onelayer.yaml"
   "$ONELAYER_BIN" --config "$dir/onelayer.yaml" --ports-file "$dir/ports" --log-level warn >/dev/null 2>"$dir/log" &
   echo $! >>"$PID_FILE"
   "$PY" "$UTIL" portsfile "$dir/ports" bench --timeout 10
 }
 
 start_haproxy() {
-  local mode=$1 port dir="$TMP/haproxy-$1" reuse="always"
+  local mode=$1 port dir="$TMP/haproxy-$1"
   port=$(free_port)
   mkdir -p "$dir"
-  [[ $mode == handshake ]] && reuse="never"
-  cat >"$dir/haproxy.cfg" <<EOF
-global
-  nbthread 1
-  maxconn 4096
-defaults
-  mode http
-  timeout connect 1s
-  timeout client 60s
-  timeout server 15s
-  timeout http-keep-alive 60s
-  http-reuse $reuse
-  option forwardfor
-frontend fe
-  bind 127.0.0.1:$port
-  default_backend be
-backend be
-  $([[ $mode == handshake ]] && echo "option http-server-close")
-  server origin 127.0.0.1:$ORIGIN ssl verify required ca-file $TMP/ca.pem sni str(origin.test) verifyhost origin.test
-EOF
+  tls_haproxy_config "$port" "$ORIGIN" "$TMP/ca.pem" "$mode" >"$dir/haproxy.cfg"
   start_bg "haproxy-$mode" haproxy -f "$dir/haproxy.cfg" -db
   wait_port "$port"
   echo "$port"
