@@ -10,6 +10,7 @@ namespace onelayer {
 
 using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
+using Millis = std::chrono::milliseconds;
 
 // Random source passed in by reference so tests can script it.
 class Random {

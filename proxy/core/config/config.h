@@ -12,11 +12,9 @@
 
 #include "core/base/grpc_status.h"
 #include "core/base/destination.h"
-#include "core/hedging/hedge_config.h"
+#include "core/config/hedge_config.h"
 
 namespace onelayer {
-
-using Millis = std::chrono::milliseconds;
 
 enum class Jitter { full, equal, decorrelated, none };
 enum class InnerHops { forbid, strip, pass };

@@ -19,9 +19,9 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
-#include "core/fleet/fleet_share.h"
+#include "core/base/http_token.h"
 #include "core/callers/caller_patterns.h"
-#include "core/http/http_headers.h"
+#include "core/config/service_name.h"
 #include "core/config/units.h"
 
 namespace onelayer {

@@ -29,6 +29,7 @@
 
 #include "core/base/clock.h"
 #include "core/config/config.h"
+#include "core/config/service_name.h"
 
 namespace onelayer::fleet {
 
@@ -114,9 +115,5 @@ class FleetService {
 // sorted set, `prefix:{service}:c:` + unix second the per-second counts.
 std::string members_key(const std::string& prefix, const std::string& service);
 std::string counts_key_base(const std::string& prefix, const std::string& service);
-
-// A service name that is safe inside a key and a metric label: 1-64 of
-// [A-Za-z0-9._-].
-bool valid_service_name(std::string_view s);
 
 }  // namespace onelayer::fleet

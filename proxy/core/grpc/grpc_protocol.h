@@ -4,15 +4,10 @@
 
 #include <string_view>
 
+#include "core/base/grpc_field_names.h"
 #include "core/http/http_headers.h"
 
 namespace onelayer {
-
-inline constexpr std::string_view kGrpcStatusField = "grpc-status";
-inline constexpr std::string_view kGrpcMessageField = "grpc-message";
-inline constexpr std::string_view kGrpcTimeoutField = "grpc-timeout";
-inline constexpr std::string_view kGrpcPushbackField = "grpc-retry-pushback-ms";
-inline constexpr std::string_view kGrpcPreviousAttemptsField = "grpc-previous-rpc-attempts";
 
 // A Content-Type of a gRPC call: "application/grpc" alone or followed by
 // "+format" (application/grpc+proto) or parameters, ASCII case-insensitive,

@@ -6,6 +6,14 @@
 
 namespace onelayer {
 
+std::optional<Millis> resolve(const LatencyThreshold& t, const LatencyWindow& w, TimePoint now) {
+  if (t.percentile == 0) return t.fixed;
+  std::optional<Micros> q = w.quantile(t.percentile / 100.0, now);
+  if (!q) return std::nullopt;
+  const int64_t ms = (q->count() + 999) / 1000;
+  return Millis(ms < 1 ? 1 : ms);
+}
+
 bool HedgePlan::applies(const RetryPolicy& policy, const RetryState& rs) {
   return policy.hedge.enabled && policy.hedge.max > 0 && rs.may_repeat();
 }

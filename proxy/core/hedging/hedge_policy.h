@@ -11,13 +11,18 @@
 
 #include "core/base/clock.h"
 #include "core/config/config.h"
-#include "core/hedging/hedge_config.h"
+#include "core/config/hedge_config.h"
 #include "core/hedging/latency_window.h"
 #include "core/retry/retry.h"
 
 namespace onelayer {
 
 class RetryBudget;
+
+// The threshold now: the fixed duration, or the percentile of `w` rounded
+// up to the millisecond (at least 1 ms). nullopt: a percentile with too few
+// samples to estimate.
+std::optional<Millis> resolve(const LatencyThreshold&, const LatencyWindow& w, TimePoint now);
 
 class HedgePlan {  // one per downstream request that may be hedged
  public:

@@ -7,9 +7,9 @@
 #include <cstring>
 
 #include "core/base/ascii_words.h"
+#include "core/base/grpc_field_names.h"
+#include "core/base/grpc_timeout.h"
 #include "core/http/baggage.h"
-#include "core/grpc/grpc_protocol.h"
-#include "core/grpc/grpc_timeout.h"
 #include "core/http/hidden_retry_detector.h"
 
 namespace onelayer {
@@ -26,18 +26,6 @@ using ascii_words::load4_to_7;
 using ascii_words::load8;
 using ascii_words::lower8;
 
-// Letters, digits and `others`, as a table of bytes.
-constexpr std::array<bool, 256> make_byte_table(std::string_view others) {
-  std::array<bool, 256> t{};
-  for (int c = '0'; c <= '9'; ++c) t[static_cast<size_t>(c)] = true;
-  for (int c = 'a'; c <= 'z'; ++c) t[static_cast<size_t>(c)] = true;
-  for (int c = 'A'; c <= 'Z'; ++c) t[static_cast<size_t>(c)] = true;
-  for (char c : others) t[static_cast<unsigned char>(c)] = true;
-  return t;
-}
-// RFC 9110 5.6.2 tchar, as a table: checked for every header name of every
-// request and response, so it is on the hot path.
-constexpr std::array<bool, 256> kTchar = make_byte_table("!#$%&'*+-.^_`|~");
 // RFC 3986 unreserved and sub-delims: the bytes of a reg-name (every Host
 // field is checked).
 constexpr std::array<bool, 256> kUnreservedOrSubDelim = make_byte_table("-._~!$&'()*+,;=");
@@ -563,17 +551,6 @@ bool has_ascii_upper(std::string_view s) {
 
 
 char* copy_lowercase(std::string_view in, char* out) { return ascii_words::copy_lowercase(in, out); }
-
-bool is_token(std::string_view s) {
-  // No early exit (names are short, branches cost more), four bytes a step.
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  bool ok = n != 0;
-  size_t i = 0;
-  for (; i + 4 <= n; i += 4) ok &= kTchar[p[i]] & kTchar[p[i + 1]] & kTchar[p[i + 2]] & kTchar[p[i + 3]];
-  for (; i < n; ++i) ok &= kTchar[p[i]];
-  return ok;
-}
 
 namespace {
 

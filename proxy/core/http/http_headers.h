@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/base/http_token.h"
 #include "core/config/config.h"
 
 namespace onelayer {
@@ -37,7 +38,6 @@ inline bool iequals(std::string_view a, std::string_view b) {
 char* copy_lowercase(std::string_view in, char* out);
 // Whether `s` holds an ASCII capital, eight bytes at a time.
 bool has_ascii_upper(std::string_view s);
-bool is_token(std::string_view s);                     // RFC 9110 5.6.2 tchar+, non-empty
 // False for CR, LF, NUL and every other CTL except HTAB (and DEL); obs-text is allowed.
 bool is_valid_field_value(std::string_view v);
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/grpc/grpc_protocol.h"
-#include "core/grpc/grpc_timeout.h"
+#include "core/base/grpc_timeout.h"
 
 namespace onelayer {
 

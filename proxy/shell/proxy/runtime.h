@@ -14,6 +14,7 @@
 #include "core/base/clock.h"
 #include "core/config/config.h"
 #include "core/request/fault_injector.h"
+#include "core/hedging/latency_window.h"
 #include "core/http/hidden_retry_detector.h"
 #include "core/retry/load_shedder.h"
 #include "core/metrics/metrics.h"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/config/config_loader.h"
-#include "core/grpc/grpc_timeout.h"
+#include "core/base/grpc_timeout.h"
 #include "shell/http2/h2_session.h"
 #include "shell/memory/spare_string_rooms.h"
 #include "shell/server/worker.h"

@@ -1,4 +1,4 @@
-#include "core/grpc/grpc_timeout.h"
+#include "core/base/grpc_timeout.h"
 
 #include <array>
 #include <cstdint>

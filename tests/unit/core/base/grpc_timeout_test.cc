@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "core/grpc/grpc_timeout.h"
+#include "core/base/grpc_timeout.h"
 
 using namespace onelayer;
 using namespace std::chrono_literals;

@@ -1,4 +1,4 @@
-#include "core/hedging/hedge_config.h"
+#include "core/config/hedge_config.h"
 
 #include "core/config/units.h"
 
@@ -18,14 +18,6 @@ bool parse_latency_percentile(const std::string& text, LatencyThreshold& out) {
     }
   }
   return false;
-}
-
-std::optional<Millis> resolve(const LatencyThreshold& t, const LatencyWindow& w, TimePoint now) {
-  if (t.percentile == 0) return t.fixed;
-  std::optional<Micros> q = w.quantile(t.percentile / 100.0, now);
-  if (!q) return std::nullopt;
-  const int64_t ms = (q->count() + 999) / 1000;
-  return Millis(ms < 1 ? 1 : ms);
 }
 
 }  // namespace onelayer

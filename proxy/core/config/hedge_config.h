@@ -4,15 +4,11 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include "core/base/clock.h"
-#include "core/hedging/latency_window.h"
 
 namespace onelayer {
-
-using Millis = std::chrono::milliseconds;
 
 // A duration, fixed or read from an upstream's recent latency: "50ms", or
 // "p50" | "p90" | "p95" | "p99".
@@ -26,11 +22,6 @@ struct LatencyThreshold {
 std::string latency_threshold_text(const LatencyThreshold&);
 // Parses "p50|p90|p95|p99" (percentile set, true). Anything else: false.
 bool parse_latency_percentile(const std::string& text, LatencyThreshold& out);
-
-// The threshold now: the fixed duration, or the percentile of `w` rounded
-// up to the millisecond (at least 1 ms). nullopt: a percentile with too few
-// samples to estimate.
-std::optional<Millis> resolve(const LatencyThreshold&, const LatencyWindow& w, TimePoint now);
 
 struct HedgeConfig {
   bool enabled = false;  // a `hedge:` block was given

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "core/config/config.h"
+#include "core/base/clock.h"
 
 namespace onelayer {
 
