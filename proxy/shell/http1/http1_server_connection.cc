@@ -12,19 +12,18 @@
 #include "core/request/request_validation.h"
 #include "shell/http1/http1_server_connection.h"
 #include "shell/proxy/exchange.h"
-#include "shell/http2/h2_server_connection.h"
-#include "shell/http2/h2_session.h"
 #include "shell/http1/http1_body_encoder.h"
 #include "shell/io/logging.h"
 #include "shell/proxy/proxy_responses.h"
 #include "shell/proxy/request_admission.h"
+#include "shell/stream/h2_preface.h"
 #include "shell/tls/peer_identity.h"
 #include "shell/server/worker.h"
 
 namespace onelayer {
 
 Http1ServerConnection::Http1ServerConnection(Worker* w, WorkerListener* l)
-    : Conn(w), listener_(l) {
+    : ClientSocket(w), listener_(l) {
 }
 
 Http1ServerConnection::~Http1ServerConnection() {
@@ -271,10 +270,7 @@ void Http1ServerConnection::take_first_bytes(const char* data, size_t len) {
   }
   if (p == H2Preface::yes) {
     disarm_timer();  // the HTTP/2 side keeps its own
-    const GenerationPtr& g = worker()->generation();
-    const int i = g->listener_index(listener_->name());
-    const Listener* cfg = i < 0 ? nullptr : &g->config->listeners[static_cast<size_t>(i)];
-    h2_ = std::make_unique<H2ServerConnection>(this, host_, listener_, cfg, g->config->headers.request_timeout_ms);
+    h2_ = worker()->take_over_h2c(this, listener_);
     h2_->on_input(data, len);
     return;
   }

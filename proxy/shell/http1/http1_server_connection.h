@@ -6,21 +6,21 @@
 #include <string>
 #include <string_view>
 
-#include "shell/io/conn.h"
-#include "shell/stream/downstream_stream.h"
 #include "shell/http1/http_parser.h"
+#include "shell/stream/client_socket.h"
+#include "shell/stream/client_socket_codec.h"
+#include "shell/stream/downstream_stream.h"
 
 namespace onelayer {
 
 class Exchange;
 struct TransparentConn;
-class H2ServerConnection;
 class WorkerListener;
 struct RouteMetrics;
 
 // The HTTP/1 codec of the client side: the exchange's DownstreamStream
 // (one request at a time) writes its answer here in HTTP/1.1 framing.
-class Http1ServerConnection final : public Conn, public DownstreamStream, private HttpParser::Handler {
+class Http1ServerConnection final : public ClientSocket, public DownstreamStream, private HttpParser::Handler {
  public:
   Http1ServerConnection(Worker* w, WorkerListener* l);
   ~Http1ServerConnection() override;
@@ -55,9 +55,9 @@ class Http1ServerConnection final : public Conn, public DownstreamStream, privat
   void abort_stream(const char* reason) override;
   Http1ServerConnection* http1_connection() override { return this; }
 
-  void abort_connection(const char* reason = "client_closed");
+  void abort_connection(const char* reason = "client_closed") override;
   // Closes once what is written has gone (HTTP/2: after the GOAWAY).
-  void close_when_flushed();
+  void close_when_flushed() override;
   // Backpressure: the upstream cannot take the body as fast as it comes.
   void hold_reading();
   void release_reading();
@@ -71,7 +71,7 @@ class Http1ServerConnection final : public Conn, public DownstreamStream, privat
   bool saw_eof() const { return eof_; }
   // Transparent listeners (shell/transparent/transparent_down.cc): the
   // connection's original destination (null elsewhere).
-  const Destination* original_destination() const;
+  const Destination* original_destination() const override;
   // A TLS listener's handshake end and errors (Conn::tls_pump).
   void on_tls_handshake(bool ok);
   void on_tls_error();
@@ -80,7 +80,7 @@ class Http1ServerConnection final : public Conn, public DownstreamStream, privat
   void drain();
   WorkerListener* listener() const { return listener_; }
   // Its listener's name (for code that sees no WorkerListener).
-  const std::string& listener_name() const;
+  const std::string& listener_name() const override;
   // The worker's intrusive list of its connections (`tracked` lives with
   // the connection's other flags, so idle connections pay no padding).
   struct Link {
@@ -161,7 +161,7 @@ class Http1ServerConnection final : public Conn, public DownstreamStream, privat
   std::unique_ptr<std::string> pending_in_;  // bytes after a paused (pipelined) message; rare
   std::unique_ptr<Exchange> ex_;
   std::unique_ptr<Response> response_;
-  std::unique_ptr<H2ServerConnection> h2_;  // set once the preface said HTTP/2: every byte goes there
+  std::unique_ptr<ClientSocketCodec> h2_;  // set once the preface said HTTP/2: every byte goes there
   std::string peer_ip_;
   Link link_;
   // One bit each: every idle connection holds these.

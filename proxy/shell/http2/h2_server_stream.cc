@@ -10,7 +10,6 @@
 #include "core/grpc/grpc_error_answer.h"
 #include "core/grpc/grpc_protocol.h"
 #include "core/request/request_validation.h"
-#include "shell/http1/http1_server_connection.h"
 #include "shell/proxy/exchange.h"
 #include "shell/http2/h2_server_connection.h"
 #include "shell/http2/h2_request_head.h"

@@ -13,6 +13,7 @@
 #include "shell/proxy/endpoint_state.h"
 #include "shell/proxy/exchange.h"
 #include "shell/http2/h2_client_connection.h"
+#include "shell/http2/h2_server_connection.h"
 #include "shell/io/logging.h"
 #include "shell/http1/http1_client_connection.h"
 #include "shell/io/socket_address.h"
@@ -224,6 +225,13 @@ void Worker::on_check() {
 
 void Worker::retire(std::unique_ptr<Exchange> ex) {
   if (ex) retired_.push_back(std::move(ex));
+}
+
+std::unique_ptr<ClientSocketCodec> Worker::take_over_h2c(ClientSocket* c, WorkerListener* l) {
+  const GenerationPtr& g = generation();
+  const int i = g->listener_index(l->name());
+  const Listener* cfg = i < 0 ? nullptr : &g->config->listeners[static_cast<size_t>(i)];
+  return std::make_unique<H2ServerConnection>(c, this, l, cfg, g->config->headers.request_timeout_ms);
 }
 
 void Worker::down_closed(Http1ServerConnection* d) {

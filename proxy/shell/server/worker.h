@@ -24,6 +24,8 @@
 #include "shell/proxy/runtime.h"
 #include "shell/tls/tls_channel.h"
 #include "shell/proxy/upstream_stream_factory.h"
+#include "shell/stream/client_socket.h"
+#include "shell/stream/client_socket_codec.h"
 #include "shell/server/worker_listener.h"
 
 namespace onelayer {
@@ -88,6 +90,9 @@ class Worker : public ConnectionHost {
   // handle runs after every poll): never inside one of its own callbacks.
   void retire(std::unique_ptr<Exchange> ex);
   void track(Http1ServerConnection* d);
+  // A connection of `l` whose first bytes were the HTTP/2 preface: the
+  // codec that takes its reads from now on (an H2ServerConnection).
+  std::unique_ptr<ClientSocketCodec> take_over_h2c(ClientSocket* c, WorkerListener* l);
   // Where the exchanges' attempts get their upstream streams (null: real
   // connections, UpstreamCodecs).
   UpstreamStreamFactory* upstream_streams() const { return upstream_streams_; }
