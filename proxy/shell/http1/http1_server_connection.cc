@@ -11,11 +11,9 @@
 #include "core/base/http_status.h"
 #include "core/request/request_validation.h"
 #include "shell/http1/http1_server_connection.h"
-#include "shell/proxy/exchange.h"
 #include "shell/http1/http1_body_encoder.h"
 #include "shell/io/logging.h"
-#include "shell/proxy/proxy_responses.h"
-#include "shell/proxy/request_admission.h"
+#include "shell/http1/proxy_responses.h"
 #include "shell/stream/h2_preface.h"
 #include "shell/tls/peer_identity.h"
 #include "shell/server/worker.h"
@@ -359,8 +357,8 @@ int Http1ServerConnection::on_head(MessageHead& head) {
   if (!head.keep_alive) close_after_ = true;
   if (host_->draining()) close_after_ = true;
 
-  Worker* w = worker();
-  Admission a = admit_request(w->generation(), w->random(), listener_->name(), head, caller(), original_destination());
+  ExchangeStarter::Start a =
+      worker()->exchanges().start(*this, listener_->name(), head, caller(), original_destination());
   if (a.refused()) {
     std::string extra;
     append_serialized(a.extra, extra);
@@ -377,7 +375,7 @@ int Http1ServerConnection::on_head(MessageHead& head) {
   if (a.upgrade) close_after_ = true;  // this connection ends with the exchange, tunnel or not
   in_exchange_ = true;
   response_ = std::make_unique<Response>();
-  ex_ = std::make_unique<Exchange>(this, worker(), a, head);
+  ex_ = std::move(a.exchange);
   ex_->start();
   return 0;
 }

@@ -10,10 +10,10 @@
 #include "shell/stream/client_socket.h"
 #include "shell/stream/client_socket_codec.h"
 #include "shell/stream/downstream_stream.h"
+#include "shell/stream/request_exchange.h"
 
 namespace onelayer {
 
-class Exchange;
 struct TransparentConn;
 class WorkerListener;
 struct RouteMetrics;
@@ -61,7 +61,6 @@ class Http1ServerConnection final : public ClientSocket, public DownstreamStream
   // Backpressure: the upstream cannot take the body as fast as it comes.
   void hold_reading();
   void release_reading();
-  Exchange* exchange() const { return ex_.get(); }
   // Upgrade tunnels (after a 101): the connection's bytes go to the
   // exchange's tunnel; bytes the client sent early are handed over once.
   void enter_tunnel() { tunnel_ = true; }
@@ -159,7 +158,7 @@ class Http1ServerConnection final : public ClientSocket, public DownstreamStream
   // connection is idle again: an idle connection holds none.
   std::unique_ptr<HttpParser> parser_;
   std::unique_ptr<std::string> pending_in_;  // bytes after a paused (pipelined) message; rare
-  std::unique_ptr<Exchange> ex_;
+  std::unique_ptr<RequestExchange> ex_;
   std::unique_ptr<Response> response_;
   std::unique_ptr<ClientSocketCodec> h2_;  // set once the preface said HTTP/2: every byte goes there
   std::string peer_ip_;

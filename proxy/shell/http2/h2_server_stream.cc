@@ -10,11 +10,9 @@
 #include "core/grpc/grpc_error_answer.h"
 #include "core/grpc/grpc_protocol.h"
 #include "core/request/request_validation.h"
-#include "shell/proxy/exchange.h"
 #include "shell/http2/h2_server_connection.h"
 #include "shell/http2/h2_request_head.h"
 #include "shell/io/logging.h"
-#include "shell/proxy/request_admission.h"
 #include "shell/memory/spare_list.h"
 #include "shell/server/worker.h"
 
@@ -85,9 +83,8 @@ void H2ServerStream::on_head(H2Session::Head& head, bool end_stream) {
     refuse(431, "headers_too_large", "request over the header field count limit", {}, nullptr, {});
     return;
   }
-  Worker* w = worker();
-  Admission a = admit_request(w->generation(), w->random(), conn_->listener()->name(), mh, caller(),
-                              conn_->connection()->original_destination());
+  ExchangeStarter::Start a = worker()->exchanges().start(*this, conn_->listener()->name(), mh, caller(),
+                                                         conn_->connection()->original_destination());
   if (a.refused()) {
     refuse(a.status, a.reason, a.detail, a.extra, a.counted_in, a.hint);
     return;
@@ -99,7 +96,7 @@ void H2ServerStream::on_head(H2Session::Head& head, bool end_stream) {
     response_bytes_ += 9 + 1;  // frame header, :status 100 (indexed)
     conn_->write_out();
   }
-  ex_ = std::make_unique<Exchange>(this, worker(), a, mh);
+  ex_ = std::move(a.exchange);
   ex_->start();
 }
 

@@ -223,7 +223,7 @@ void Worker::on_check() {
   hand_over_access_log();  // this iteration's lines, in one locked write
 }
 
-void Worker::retire(std::unique_ptr<Exchange> ex) {
+void Worker::retire(std::unique_ptr<RequestExchange> ex) {
   if (ex) retired_.push_back(std::move(ex));
 }
 

@@ -21,6 +21,7 @@
 #include "shell/memory/h2_memory_pool.h"
 #include "shell/http1/http_parser_pool.h"
 #include "shell/server/parked_connections.h"
+#include "shell/proxy/proxy_exchange_starter.h"
 #include "shell/proxy/runtime.h"
 #include "shell/tls/tls_channel.h"
 #include "shell/proxy/upstream_stream_factory.h"
@@ -88,7 +89,9 @@ class Worker : public ConnectionHost {
   void down_closed(Http1ServerConnection* d);
   // Frees a finished exchange after the current callback chain (a check
   // handle runs after every poll): never inside one of its own callbacks.
-  void retire(std::unique_ptr<Exchange> ex);
+  void retire(std::unique_ptr<RequestExchange> ex);
+  // Where the connections' requests become exchanges.
+  ExchangeStarter& exchanges() { return exchanges_; }
   void track(Http1ServerConnection* d);
   // A connection of `l` whose first bytes were the HTTP/2 preface: the
   // codec that takes its reads from now on (an H2ServerConnection).
@@ -127,11 +130,12 @@ class Worker : public ConnectionHost {
   uv_idle_t second_poll_;
   HttpParserPool parsers_;
   std::optional<ParkedConnections> parked_;  // its records hold entries of the base's timers_
-  std::vector<std::unique_ptr<Exchange>> retired_;
+  std::vector<std::unique_ptr<RequestExchange>> retired_;
   std::thread thread_;
   GenerationPtr gen_;
   UpstreamStreamFactory* upstream_streams_ = nullptr;
   DefaultRandom random_;
+  ProxyExchangeStarter exchanges_{this, rt_, gen_, random_};
 
   std::mutex mu_;
   std::vector<std::function<void()>> inbox_;
