@@ -1,28 +1,34 @@
 // One client connection: read, parse, validate, route; one exchange at a
 // time, pipelining, keep-alive, header and idle timeouts, refusals, drain.
+// What it needs of the worker besides I/O comes through Http1ServerHost (its
+// host), requests become exchanges through the host's ExchangeStarter, and
+// a connection whose first bytes are the HTTP/2 preface is handed to the
+// codec the host makes for it (a ClientSocketCodec), which runs on this
+// connection as its ClientSocket.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <string_view>
 
+#include "shell/http1/http1_server_host.h"
 #include "shell/http1/http_parser.h"
 #include "shell/stream/client_socket.h"
 #include "shell/stream/client_socket_codec.h"
 #include "shell/stream/downstream_stream.h"
 #include "shell/stream/request_exchange.h"
+#include "shell/stream/server_listener.h"
 
 namespace onelayer {
 
 struct TransparentConn;
-class WorkerListener;
 struct RouteMetrics;
 
 // The HTTP/1 codec of the client side: the exchange's DownstreamStream
 // (one request at a time) writes its answer here in HTTP/1.1 framing.
 class Http1ServerConnection final : public ClientSocket, public DownstreamStream, private HttpParser::Handler {
  public:
-  Http1ServerConnection(Worker* w, WorkerListener* l);
+  Http1ServerConnection(Http1ServerHost* host, ServerListener* l);
   ~Http1ServerConnection() override;
   void start();
 
@@ -77,9 +83,8 @@ class Http1ServerConnection final : public ClientSocket, public DownstreamStream
 
   // From the worker.
   void drain();
-  WorkerListener* listener() const { return listener_; }
-  // Its listener's name (for code that sees no WorkerListener).
-  const std::string& listener_name() const override;
+  ServerListener* listener() const { return listener_; }
+  const std::string& listener_name() const override { return listener_->name(); }
   // The worker's intrusive list of its connections (`tracked` lives with
   // the connection's other flags, so idle connections pay no padding).
   struct Link {
@@ -138,6 +143,8 @@ class Http1ServerConnection final : public ClientSocket, public DownstreamStream
   void passthrough_drained();
   TransparentConn* transparent_state() const;
   HttpParser& parser();  // the lent parser, taken from the pool if none
+  // The host it was made with, as what it is (no pointer of its own).
+  Http1ServerHost* server_host() const { return static_cast<Http1ServerHost*>(host_); }
   bool parser_paused() const { return parser_ && parser_->error() == HttpParser::Error::paused; }
   bool in_request() const { return parser_ && parser_->in_message(); }
   // Idle (no exchange, no request begun, nothing pipelined): the parser and
@@ -153,7 +160,7 @@ class Http1ServerConnection final : public ClientSocket, public DownstreamStream
   struct Response;
   Response& response();
 
-  WorkerListener* listener_;  // outlives its connections (it frees itself after the last)
+  ServerListener* listener_;  // outlives its connections (it frees itself after the last)
   // Lent by the worker's pool from a request's first bytes until the
   // connection is idle again: an idle connection holds none.
   std::unique_ptr<HttpParser> parser_;

@@ -40,7 +40,7 @@ H2Session::Limits limits_for(const Listener* cfg) {
 
 }  // namespace
 
-H2ServerConnection::H2ServerConnection(ClientSocket* conn, ConnectionHost* host, WorkerListener* listener,
+H2ServerConnection::H2ServerConnection(ClientSocket* conn, ServerCodecHost* host, ServerListener* listener,
                                        const Listener* cfg, std::string_view request_timeout_name)
     : conn_(conn), host_(host), listener_(listener), session_(H2Session::Role::server, this, limits_for(cfg)) {
   reaper_.owner = this;

@@ -5,7 +5,7 @@
 // on_input() (ClientSocketCodec); this object owns the H2Session (server
 // role) and one H2ServerStream per request stream, and writes what the
 // session has to say through ConnectionHost::write on the connection. The
-// worker makes it (Worker::take_over_h2c).
+// worker makes it (Http1ServerHost::take_over_h2c).
 //
 // Writing stops while the socket's queue is above a high-water mark (the
 // session then keeps unsent DATA per stream, which is what each exchange's
@@ -28,13 +28,13 @@
 #include "shell/io/timer_list.h"
 #include "shell/stream/client_socket.h"
 #include "shell/stream/client_socket_codec.h"
+#include "shell/stream/server_codec_host.h"
+#include "shell/stream/server_listener.h"
 
 namespace onelayer {
 
 class H2ServerStream;
-class ConnectionHost;
 struct Listener;
-class WorkerListener;
 
 class H2ServerConnection final : public ClientSocketCodec,
                                  private H2Session::Handler,
@@ -44,7 +44,7 @@ class H2ServerConnection final : public ClientSocketCodec,
   // `cfg`: the listener's config when the connection starts (null: the
   // defaults); `request_timeout_name`: the config's request-timeout header.
   // Neither is kept.
-  H2ServerConnection(ClientSocket* conn, ConnectionHost* host, WorkerListener* listener, const Listener* cfg,
+  H2ServerConnection(ClientSocket* conn, ServerCodecHost* host, ServerListener* listener, const Listener* cfg,
                      std::string_view request_timeout_name);
   ~H2ServerConnection() override;
   H2ServerConnection(const H2ServerConnection&) = delete;
@@ -66,8 +66,8 @@ class H2ServerConnection final : public ClientSocketCodec,
 
   // For the streams.
   H2Session& session() { return session_; }
-  ConnectionHost* host() const { return host_; }
-  WorkerListener* listener() const { return listener_; }
+  ServerCodecHost* host() const { return host_; }
+  ServerListener* listener() const { return listener_; }
   ClientSocket* connection() const { return conn_; }
   // Writes what the session has (now, or after the current input or once
   // the socket drains).
@@ -113,8 +113,8 @@ class H2ServerConnection final : public ClientSocketCodec,
   static void on_drain_notice_timer(TimerList::Entry* e);
 
   ClientSocket* conn_;
-  ConnectionHost* host_;
-  WorkerListener* listener_;
+  ServerCodecHost* host_;
+  ServerListener* listener_;
   H2Session session_;
   // The open streams, owned through a list threaded through them; each is
   // its stream's owner pointer in the session, which finds it as cheaply as

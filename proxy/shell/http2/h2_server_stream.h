@@ -15,13 +15,13 @@
 #include "shell/memory/recycled_blocks.h"
 #include "shell/stream/downstream_stream.h"
 #include "shell/stream/request_exchange.h"
+#include "shell/stream/server_codec_host.h"
 #include "shell/http2/h2_request_head.h"
 #include "shell/http2/h2_session.h"
 
 namespace onelayer {
 
 class H2ServerConnection;
-class Worker;
 
 class H2ServerStream final : public DownstreamStream {
  public:
@@ -88,7 +88,7 @@ class H2ServerStream final : public DownstreamStream {
   // The session takes the head's fields (left empty).
   bool submit_head(H2Response& head, bool end);
   H2Session& session() const;
-  Worker* worker() const;
+  ServerCodecHost* host() const;
 
   friend class H2ServerConnection;  // its list of open streams
   H2ServerStream* prev_open_ = nullptr;

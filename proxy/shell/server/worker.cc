@@ -21,7 +21,7 @@
 
 namespace onelayer {
 
-Worker::Worker(Runtime& rt, int index) : ConnectionHost(rt.metrics), rt_(rt), index_(index) {
+Worker::Worker(Runtime& rt, int index) : Http1ServerHost(rt.metrics), rt_(rt), index_(index) {
   loop_.data = this;
   uv_async_init(&loop_, &async_, [](uv_async_t* a) { static_cast<Worker*>(a->data)->on_async(); });
   async_.data = this;
@@ -158,7 +158,7 @@ static void on_connection(uv_stream_t* server, int status) {
 
 void Worker::track(Http1ServerConnection* d) {
   link(d);
-  d->listener()->connection_opened();
+  static_cast<WorkerListener*>(d->listener())->connection_opened();
   rt_.metrics.downstream_connections_active.fetch_add(1, std::memory_order_relaxed);
   rt_.metrics.downstream_connections_total.fetch_add(1, std::memory_order_relaxed);
 }
@@ -227,11 +227,27 @@ void Worker::retire(std::unique_ptr<RequestExchange> ex) {
   if (ex) retired_.push_back(std::move(ex));
 }
 
-std::unique_ptr<ClientSocketCodec> Worker::take_over_h2c(ClientSocket* c, WorkerListener* l) {
+bool Worker::park(int fd, ServerListener* l, uint64_t idle_left_ms) {
+  return parked_->park(fd, static_cast<WorkerListener*>(l), idle_left_ms);  // every listener is the worker's
+}
+
+const Listener* Worker::listener_config(const std::string& name) {
   const GenerationPtr& g = generation();
-  const int i = g->listener_index(l->name());
-  const Listener* cfg = i < 0 ? nullptr : &g->config->listeners[static_cast<size_t>(i)];
-  return std::make_unique<H2ServerConnection>(c, this, l, cfg, g->config->headers.request_timeout_ms);
+  const int i = g->listener_index(name);
+  return i < 0 ? nullptr : &g->config->listeners[static_cast<size_t>(i)];
+}
+
+std::unique_ptr<TlsChannel> Worker::open_tls(const std::string& listener) {
+  const GenerationPtr& g = generation();
+  const int i = g->listener_index(listener);
+  if (i < 0 || !g->tls.listeners[static_cast<size_t>(i)]) return nullptr;
+  return g->tls.listeners[static_cast<size_t>(i)]->open();
+}
+
+std::unique_ptr<ClientSocketCodec> Worker::take_over_h2c(ClientSocket* c, ServerListener* l) {
+  const GenerationPtr& g = generation();
+  return std::make_unique<H2ServerConnection>(c, this, l, listener_config(l->name()),
+                                              g->config->headers.request_timeout_ms);
 }
 
 void Worker::down_closed(Http1ServerConnection* d) {
@@ -243,7 +259,7 @@ void Worker::down_closed(Http1ServerConnection* d) {
     d->set_tracked(false);
     --conn_count_;
     // A parked connection lives on as its socket (counted until it closes).
-    if (!d->parked()) parked_closed(d->listener());
+    if (!d->parked()) parked_closed(static_cast<WorkerListener*>(d->listener()));
   }
   maybe_finish_drain();
 }

@@ -19,14 +19,13 @@
 #include "shell/io/conn.h"
 #include "shell/io/connection_host.h"
 #include "shell/memory/h2_memory_pool.h"
+#include "shell/http1/http1_server_host.h"
 #include "shell/http1/http_parser_pool.h"
 #include "shell/server/parked_connections.h"
 #include "shell/proxy/proxy_exchange_starter.h"
 #include "shell/proxy/runtime.h"
 #include "shell/tls/tls_channel.h"
 #include "shell/proxy/upstream_stream_factory.h"
-#include "shell/stream/client_socket.h"
-#include "shell/stream/client_socket_codec.h"
 #include "shell/server/worker_listener.h"
 
 namespace onelayer {
@@ -44,9 +43,10 @@ struct ListenSocket {
 };
 
 // The I/O its connections need (loop, timers, writes) is its ConnectionHost
-// base; the rest (config generations, endpoints, exchanges, listeners) is
-// its own.
-class Worker : public ConnectionHost {
+// base; what the server codecs need besides, its Http1ServerHost base (the
+// one class that implements it); the rest (config generations, endpoints,
+// listeners) is its own.
+class Worker final : public Http1ServerHost {
  public:
   Worker(Runtime& rt, int index);
   ~Worker();
@@ -61,7 +61,7 @@ class Worker : public ConnectionHost {
 
   // Called on the worker thread.
   // Parsers lent to connections while a message is in progress.
-  HttpParserPool& parsers() { return parsers_; }
+  HttpParserPool& parsers() override { return parsers_; }
   // Idle keep-alive connections held as their sockets alone.
   ParkedConnections& parked() { return *parked_; }
   // A parked socket became readable: a Http1ServerConnection again (counted already).
@@ -85,17 +85,20 @@ class Worker : public ConnectionHost {
   // A transparent listener's connection's own state (null for others).
   TransparentConn* transparent_state(const Http1ServerConnection* d);
   TransparentConn& add_transparent(const Http1ServerConnection* d);
-  void forget_transparent(const Http1ServerConnection* d);
-  void down_closed(Http1ServerConnection* d);
+  void forget_transparent(const Http1ServerConnection* d) override;
+  void down_closed(Http1ServerConnection* d) override;
   // Frees a finished exchange after the current callback chain (a check
   // handle runs after every poll): never inside one of its own callbacks.
-  void retire(std::unique_ptr<RequestExchange> ex);
-  // Where the connections' requests become exchanges.
-  ExchangeStarter& exchanges() { return exchanges_; }
+  void retire(std::unique_ptr<RequestExchange> ex) override;
+  // The rest of Http1ServerHost (and ServerCodecHost).
+  ExchangeStarter& exchanges() override { return exchanges_; }
+  bool logs_access(const std::string& listener) override { return generation()->logs_access(listener); }
+  bool park(int fd, ServerListener* l, uint64_t idle_left_ms) override;
+  const Listener* listener_config(const std::string& name) override;
+  std::unique_ptr<TlsChannel> open_tls(const std::string& listener) override;
+  size_t max_open_connections() override { return rt_.max_open_connections; }
+  std::unique_ptr<ClientSocketCodec> take_over_h2c(ClientSocket* c, ServerListener* l) override;
   void track(Http1ServerConnection* d);
-  // A connection of `l` whose first bytes were the HTTP/2 preface: the
-  // codec that takes its reads from now on (an H2ServerConnection).
-  std::unique_ptr<ClientSocketCodec> take_over_h2c(ClientSocket* c, WorkerListener* l);
   // Where the exchanges' attempts get their upstream streams (null: real
   // connections, UpstreamCodecs).
   UpstreamStreamFactory* upstream_streams() const { return upstream_streams_; }
