@@ -20,7 +20,8 @@
 
 namespace onelayer {
 
-Worker::Worker(Runtime& rt, int index) : ConnectionHost(rt.metrics), rt_(rt), index_(index) {
+Worker::Worker(Runtime& rt, int index)
+    : ConnectionHost(rt.metrics), ProxyHost(*this, rt, random_), rt_(rt), index_(index) {
   loop_.data = this;
   uv_async_init(&loop_, &async_, [](uv_async_t* a) { static_cast<Worker*>(a->data)->on_async(); });
   async_.data = this;
