@@ -24,6 +24,7 @@
 #include "shell/proxy/proxy_host.h"
 #include "shell/proxy/runtime.h"
 #include "shell/tls/tls_channel.h"
+#include "shell/transparent/transparent_host.h"
 #include "shell/proxy/upstream_stream_factory.h"
 #include "shell/server/worker_listener.h"
 
@@ -34,7 +35,6 @@ class Http1ServerConnection;
 class Exchange;
 class Http1ClientConnection;
 struct EndpointState;
-struct TransparentConn;
 
 struct ListenSocket {
   std::string listener;  // listener name
@@ -43,9 +43,10 @@ struct ListenSocket {
 
 // The I/O its connections need (loop, timers, writes) is its ConnectionHost
 // base; what its exchanges need beyond that (endpoints, random generator,
-// runtime, upstream stream factory) its ProxyHost base; the rest (config
-// generations, exchanges, listeners) is its own.
-class Worker final : public ConnectionHost, public ProxyHost {
+// runtime, upstream stream factory) its ProxyHost base; the state of its
+// transparent listeners' connections its TransparentHost base; the rest
+// (config generations, exchanges, listeners) is its own.
+class Worker final : public ConnectionHost, public ProxyHost, public TransparentHost {
  public:
   Worker(Runtime& rt, int index);
   ~Worker();
@@ -67,7 +68,7 @@ class Worker final : public ConnectionHost, public ProxyHost {
   void unpark(WorkerListener* l, int fd);
   // A parked socket was closed: its connection is gone.
   void parked_closed(WorkerListener* l);
-  const GenerationPtr& generation() {
+  const GenerationPtr& generation() override {
     rt_.refresh(gen_);
     return gen_;
   }
@@ -77,10 +78,6 @@ class Worker final : public ConnectionHost, public ProxyHost {
   EndpointState* endpoint(const HostPort& hp, const Upstream& u, uint64_t generation) override;
   EndpointState* destination_endpoint(const Destination& d, const Upstream& u) override;
   size_t destinations_held() const { return destinations_.size(); }
-  // A transparent listener's connection's own state (null for others).
-  TransparentConn* transparent_state(const Http1ServerConnection* d);
-  TransparentConn& add_transparent(const Http1ServerConnection* d);
-  void forget_transparent(const Http1ServerConnection* d);
   void down_closed(Http1ServerConnection* d);
   // Frees a finished exchange after the current callback chain (a check
   // handle runs after every poll): never inside one of its own callbacks.
@@ -130,7 +127,6 @@ class Worker final : public ConnectionHost, public ProxyHost {
   std::unordered_map<std::string, std::unique_ptr<EndpointState>> endpoints_;
   DestinationTable<std::unique_ptr<EndpointState>> destinations_;
   std::vector<std::unique_ptr<EndpointState>> evicted_destinations_;  // until their connections have closed
-  std::unordered_map<const Http1ServerConnection*, std::unique_ptr<TransparentConn>> transparent_conns_;
   std::string endpoint_key_;  // Worker::endpoint's lookup key, reused
   // The last endpoint() answer. Within one generation a HostPort's address
   // names one endpoint of one upstream (another config may reuse the address).
