@@ -18,6 +18,7 @@
 #include "shell/http1/http_parser.h"
 #include "shell/io/handle_wrap.h"
 #include "shell/io/socket_address.h"
+#include "shell/io/string_write.h"
 
 namespace onelayer {
 
@@ -61,11 +62,6 @@ namespace {
 constexpr int kBacklog = 128;
 constexpr uint64_t kMaxLingerMs = 2'000;
 constexpr size_t kReadBufferBytes = 64 * 1024;
-
-struct WriteReq {
-  uv_write_t req{};
-  std::string data;
-};
 
 struct Response {
   int status = 200;
@@ -112,15 +108,6 @@ std::string peer_of(const uv_tcp_t* tcp, bool* loopback) {
     uv_ip6_name(in6, ip, sizeof ip);
   }
   return ip;
-}
-
-int bound_port(const uv_tcp_t* tcp) {
-  sockaddr_storage ss{};
-  int len = sizeof ss;
-  if (uv_tcp_getsockname(tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
-  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
-  return 0;
 }
 
 }  // namespace
@@ -274,23 +261,14 @@ struct AdminServer::Callbacks {
   }
 
   static void write(Conn* c, std::string data) {
-    auto* w = new WriteReq;
-    w->data = std::move(data);
-    w->req.data = c;
-    uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
-    int r = uv_write(&w->req, reinterpret_cast<uv_stream_t*>(&c->tcp), &buf, 1, on_write);
-    if (r < 0) {
-      delete w;
+    if (StringWrite::start<Conn, on_written>(reinterpret_cast<uv_stream_t*>(&c->tcp), std::move(data), c) < 0) {
       close_conn(c);
       return;
     }
     ++c->writes_pending;
   }
 
-  static void on_write(uv_write_t* req, int status) {
-    auto* w = reinterpret_cast<WriteReq*>(req);
-    Conn* c = static_cast<Conn*>(req->data);
-    delete w;
+  static void on_written(Conn* c, int status) {
     --c->writes_pending;
     if (status < 0) {
       close_conn(c);

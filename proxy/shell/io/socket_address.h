@@ -6,6 +6,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <uv.h>
 
 #include <cstdint>
 #include <string>
@@ -25,5 +26,7 @@ std::string resolve_address_blocking(const std::string& host, uint16_t port, soc
 socklen_t address_length(const sockaddr_storage& ss);
 // The port of an AF_INET or AF_INET6 address, else 0.
 uint16_t address_port(const sockaddr_storage& ss);
+// The port a listening socket is bound to (what port 0 chose), else 0.
+int bound_port(const uv_tcp_t* tcp);
 
 }  // namespace onelayer
