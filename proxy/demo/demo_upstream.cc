@@ -31,6 +31,8 @@
 #include "core/http/http_headers.h"
 #include "shell/http1/http_parser.h"
 #include "shell/io/handle_wrap.h"
+#include "shell/io/socket_address.h"
+#include "shell/io/string_write.h"
 
 namespace {
 
@@ -86,11 +88,6 @@ struct Server {
   int port = 0;
   bool stopping = false;
   char read_buffer[64 * 1024];
-};
-
-struct WriteReq {
-  uv_write_t req{};
-  std::string data;
 };
 
 struct Reply {
@@ -250,10 +247,8 @@ void finish_conn(Conn* c) {
   }
 }
 
-void on_write(uv_write_t* req, int status) {
-  auto* w = reinterpret_cast<WriteReq*>(req);
-  Conn* c = static_cast<Conn*>(req->data);
-  delete w;
+void on_write(void* owner, int status) {
+  Conn* c = static_cast<Conn*>(owner);
   --c->writes_pending;
   if (status < 0) {
     close_conn(c);
@@ -264,12 +259,7 @@ void on_write(uv_write_t* req, int status) {
 
 void write(Conn* c, std::string data) {
   if (c->closing()) return;
-  auto* w = new WriteReq;
-  w->data = std::move(data);
-  w->req.data = c;
-  uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
-  if (uv_write(&w->req, reinterpret_cast<uv_stream_t*>(&c->tcp), &buf, 1, on_write) < 0) {
-    delete w;
+  if (onelayer::StringWrite::start(reinterpret_cast<uv_stream_t*>(&c->tcp), std::move(data), c, on_write) < 0) {
     close_conn(c);
     return;
   }
@@ -346,13 +336,6 @@ int Conn::on_body(const char* at, size_t len) {
   return 0;
 }
 
-// The request asked to upgrade (Upgrade with Connection: upgrade, or
-// CONNECT) and carried no body: what follows it is not HTTP/1.1.
-bool switches_protocols(const onelayer::HttpParser& p) {
-  const onelayer::MessageHead& h = p.head();
-  return p.upgrade() && (h.method == "CONNECT" || !(h.chunked || h.content_length > 0));
-}
-
 int Conn::on_message_end() {
   if (server == nullptr || closing()) return HPE_PAUSED;
   Reply r = handle(*server, *this);
@@ -362,7 +345,7 @@ int Conn::on_message_end() {
   const std::string& url = head().target;
   // This server never switches protocols: a request that would is answered
   // and is the connection's last.
-  if (close || switches_protocols(parser)) close_after_write = true;
+  if (close || parser.request_switches_protocols()) close_after_write = true;
   if (r.delay_ms > 0) {
     // Hold this response (and everything pipelined after it) until the timer.
     waiting = true;
@@ -519,15 +502,6 @@ bool write_ports_file(const std::string& path, int port) {
   return std::rename(tmp.c_str(), path.c_str()) == 0;
 }
 
-int bound_port(const uv_tcp_t* tcp) {
-  sockaddr_storage ss{};
-  int len = sizeof ss;
-  if (uv_tcp_getsockname(tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
-  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -575,7 +549,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "demo: cannot listen on %s:%d: %s\n", opt.host.c_str(), opt.port, uv_strerror(r));
     return 1;
   }
-  server.port = bound_port(&server.listener);
+  server.port = onelayer::local_port(&server.listener);
   if (!opt.ports_file.empty() && !write_ports_file(opt.ports_file, server.port)) {
     std::fprintf(stderr, "demo: cannot write %s\n", opt.ports_file.c_str());
     return 1;

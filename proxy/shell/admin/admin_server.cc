@@ -18,6 +18,7 @@
 #include "shell/http1/http_parser.h"
 #include "shell/io/handle_wrap.h"
 #include "shell/io/socket_address.h"
+#include "shell/io/string_write.h"
 
 namespace onelayer {
 
@@ -61,11 +62,6 @@ namespace {
 constexpr int kBacklog = 128;
 constexpr uint64_t kMaxLingerMs = 2'000;
 constexpr size_t kReadBufferBytes = 64 * 1024;
-
-struct WriteReq {
-  uv_write_t req{};
-  std::string data;
-};
 
 struct Response {
   int status = 200;
@@ -114,15 +110,6 @@ std::string peer_of(const uv_tcp_t* tcp, bool* loopback) {
   return ip;
 }
 
-int bound_port(const uv_tcp_t* tcp) {
-  sockaddr_storage ss{};
-  int len = sizeof ss;
-  if (uv_tcp_getsockname(tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
-  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
-  return 0;
-}
-
 }  // namespace
 
 // libuv trampolines, plus the per-connection logic they and the parser
@@ -153,18 +140,11 @@ struct AdminServer::Callbacks {
     // Anything pipelined after a request that closes the connection is
     // ignored; so is what follows one that would switch protocols (the
     // admin listener never switches: the answer was its last).
-    if (close || switches_protocols(c->parser)) {
+    if (close || c->parser.request_switches_protocols()) {
       c->close_after_write = true;
       return HPE_PAUSED;
     }
     return 0;
-  }
-
-  // The request asked to upgrade (Upgrade with Connection: upgrade, or
-  // CONNECT) and carried no body: what follows it is not HTTP/1.1.
-  static bool switches_protocols(const HttpParser& p) {
-    const MessageHead& h = p.head();
-    return p.upgrade() && (h.method == "CONNECT" || !(h.chunked || h.content_length > 0));
   }
 
   // Whether this request may change state: nullopt when it may, else the
@@ -274,23 +254,15 @@ struct AdminServer::Callbacks {
   }
 
   static void write(Conn* c, std::string data) {
-    auto* w = new WriteReq;
-    w->data = std::move(data);
-    w->req.data = c;
-    uv_buf_t buf = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
-    int r = uv_write(&w->req, reinterpret_cast<uv_stream_t*>(&c->tcp), &buf, 1, on_write);
-    if (r < 0) {
-      delete w;
+    if (StringWrite::start(reinterpret_cast<uv_stream_t*>(&c->tcp), std::move(data), c, on_write) < 0) {
       close_conn(c);
       return;
     }
     ++c->writes_pending;
   }
 
-  static void on_write(uv_write_t* req, int status) {
-    auto* w = reinterpret_cast<WriteReq*>(req);
-    Conn* c = static_cast<Conn*>(req->data);
-    delete w;
+  static void on_write(void* owner, int status) {
+    Conn* c = static_cast<Conn*>(owner);
     --c->writes_pending;
     if (status < 0) {
       close_conn(c);
@@ -419,7 +391,7 @@ int AdminServer::listen(const HostPort& addr) {
     return r;
   }
   listener_ = tcp;
-  port_ = bound_port(tcp);
+  port_ = local_port(tcp);
   spdlog::info("admin: listening on {}:{}", addr.host, port_);
   return 0;
 }

@@ -11,13 +11,13 @@
 #include <spdlog/spdlog.h>
 
 #include "core/request/request_validation.h"
-#include "shell/proxy/endpoint_state.h"
+#include "shell/stream/endpoint_pool.h"
 #include "shell/http1/http1_client_connection.h"
 #include "core/metrics/metrics.h"
 
 namespace onelayer {
 
-Http1ClientConnection::Http1ClientConnection(ConnectionHost* w, EndpointState* ep, int addr_index, UpstreamHandover* handover,
+Http1ClientConnection::Http1ClientConnection(ConnectionHost* w, EndpointPool* ep, int addr_index, UpstreamHandover* handover,
                                              bool fresh)
     : Conn(w), ep_(ep), handover_(handover), parser_(HTTP_RESPONSE, this), addr_index_(addr_index) {
   connect_req_.data = this;
@@ -211,7 +211,7 @@ void Http1ClientConnection::on_tls_handshake(bool ok) {
   // choice decides what the connection speaks, and the endpoint remembers it.
   const bool negotiated = tls_ctx_->negotiates() && !http1_only_;
   if (negotiated && alpn == "h2") {
-    ep_->learn_alpn(EndpointState::Alpn::h2);
+    ep_->learn_alpn(EndpointPool::Alpn::h2);
     hand_over_to_h2();
     return;
   }
@@ -219,7 +219,7 @@ void Http1ClientConnection::on_tls_handshake(bool ok) {
     if (ex_) ex_->on_tls_failed("the upstream chose ALPN protocol " + alpn + ", which onelayer does not speak", false);
     return;
   }
-  if (negotiated) ep_->learn_alpn(EndpointState::Alpn::http1);
+  if (negotiated) ep_->learn_alpn(EndpointPool::Alpn::http1);
   connected_ = true;
   if (ex_) ex_->on_connected();
 }
@@ -462,7 +462,7 @@ void Http1ClientConnection::release_to_pool() {
   // reuse: safe: a full pool gives up its oldest connection (its client
   // has most likely gone) rather than this one, which its client may want.
   if (ep_->reuse_safe && !closing() && ep_->max_idle != 0 && ep_->idle.size() >= ep_->max_idle) {
-    if (Http1ClientConnection* oldest = ep_->take_idle(-1, 0, /*oldest=*/true)) oldest->detach_and_close();
+    if (Http1ClientConnection* oldest = take_idle(*ep_, -1, 0, /*oldest=*/true)) oldest->detach_and_close();
   }
   if (closing() || ep_->idle.size() >= ep_->max_idle || host_->draining() ||
       (ep_->max_requests_per_connection != 0 && requests_ >= ep_->max_requests_per_connection)) {
@@ -500,12 +500,38 @@ void Http1ClientConnection::detach_and_close(bool reset) {
   close_handles(reset);
 }
 
-UpstreamStream* open_http1_stream(ConnectionHost* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
+const std::string& Http1ClientConnection::endpoint_label() const { return ep_->label; }
+
+Http1ClientConnection* Http1ClientConnection::take_idle(EndpointPool& ep, int addr, uint64_t client, bool oldest) {
+  // A DNS name's idle connections may lead to other addresses (members):
+  // only one to `addr` will do.
+  while (oldest && !ep.idle.empty()) {
+    Http1ClientConnection* u = ep.idle.front();
+    ep.unpool(0);
+    if (u->closing()) continue;
+    u->leave_pool();
+    return u;
+  }
+  if (ep.reuse_safe && client == 0) return nullptr;
+  for (size_t k = ep.idle.size(); k-- > 0;) {
+    // reuse: safe compares the client first, in one array (no Http1ClientConnection read).
+    if (ep.reuse_safe && ep.idle_clients[k] != client) continue;
+    Http1ClientConnection* u = ep.idle[k];
+    if (addr >= 0 && u->addr_used() != addr) continue;
+    ep.unpool(k);
+    if (u->closing()) continue;
+    u->leave_pool();
+    return u;
+  }
+  return nullptr;
+}
+
+UpstreamStream* open_http1_stream(ConnectionHost* w, EndpointPool* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
                                   UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout,
                                   UpstreamHandover* handover, bool http1_only) {
   // An idle connection to the address, else a new one. One made under other
   // TLS settings (before a reload) is never reused.
-  while (Http1ClientConnection* pooled = ep->take_idle(addr, r->client_connection())) {
+  while (Http1ClientConnection* pooled = Http1ClientConnection::take_idle(*ep, addr, r->client_connection())) {
     if (pooled->tls_context() != tls.get()) {
       pooled->detach_and_close();
       continue;

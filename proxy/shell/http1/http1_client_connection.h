@@ -16,7 +16,7 @@
 
 namespace onelayer {
 
-struct EndpointState;
+class EndpointPool;
 
 // The HTTP/1 codec of an upstream attempt: one keep-alive connection serves
 // one attempt at a time as its UpstreamStream.
@@ -27,7 +27,7 @@ class Http1ClientConnection final : public Conn, public UpstreamStream, private 
   // `fresh`: a new TCP connection (counted in upstream_connections_total);
   // false for one taken over, counted already. `handover`: where it goes
   // when an `auto` upstream's handshake chooses h2.
-  Http1ClientConnection(ConnectionHost* w, EndpointState* ep, int addr_index, UpstreamHandover* handover, bool fresh = true);
+  Http1ClientConnection(ConnectionHost* w, EndpointPool* ep, int addr_index, UpstreamHandover* handover, bool fresh = true);
   // An `auto` upstream's HTTP/2 connection whose handshake chose http/1.1:
   // its socket `s` (the descriptor now this connection's, and the
   // established TLS channel) carries on as HTTP/1.1. start_taken_over(),
@@ -65,8 +65,16 @@ class Http1ClientConnection final : public Conn, public UpstreamStream, private 
   // like a clean end to it).
   void detach_and_close(bool reset = false);
   void release_to_pool();
-  // Out of the pool for an attempt (EndpointState::take_idle).
+  // Out of the pool for an attempt (take_idle).
   void leave_pool();
+  // An idle connection of `ep`'s pool to address `addr` (-1: any), out of
+  // the pool and ready for an attempt; null when there is none. With
+  // reuse_safe, only one whose last request came on `client` (a client
+  // connection, DownstreamStream::client_connection; 0 takes none).
+  // `oldest`: the one pooled first, whatever its client (to make room).
+  static Http1ClientConnection* take_idle(EndpointPool& ep, int addr, uint64_t client, bool oldest = false);
+  // The endpoint's label (logs).
+  const std::string& endpoint_label() const;
   // A tunnel's end: lets go of the exchange; closes once queued bytes are out.
   void close_when_flushed();
   // TLS (the upstream has a `tls` block): the context a new connection
@@ -104,7 +112,7 @@ class Http1ClientConnection final : public Conn, public UpstreamStream, private 
   // Before the handover: the peer closed, or TLS failed.
   void fail_handover(const std::string& why);
 
-  EndpointState* ep_;
+  EndpointPool* ep_;
   std::shared_ptr<TlsClientContext> tls_ctx_;  // set when the upstream has `tls`
   UpstreamHandover* handover_;                 // to HTTP/2 when the handshake chose h2
   uint64_t connect_started_ = 0;               // uv_now() when the connect began
@@ -138,7 +146,7 @@ class Http1ClientConnection final : public Conn, public UpstreamStream, private 
 // An attempt's HTTP/1.1 connection to `ep`'s address `addr`: an idle pooled
 // one made with `tls`, else a new one made with `handover` (`http1_only`:
 // see offer_http1_only).
-UpstreamStream* open_http1_stream(ConnectionHost* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
+UpstreamStream* open_http1_stream(ConnectionHost* w, EndpointPool* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
                                   UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout,
                                   UpstreamHandover* handover, bool http1_only = false);
 

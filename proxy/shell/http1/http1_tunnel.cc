@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include "shell/http1/http1_server_connection.h"
-#include "shell/proxy/endpoint_state.h"
 #include "shell/http1/http1_tunnel.h"
 #include "shell/http1/http1_client_connection.h"
 

@@ -65,6 +65,12 @@ class HttpParser {
   // goes on in HTTP/1.1 after it: an owner that never switches decides
   // what follows.
   bool upgrade() const { return llhttp_.upgrade != 0; }
+  // The request just parsed asks to switch protocols and carried no body
+  // (CONNECT, or Upgrade without a body): what follows it is not
+  // HTTP/1.1. A server that never switches answers it and closes.
+  bool request_switches_protocols() const {
+    return upgrade() && (head_.method == "CONNECT" || !(head_.chunked || head_.content_length > 0));
+  }
   // Inside feed(): a handler callback runs (the parser must outlive it).
   bool feeding() const { return feeding_; }
   const MessageHead& head() const { return head_; }  // the message being parsed (or the last one)

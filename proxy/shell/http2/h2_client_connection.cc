@@ -9,7 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "shell/proxy/endpoint_state.h"
+#include "shell/stream/endpoint_pool.h"
 #include "shell/http2/h2_client_stream.h"
 #include "core/metrics/metrics.h"
 
@@ -21,7 +21,7 @@ namespace {
 // streams' queued_bytes() say so) until the socket drains.
 constexpr size_t kMaxWriteQueue = 256 * 1024;
 
-H2Session::Limits client_limits(const EndpointState& ep) {
+H2Session::Limits client_limits(const EndpointPool& ep) {
   H2Session::Limits l;
   l.max_opened_streams = ep.max_concurrent_streams;
   l.max_header_list_bytes = 64 * 1024;  // the HTTP/1 side's response head limit
@@ -30,7 +30,7 @@ H2Session::Limits client_limits(const EndpointState& ep) {
 
 }  // namespace
 
-H2ClientConnection::H2ClientConnection(ConnectionHost* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls,
+H2ClientConnection::H2ClientConnection(ConnectionHost* w, EndpointPool* ep, int addr_index, std::shared_ptr<TlsClientContext> tls,
                                        UpstreamHandover* handover, std::string_view request_timeout_name, bool fresh)
     : Conn(w),
       ep_(ep),
@@ -245,7 +245,7 @@ void H2ClientConnection::on_tls_handshake(bool ok) {
   }
   std::string alpn = tls_->alpn();
   if (alpn != "h2" && tls_ctx_->negotiates()) {
-    ep_->learn_alpn(EndpointState::Alpn::http1);
+    ep_->learn_alpn(EndpointPool::Alpn::http1);
     hand_over_to_http1();
     return;
   }
@@ -343,7 +343,7 @@ void H2ClientConnection::become_ready() {
   if (streams_.empty()) arm_idle();
 }
 
-H2ClientConnection* H2ClientConnection::for_new_stream(ConnectionHost* w, EndpointState* ep, int addr,
+H2ClientConnection* H2ClientConnection::for_new_stream(ConnectionHost* w, EndpointPool* ep, int addr,
                                    const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout,
                                    UpstreamHandover* handover, const UpstreamStream::Receiver& r,
                                    bool follows_refusal) {
@@ -660,7 +660,7 @@ void H2ClientConnection::on_goaway(int32_t last_stream_id, uint32_t error_code) 
   refuse_queued();
 }
 
-UpstreamStream* open_h2_upstream_stream(ConnectionHost* w, EndpointState* ep, int addr,
+UpstreamStream* open_h2_upstream_stream(ConnectionHost* w, EndpointPool* ep, int addr,
                                         const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                         bool head_request, Millis connect_timeout, UpstreamHandover* handover) {
   return H2ClientConnection::for_new_stream(w, ep, addr, tls, connect_timeout, handover, *r, r->follows_refusal())

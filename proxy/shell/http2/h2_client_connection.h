@@ -2,7 +2,7 @@
 // with prior knowledge (h2c) or over TLS with ALPN h2 (h2): it carries many
 // attempts at once, one stream each (H2ClientStream), within the peer's
 // SETTINGS_MAX_CONCURRENT_STREAMS. The
-// worker keeps an endpoint's h2 connections in EndpointState::h2; an
+// worker keeps an endpoint's h2 connections in EndpointPool::h2; an
 // attempt takes a connection with a free stream slot or opens another.
 #pragma once
 
@@ -24,7 +24,7 @@ namespace onelayer {
 
 class H2ClientStream;
 struct H2Request;
-struct EndpointState;
+class EndpointPool;
 
 class H2ClientConnection final : public Conn, private H2Session::Handler, private DeferredWriter {
  public:
@@ -35,7 +35,7 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
   // false for one taken over from an `auto` upstream's HTTP/1.1 connection,
   // counted already. `handover`: where it goes when an `auto` upstream's
   // handshake chooses http/1.1.
-  H2ClientConnection(ConnectionHost* w, EndpointState* ep, int addr_index, std::shared_ptr<TlsClientContext> tls,
+  H2ClientConnection(ConnectionHost* w, EndpointPool* ep, int addr_index, std::shared_ptr<TlsClientContext> tls,
                      UpstreamHandover* handover, std::string_view request_timeout_name, bool fresh = true);
   ~H2ClientConnection() override;
 
@@ -57,7 +57,7 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
   // Failures are reported to the streams on a later loop turn, never from
   // inside this call.
   void connect(Millis timeout);
-  // The endpoint's lookup ended (EndpointState's resolver): a connection
+  // The endpoint's lookup ended (EndpointPool::refresh_addresses): a connection
   // waiting for it connects now, or fails.
   void on_addresses_resolved(int status);
 
@@ -69,7 +69,7 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
   // latest refusal will do.
   // A new one is made with `handover`, never indexing `r`'s
   // request-timeout header.
-  static H2ClientConnection* for_new_stream(ConnectionHost* w, EndpointState* ep, int addr,
+  static H2ClientConnection* for_new_stream(ConnectionHost* w, EndpointPool* ep, int addr,
                                   const std::shared_ptr<TlsClientContext>& tls, Millis connect_timeout,
                                   UpstreamHandover* handover, const UpstreamStream::Receiver& r,
                                   bool follows_refusal = false);
@@ -149,7 +149,7 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
   void on_closed(int32_t stream) override;
   void on_goaway(int32_t last_stream_id, uint32_t error_code) override;
 
-  EndpointState* ep_;
+  EndpointPool* ep_;
   std::shared_ptr<TlsClientContext> tls_ctx_;  // null: h2c
   UpstreamHandover* handover_;                 // to HTTP/1.1 when the handshake chose http/1.1
   H2Session session_;
@@ -190,7 +190,7 @@ class H2ClientConnection final : public Conn, private H2Session::Handler, privat
 // a connecting one get on_connected, on_connect_failed or on_tls_failed
 // later). `tls`: the context for h2 (null: h2c). `head_request`: the
 // response has no body. A new connection is made with `handover`.
-UpstreamStream* open_h2_upstream_stream(ConnectionHost* w, EndpointState* ep, int addr,
+UpstreamStream* open_h2_upstream_stream(ConnectionHost* w, EndpointPool* ep, int addr,
                                         const std::shared_ptr<TlsClientContext>& tls,
                                         UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout,
                                         UpstreamHandover* handover);

@@ -62,4 +62,11 @@ uint16_t address_port(const sockaddr_storage& ss) {
   return 0;
 }
 
+uint16_t local_port(const uv_tcp_t* tcp) {
+  sockaddr_storage ss{};
+  int len = sizeof ss;
+  if (uv_tcp_getsockname(tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return 0;
+  return address_port(ss);
+}
+
 }  // namespace onelayer

@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <uv.h>
+
 #include <cstdint>
 #include <string>
 
@@ -25,5 +27,8 @@ std::string resolve_address_blocking(const std::string& host, uint16_t port, soc
 socklen_t address_length(const sockaddr_storage& ss);
 // The port of an AF_INET or AF_INET6 address, else 0.
 uint16_t address_port(const sockaddr_storage& ss);
+// The port a bound TCP handle listens on (a listener given port 0 reads
+// back the one the kernel chose), or 0 if it cannot be read.
+uint16_t local_port(const uv_tcp_t* tcp);
 
 }  // namespace onelayer

@@ -20,9 +20,10 @@
 #include "shell/http2/h2_session.h"
 #include "shell/proxy/hedge_leg.h"
 #include "shell/proxy/upstream_codecs.h"
+#include "shell/proxy/upstream_stream_factory.h"
+#include "shell/io/connection_host.h"
 #include "shell/io/logging.h"
 #include "shell/memory/spare_string_rooms.h"
-#include "shell/server/worker.h"
 
 namespace onelayer {
 
@@ -59,9 +60,9 @@ void storm_on_attempt_result(UpstreamShared& ups, const Upstream& ucfg, RouteMet
   if (failed) rm.on_attempt_failure(attempt <= 1, r);
 }
 
-Exchange::Exchange(DownstreamStream* down, Worker* w, Admission& a, MessageHead& head)
+Exchange::Exchange(DownstreamStream* down, ProxyHost* host, Admission& a, MessageHead& head)
     : down_(down),
-      w_(w),
+      host_(host),
       gen_(std::move(a.gen)),
       route_(a.route),
       rm_(a.metrics),
@@ -103,7 +104,7 @@ void Exchange::start() {
   ownership_ = fields.may_be_outer_owned() ? detect_outer_owner(req_.headers, cfg_->headers) : RetryOwnership{};
   // Hidden-retry detection on requests an outer layer owns.
   const bool hidden =
-      ownership_.outer_owned && storm_note_hidden_retry(w_->runtime(), *route_, ownership_, req_.headers, cfg_->headers);
+      ownership_.outer_owned && storm_note_hidden_retry(host_->runtime(), *route_, ownership_, req_.headers, cfg_->headers);
   // Fleet budgets: an arrival some layer already retried counts against the
   // fleet budget of the service this listener fronts (docs/fleet.md).
   if (!lcfg_->fleet_service.empty() && (hidden || fleet::arrival_was_retried(req_.headers, cfg_->headers.retry_attempt))) {
@@ -130,7 +131,7 @@ void Exchange::start() {
   if (HedgePlan::applies(route_->retry, *rs_) && upgrade_.empty()) hedge_.emplace(route_->retry);
   // The id of the retry-attempt baggage member (only when it is written).
   if (rs_->owns_retries() && route_->inner_hops == InnerHops::forbid && cfg_->propagate_baggage)
-    attempt_id_ = w_->random().next() | 1;
+    attempt_id_ = host_->random().next() | 1;
   if (timeout.count() <= 0) {
     // The caller's x-request-timeout-ms left nothing: no attempt at all.
     respond_error(504, "deadline_exceeded");
@@ -163,8 +164,10 @@ void Exchange::start_when_body_buffered() {
   start_attempt(Clock::now());
 }
 
+TimerList& Exchange::timers() const { return host_->connection_host().timers(); }
+
 void Exchange::arm_timer(Millis ms, TimerList::Entry::Callback cb) {
-  w_->timers().arm(*this, static_cast<uint64_t>(std::max<int64_t>(0, ms.count())), cb);
+  timers().arm(*this, static_cast<uint64_t>(std::max<int64_t>(0, ms.count())), cb);
 }
 
 void Exchange::arm_wait(TimePoint from, Millis wait, TimerList::Entry::Callback cb) {
@@ -172,10 +175,10 @@ void Exchange::arm_wait(TimePoint from, Millis wait, TimerList::Entry::Callback 
   // is floored to the millisecond, so the deadline is rounded up.
   const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(from.time_since_epoch()).count() +
                      std::max<int64_t>(0, wait.count()) * 1'000'000;
-  w_->timers().arm_at(*this, static_cast<uint64_t>((ns + 999'999) / 1'000'000), cb);
+  timers().arm_at(*this, static_cast<uint64_t>((ns + 999'999) / 1'000'000), cb);
 }
 
-void Exchange::stop_timer() { w_->timers().disarm(*this); }
+void Exchange::stop_timer() { timers().disarm(*this); }
 
 void Exchange::note_endpoint_tried(std::string_view label) {
   if (!lcfg_->access_log) return;  // the list's only reader
@@ -226,8 +229,8 @@ void Exchange::on_backoff_done(TimerList::Entry* e) {
 void Exchange::start_attempt(TimePoint now) {
   waiting_backoff_ = false;
   // Fault drills and route fault blocks (nothing to do unless one exists).
-  if (!fault_delayed_ && (route_->fault.enabled || w_->runtime().faults.any_drill())) {
-    FaultInjector::Decision f = w_->runtime().faults.decide(route_->fault, ucfg_->name, now, w_->random());
+  if (!fault_delayed_ && (route_->fault.enabled || host_->runtime().faults.any_drill())) {
+    FaultInjector::Decision f = host_->runtime().faults.decide(route_->fault, ucfg_->name, now, host_->random());
     if (f.delay.count() > 0) {
       rm_->on_fault("delay");
       fault_delayed_ = true;
@@ -300,9 +303,10 @@ void Exchange::start_attempt(TimePoint now) {
 
 void Exchange::open_stream(EndpointState* ep, Millis connect_timeout, TimePoint now) {
   const std::shared_ptr<TlsClientContext>& tls = gen_->tls.upstreams[route_->upstream_index];
-  UpstreamStreamFactory* f = w_->upstream_streams();
-  attempt_.stream = f ? f->open(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_, connect_timeout)
-                      : UpstreamCodecs::instance().open(w_, ep, *ucfg_, attempt_.address, tls, this, head_request_,
+  UpstreamStreamFactory* f = host_->upstream_streams();
+  ConnectionHost* c = &host_->connection_host();
+  attempt_.stream = f ? f->open(c, ep, *ucfg_, attempt_.address, tls, this, head_request_, connect_timeout)
+                      : UpstreamCodecs::instance().open(c, ep, *ucfg_, attempt_.address, tls, this, head_request_,
                                                         connect_timeout);
   if (attempt_.stream->ready()) send_head_and_body(attempt_, now);
 }
@@ -340,15 +344,15 @@ EndpointState* Exchange::pick_endpoint(TimePoint now, Attempt& a) {
     // Every attempt to where the app was going; held while this exchange
     // lives, so the worker's bounded table keeps it.
     if (!destination_ep_) {
-      destination_ep_ = w_->destination_endpoint(destination_, *ucfg_);
+      destination_ep_ = host_->destination_endpoint(destination_, *ucfg_);
       ++destination_ep_->holds;
     }
     a.begin(destination_ep_, UpstreamEndpoints::kNone, -1, now);
     return destination_ep_;
   }
-  UpstreamEndpoints::Pick p = eps_->pick(now, w_->random(), tried_, last_member_);
+  UpstreamEndpoints::Pick p = eps_->pick(now, host_->random(), tried_, last_member_);
   uint32_t e = p.member == UpstreamEndpoints::kNone ? 0 : p.endpoint;
-  EndpointState* ep = w_->endpoint(ucfg_->endpoints[e], *ucfg_, gen_->id);
+  EndpointState* ep = host_->endpoint(ucfg_->endpoints[e], *ucfg_, gen_->id);
   last_member_ = p.member;
   if (p.member < 64) tried_ |= uint64_t{1} << p.member;
   int addr = -1;
@@ -592,7 +596,7 @@ void Exchange::decline(Decline why, bool mark_exhausted) {
 RetryState::Decision Exchange::decide_retry(const AttemptResult& r, TimePoint now) {
   if (route_->retry.min_time_left) rs_->set_min_time_left(min_time_left(route_->retry, ups_->latency, now));
   RetryState::Decision d =
-      rs_->on_attempt_result(r, now, response_started_, w_->random(), &ups_->budget, &ups_->breaker);
+      rs_->on_attempt_result(r, now, response_started_, host_->random(), &ups_->budget, &ups_->breaker);
   if (d.retry) {
     if (!triggers_.empty()) triggers_ += ',';
     if (d.resend) {
@@ -917,7 +921,7 @@ void Exchange::record(int status) {
   }
   if (grpc_answer_) rm_->on_grpc_response(*grpc_answer_);
   const uint64_t bytes_out = bytes_out_ + down_->response_bytes();
-  w_->runtime().metrics.bytes_out_total.fetch_add(bytes_out, std::memory_order_relaxed);
+  host_->runtime().metrics.bytes_out_total.fetch_add(bytes_out, std::memory_order_relaxed);
   if (!lcfg_->access_log) return;
   AccessRecord a;
   a.listener = lcfg_->name;

@@ -18,6 +18,7 @@
 #include "core/upstream/upstream_endpoints.h"
 #include "shell/memory/recycled_blocks.h"
 #include "shell/proxy/attempt.h"
+#include "shell/proxy/proxy_host.h"
 #include "shell/stream/downstream_stream.h"
 #include "shell/stream/request_exchange.h"
 #include "core/http/message_head.h"
@@ -32,7 +33,6 @@ class Conn;
 class Http1ServerConnection;
 class HedgeLeg;
 class Http1ClientConnection;
-class Worker;
 struct EndpointState;
 struct RouteMetrics;
 
@@ -51,7 +51,7 @@ class Exchange final : public UpstreamStream::Receiver, public RequestExchange, 
   ONELAYER_RECYCLED_BLOCKS(Exchange)
   // `a`: the admitted request (route, metrics, shed permit, target);
   // `head`: its head, taken over (the codec's storage is reused).
-  Exchange(DownstreamStream* down, Worker* w, Admission& a, MessageHead& head);
+  Exchange(DownstreamStream* down, ProxyHost* host, Admission& a, MessageHead& head);
   ~Exchange() override;
 
   void start() override;
@@ -123,6 +123,7 @@ class Exchange final : public UpstreamStream::Receiver, public RequestExchange, 
   void refuse_grpc_over_http1();
   void send_body_bytes(const char* data, size_t len);
   void send_request_end();
+  TimerList& timers() const;  // the host's (its ConnectionHost's)
   void arm_timer(Millis ms, TimerList::Entry::Callback cb);
   // A wait that must not end early (a backoff, Retry-After, a fault's
   // delay): `wait` from `from`, a precise clock read, rounded up to the
@@ -212,7 +213,7 @@ class Exchange final : public UpstreamStream::Receiver, public RequestExchange, 
   bool release_grpc_head(const Headers* trailers);
 
   DownstreamStream* down_;
-  Worker* w_;
+  ProxyHost* host_;  // the worker: its timers, endpoints, random generator
   GenerationPtr gen_;
   const Config* cfg_;
   const Listener* lcfg_;
@@ -221,7 +222,7 @@ class Exchange final : public UpstreamStream::Receiver, public RequestExchange, 
   UpstreamShared* ups_;
   UpstreamEndpoints* eps_;
   // An `original_destination` upstream: the request's original destination
-  // and, once picked, its EndpointState (held: see Worker::destination_endpoint).
+  // and, once picked, its EndpointState (held: see ProxyHost::destination_endpoint).
   Destination destination_;
   EndpointState* destination_ep_ = nullptr;
   RouteMetrics* rm_;

@@ -11,7 +11,8 @@
 #include "shell/proxy/exchange.h"
 #include "shell/proxy/hedge_leg.h"
 #include "shell/proxy/upstream_codecs.h"
-#include "shell/server/worker.h"
+#include "shell/proxy/upstream_stream_factory.h"
+#include "shell/io/connection_host.h"
 
 namespace onelayer {
 
@@ -35,7 +36,7 @@ void HedgeLeg::on_timeout(TimerList::Entry* e) {
 void Exchange::arm_hedge(TimePoint last_start, TimePoint now) {
   std::optional<Millis> wait = hedge_->next_delay(ups_->latency, last_start, now);
   if (!wait) return;
-  w_->timers().arm(hedge_timer_, static_cast<uint64_t>(wait->count()), on_hedge_timer);
+  timers().arm(hedge_timer_, static_cast<uint64_t>(wait->count()), on_hedge_timer);
 }
 
 void Exchange::on_hedge_timer(TimerList::Entry* e) {
@@ -74,15 +75,16 @@ void Exchange::send_hedge(TimePoint now) {
   leg->attempt.hedge = true;
   note_endpoint_tried(ep->label);
   leg->deadline = now + a.timeout;
-  w_->timers().arm(*leg, static_cast<uint64_t>(a.timeout.count()), HedgeLeg::on_timeout);
+  timers().arm(*leg, static_cast<uint64_t>(a.timeout.count()), HedgeLeg::on_timeout);
   spdlog::debug("route {}: hedge {} to {} after {} ms", route_->name, hedge_->sent(), ep->label,
                 std::chrono::duration_cast<Millis>(now - attempt_.started).count());
   const std::shared_ptr<TlsClientContext>& tls = gen_->tls.upstreams[route_->upstream_index];
   const Millis connect_timeout = std::min(ucfg_->connect_timeout, a.timeout);
-  UpstreamStreamFactory* f = w_->upstream_streams();
+  UpstreamStreamFactory* f = host_->upstream_streams();
+  ConnectionHost* c = &host_->connection_host();
   leg->attempt.stream =
-      f ? f->open(w_, ep, *ucfg_, leg->attempt.address, tls, leg, head_request_, connect_timeout)
-        : UpstreamCodecs::instance().open(w_, ep, *ucfg_, leg->attempt.address, tls, leg, head_request_,
+      f ? f->open(c, ep, *ucfg_, leg->attempt.address, tls, leg, head_request_, connect_timeout)
+        : UpstreamCodecs::instance().open(c, ep, *ucfg_, leg->attempt.address, tls, leg, head_request_,
                                           connect_timeout);
   arm_hedge(now, now);  // the next one, when `max` allows
   if (leg->attempt.stream->ready()) send_head_and_body(leg->attempt, now, leg);
@@ -147,7 +149,7 @@ void Exchange::adopt_leg(HedgeLeg* leg, TimePoint now, bool answered) {
     end_attempt(UpstreamEndpoints::Result::cancelled);
     drop_upstream();  // HTTP/1: connection closed; HTTP/2: RST_STREAM CANCEL
   }
-  w_->timers().disarm(*leg);
+  timers().disarm(*leg);
   attempt_ = leg->attempt;
   leg->attempt = Attempt{};
   leg->adopted = true;
@@ -158,7 +160,7 @@ void Exchange::adopt_leg(HedgeLeg* leg, TimePoint now, bool answered) {
 
 void Exchange::end_leg(HedgeLeg* leg) {
   leg->done = true;
-  w_->timers().disarm(*leg);
+  timers().disarm(*leg);
   if (UpstreamStream* s = leg->attempt.stream) {
     leg->attempt.stream = nullptr;
     s->cancel();  // HTTP/1: connection closed; HTTP/2: RST_STREAM CANCEL
@@ -166,7 +168,7 @@ void Exchange::end_leg(HedgeLeg* leg) {
 }
 
 void Exchange::cancel_legs() {
-  w_->timers().disarm(hedge_timer_);
+  timers().disarm(hedge_timer_);
   for (const auto& leg : legs_) {
     if (leg->done) continue;
     end_attempt_of(leg->attempt, UpstreamEndpoints::Result::cancelled);
@@ -180,7 +182,7 @@ void Exchange::after_retryable_answer(const AttemptResult& r, TimePoint now) {
   // The next hedge at once, or when the pushback allows.
   std::optional<Millis> wait = hedge_->next_delay_at_once(now);
   if (!wait) return;
-  w_->timers().arm(hedge_timer_, static_cast<uint64_t>(wait->count()), on_hedge_timer);
+  timers().arm(hedge_timer_, static_cast<uint64_t>(wait->count()), on_hedge_timer);
 }
 
 }  // namespace onelayer

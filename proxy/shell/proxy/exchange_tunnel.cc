@@ -10,7 +10,6 @@
 #include "shell/http1/http1_client_connection.h"
 #include "shell/http1/http1_server_connection.h"
 #include "shell/http1/http1_tunnel.h"
-#include "shell/proxy/endpoint_state.h"
 #include "shell/proxy/exchange.h"
 
 namespace onelayer {
@@ -33,7 +32,8 @@ int Exchange::on_up_switching(MessageHead& head) {
   if (finished_) return -1;
   const Header* up = find_header(head.headers, "upgrade");
   if (!up || !switched_to_requested(up->value, upgrade_)) {
-    spdlog::info("upstream {}: 101 to {} for an Upgrade to {}", attempt_.endpoint ? attempt_.endpoint->label : "?",
+    Http1ClientConnection* u = tunnel_upstream();  // the 101 came on it
+    spdlog::info("upstream {}: 101 to {} for an Upgrade to {}", u ? u->endpoint_label() : "?",
                  up ? up->value : "nothing", upgrade_);
     return -1;  // bad_upstream_response
   }

@@ -18,7 +18,7 @@ ExchangeStarter::Start ProxyExchangeStarter::start(DownstreamStream& down, const
   }
   s.expect_continue = a.expect_continue;
   s.upgrade = a.upgrade;
-  s.exchange = std::make_unique<Exchange>(&down, w_, a, head);
+  s.exchange = std::make_unique<Exchange>(&down, host_, a, head);
   return s;
 }
 

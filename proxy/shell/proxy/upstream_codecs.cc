@@ -37,7 +37,7 @@ UpstreamStream* UpstreamCodecs::continue_as_http1(Socket s, UpstreamStream::Rece
   return c;
 }
 
-UpstreamStream* UpstreamCodecs::open_http1(ConnectionHost* w, EndpointState* ep, int addr,
+UpstreamStream* UpstreamCodecs::open_http1(ConnectionHost* w, EndpointPool* ep, int addr,
                                            const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                            bool head_request, Millis connect_timeout) {
   return open_http1_stream(w, ep, addr, tls, r, head_request, connect_timeout, this);

@@ -25,7 +25,7 @@ class UpstreamCodecs final : public UpstreamStreamFactory, public UpstreamHandov
   UpstreamStream* continue_as_h2(Socket s, Millis time_left, UpstreamStream::Receiver* r,
                                  bool head_request) override;
   UpstreamStream* continue_as_http1(Socket s, UpstreamStream::Receiver* r, bool head_request) override;
-  UpstreamStream* open_http1(ConnectionHost* w, EndpointState* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
+  UpstreamStream* open_http1(ConnectionHost* w, EndpointPool* ep, int addr, const std::shared_ptr<TlsClientContext>& tls,
                              UpstreamStream::Receiver* r, bool head_request, Millis connect_timeout) override;
 };
 

@@ -1,7 +1,7 @@
 // Where an exchange's attempts get their upstream streams. The worker's
 // default is UpstreamCodecs (real connections, HTTP/1.1 or HTTP/2 as the
 // upstream asks); tests of the exchange install their own
-// (Worker::set_upstream_streams) and hand it fake streams.
+// (ProxyHost::set_upstream_streams) and hand it fake streams.
 #pragma once
 
 #include <memory>

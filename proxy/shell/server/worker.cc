@@ -17,11 +17,12 @@
 #include "shell/io/logging.h"
 #include "shell/http1/http1_client_connection.h"
 #include "shell/io/socket_address.h"
-#include "shell/transparent/transparent_conn.h"
 
 namespace onelayer {
 
-Worker::Worker(Runtime& rt, int index) : Http1ServerHost(rt.metrics), rt_(rt), index_(index) {
+Worker::Worker(Runtime& rt, int index)
+    : Http1ServerHost(rt.metrics), ProxyHost(*this, rt, random_), TransparentHost(rt.transparent), rt_(rt),
+      index_(index) {
   loop_.data = this;
   uv_async_init(&loop_, &async_, [](uv_async_t* a) { static_cast<Worker*>(a->data)->on_async(); });
   async_.data = this;
@@ -54,7 +55,9 @@ void Worker::join() {
 void Worker::run() {
   batch_access_log();
   H2MemoryPool::set_for_this_thread(&h2_memory_);
+  TransparentHost::set_for_this_thread(this);
   uv_run(&loop_, UV_RUN_DEFAULT);
+  TransparentHost::set_for_this_thread(nullptr);
   H2MemoryPool::set_for_this_thread(nullptr);
   hand_over_access_log();
   spdlog::debug("worker {} stopped", index_);

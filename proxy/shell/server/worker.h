@@ -23,8 +23,10 @@
 #include "shell/http1/http_parser_pool.h"
 #include "shell/server/parked_connections.h"
 #include "shell/proxy/proxy_exchange_starter.h"
+#include "shell/proxy/proxy_host.h"
 #include "shell/proxy/runtime.h"
 #include "shell/tls/tls_channel.h"
+#include "shell/transparent/transparent_host.h"
 #include "shell/proxy/upstream_stream_factory.h"
 #include "shell/server/worker_listener.h"
 
@@ -35,7 +37,6 @@ class Http1ServerConnection;
 class Exchange;
 class Http1ClientConnection;
 struct EndpointState;
-struct TransparentConn;
 
 struct ListenSocket {
   std::string listener;  // listener name
@@ -43,10 +44,12 @@ struct ListenSocket {
 };
 
 // The I/O its connections need (loop, timers, writes) is its ConnectionHost
-// base; what the server codecs need besides, its Http1ServerHost base (the
-// one class that implements it); the rest (config generations, endpoints,
-// listeners) is its own.
-class Worker final : public Http1ServerHost {
+// base; what its exchanges need beyond that (endpoints, random generator,
+// runtime, upstream stream factory) its ProxyHost base; the state of its
+// transparent listeners' connections its TransparentHost base; what the
+// server codecs need besides I/O its Http1ServerHost base (over
+// ConnectionHost); the rest (config generations, listeners) is its own.
+class Worker final : public Http1ServerHost, public ProxyHost, public TransparentHost {
  public:
   Worker(Runtime& rt, int index);
   ~Worker();
@@ -68,24 +71,18 @@ class Worker final : public Http1ServerHost {
   void unpark(WorkerListener* l, int fd);
   // A parked socket was closed: its connection is gone.
   void parked_closed(WorkerListener* l);
-  Runtime& runtime() { return rt_; }
-  const GenerationPtr& generation() {
+  const GenerationPtr& generation() override {
     rt_.refresh(gen_);
     return gen_;
   }
-  // `hp` (one of `u`'s endpoints) as this worker's EndpointState. `generation`:
-  // the id of the generation whose config holds `u`; a repeated lookup of
-  // the same endpoint within it skips building the key.
-  EndpointState* endpoint(const HostPort& hp, const Upstream& u, uint64_t generation);
-  // An original destination (an `original_destination` upstream's attempt)
-  // as this worker's EndpointState, from a table bounded by
-  // DestinationTable::kDefaultCap entries beyond those in use.
-  EndpointState* destination_endpoint(const Destination& d, const Upstream& u);
+  // ProxyHost. A repeated lookup of the same endpoint within a generation
+  // skips building the key. Original destinations come from a table
+  // bounded by DestinationTable::kDefaultCap entries beyond those in use.
+  EndpointState* endpoint(const HostPort& hp, const Upstream& u, uint64_t generation) override;
+  EndpointState* destination_endpoint(const Destination& d, const Upstream& u) override;
   size_t destinations_held() const { return destinations_.size(); }
-  // A transparent listener's connection's own state (null for others).
-  TransparentConn* transparent_state(const Http1ServerConnection* d);
-  TransparentConn& add_transparent(const Http1ServerConnection* d);
-  void forget_transparent(const Http1ServerConnection* d) override;
+  // The connection's transparent state goes (TransparentHost's).
+  void forget_transparent(const Http1ServerConnection* d) override { TransparentHost::forget_transparent(d); }
   void down_closed(Http1ServerConnection* d) override;
   // Frees a finished exchange after the current callback chain (a check
   // handle runs after every poll): never inside one of its own callbacks.
@@ -99,11 +96,6 @@ class Worker final : public Http1ServerHost {
   size_t max_open_connections() override { return rt_.max_open_connections; }
   std::unique_ptr<ClientSocketCodec> take_over_h2c(ClientSocket* c, ServerListener* l) override;
   void track(Http1ServerConnection* d);
-  // Where the exchanges' attempts get their upstream streams (null: real
-  // connections, UpstreamCodecs).
-  UpstreamStreamFactory* upstream_streams() const { return upstream_streams_; }
-  void set_upstream_streams(UpstreamStreamFactory* f) { upstream_streams_ = f; }
-  DefaultRandom& random() { return random_; }
   int index() const { return index_; }
   std::function<void()> on_stopped;  // called on the worker thread when its loop ends
 
@@ -136,8 +128,7 @@ class Worker final : public Http1ServerHost {
   std::vector<std::unique_ptr<RequestExchange>> retired_;
   std::thread thread_;
   GenerationPtr gen_;
-  UpstreamStreamFactory* upstream_streams_ = nullptr;
-  DefaultRandom random_;
+  DefaultRandom random_;  // ProxyHost::random()
   ProxyExchangeStarter exchanges_{this, rt_, gen_, random_};
 
   std::mutex mu_;
@@ -150,7 +141,6 @@ class Worker final : public Http1ServerHost {
   std::unordered_map<std::string, std::unique_ptr<EndpointState>> endpoints_;
   DestinationTable<std::unique_ptr<EndpointState>> destinations_;
   std::vector<std::unique_ptr<EndpointState>> evicted_destinations_;  // until their connections have closed
-  std::unordered_map<const Http1ServerConnection*, std::unique_ptr<TransparentConn>> transparent_conns_;
   std::string endpoint_key_;  // Worker::endpoint's lookup key, reused
   // The last endpoint() answer. Within one generation a HostPort's address
   // names one endpoint of one upstream (another config may reuse the address).

@@ -20,7 +20,7 @@ namespace onelayer {
 class TlsChannel;
 class TlsClientContext;
 class ConnectionHost;
-struct EndpointState;
+class EndpointPool;
 
 class UpstreamHandover {
  public:
@@ -28,7 +28,7 @@ class UpstreamHandover {
   // connection that made it: `fd` is a descriptor of its own for the taker.
   struct Socket {
     ConnectionHost* host = nullptr;
-    EndpointState* ep = nullptr;
+    EndpointPool* ep = nullptr;
     int addr_used = -1;  // the endpoint's address it is connected to
     std::shared_ptr<TlsClientContext> tls;
     std::unique_ptr<TlsChannel> channel;
@@ -50,7 +50,7 @@ class UpstreamHandover {
   // An HTTP/1.1 stream for an attempt that cannot ride a handed-over
   // socket: an idle pooled connection to `ep`'s address `addr` made with
   // `tls` (ready() at once), else a new one.
-  virtual UpstreamStream* open_http1(ConnectionHost* w, EndpointState* ep, int addr,
+  virtual UpstreamStream* open_http1(ConnectionHost* w, EndpointPool* ep, int addr,
                                      const std::shared_ptr<TlsClientContext>& tls, UpstreamStream::Receiver* r,
                                      bool head_request, Millis connect_timeout) = 0;
 };

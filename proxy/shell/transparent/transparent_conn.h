@@ -1,7 +1,7 @@
 // What a transparent listener's connection carries besides a Http1ServerConnection's
 // usual state: its original destination, whether its first bytes are still
 // being looked at, and its passthrough tunnel once it has one. Kept by the
-// worker beside the connection (Worker::transparent_state), so that
+// worker beside the connection (TransparentHost::transparent_state), so that
 // connections of proxy listeners pay nothing for it.
 #pragma once
 

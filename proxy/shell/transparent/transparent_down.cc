@@ -8,25 +8,15 @@
 #include "shell/transparent/original_destination.h"
 #include "shell/transparent/passthrough.h"
 #include "shell/transparent/transparent_conn.h"
-#include "shell/server/worker.h"
+#include "shell/transparent/transparent_host.h"
 
 namespace onelayer {
 
-TransparentConn* Worker::transparent_state(const Http1ServerConnection* d) {
-  auto it = transparent_conns_.find(d);
-  return it == transparent_conns_.end() ? nullptr : it->second.get();
-}
-
-TransparentConn& Worker::add_transparent(const Http1ServerConnection* d) {
-  std::unique_ptr<TransparentConn>& t = transparent_conns_[d];
-  t = std::make_unique<TransparentConn>();
-  return *t;
-}
-
-void Worker::forget_transparent(const Http1ServerConnection* d) { transparent_conns_.erase(d); }
+// The worker that runs this thread's connections.
+static TransparentHost& transparent_host() { return *TransparentHost::for_this_thread(); }
 
 TransparentConn* Http1ServerConnection::transparent_state() const {
-  return transparent_ ? worker()->transparent_state(this) : nullptr;
+  return transparent_ ? transparent_host().transparent_state(this) : nullptr;
 }
 
 const Destination* Http1ServerConnection::original_destination() const {
@@ -35,12 +25,12 @@ const Destination* Http1ServerConnection::original_destination() const {
 }
 
 int Http1ServerConnection::start_transparent() {
-  const GenerationPtr& g = worker()->generation();
-  int li = g->listener_index(listener_->name());
+  const GenerationPtr& g = transparent_host().generation();
+  int li = g->listener_index(listener_name());
   if (li < 0) return 0;
   const Listener& l = g->config->listeners[static_cast<size_t>(li)];
   if (l.mode != ListenerMode::transparent) return 0;
-  TransparentCounters& counters = worker()->runtime().transparent;
+  TransparentCounters& counters = transparent_host().transparent_counters();
   Destination dst, local;
   int rc = read_original_destination(&tcp_, &dst);
   if (rc != 0) {
@@ -59,7 +49,7 @@ int Http1ServerConnection::start_transparent() {
     close_handles(true);
     return -1;
   }
-  TransparentConn& t = worker()->add_transparent(this);
+  TransparentConn& t = transparent_host().add_transparent(this);
   transparent_ = true;
   t.dst = dst;
   t.idle_ms = static_cast<uint64_t>(l.limits.idle_timeout.count());
@@ -103,13 +93,13 @@ void Http1ServerConnection::start_passthrough(const char* reason) {
   t.detecting = false;
   protocol_known_ = true;
   disarm_timer();  // the tunnel keeps its own idle timer
-  worker()->runtime().transparent.passthrough(listener_->name(), reason);
-  spdlog::debug("listener {}: {} from {} passes through to {}", listener_->name(), reason, peer_ip_,
+  transparent_host().transparent_counters().passthrough(listener_name(), reason);
+  spdlog::debug("listener {}: {} from {} passes through to {}", listener_name(), reason, peer_ip_,
                 t.dst.to_string());
   std::string early;
   take_pending_input(early);
   pending_in_.reset();
-  t.tunnel = std::make_unique<Passthrough>(this, worker(), t.dst, t.idle_ms);
+  t.tunnel = std::make_unique<Passthrough>(this, host(), t.dst, t.idle_ms);
   t.tunnel->start(std::move(early), eof_);
 }
 

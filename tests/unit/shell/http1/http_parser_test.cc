@@ -361,3 +361,22 @@ TEST_CASE("TakeRequestCarriesEveryPartAndSwapsTheStorage") {
   CHECK(parsed.method == "GET");
   CHECK(parsed.headers.empty());
 }
+
+TEST_CASE("RequestsThatSwitchProtocolsAreCONNECTAndBodilessUpgrades") {
+  auto switches = [](const std::string& in) {
+    Recorder r;
+    r.pause_after_message = true;
+    HttpParser p(HTTP_REQUEST, &r);
+    p.feed(in.data(), in.size());
+    REQUIRE(r.ends == 1);
+    return p.request_switches_protocols();
+  };
+  CHECK(switches("CONNECT db:5432 HTTP/1.1\r\nHost: db:5432\r\n\r\n"));
+  CHECK(switches("GET /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"));
+  // An upgrade whose request has a body stays HTTP/1.1 after it (the body
+  // is what the server reads next), as does a request without Upgrade.
+  CHECK_FALSE(switches("POST /ws HTTP/1.1\r\nHost: x\r\nConnection: upgrade\r\nUpgrade: websocket\r\n"
+                       "Content-Length: 3\r\n\r\nabc"));
+  CHECK_FALSE(switches("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+  CHECK_FALSE(switches("GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n"));  // no Connection: upgrade
+}

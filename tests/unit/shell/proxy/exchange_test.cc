@@ -17,6 +17,9 @@
 #include "core/config/config_loader.h"
 #include "core/base/grpc_timeout.h"
 #include "shell/http2/h2_session.h"
+#include "shell/io/connection_host.h"
+#include "shell/proxy/endpoint_state.h"
+#include "shell/proxy/proxy_host.h"
 #include "shell/memory/spare_string_rooms.h"
 #include "shell/server/worker.h"
 
@@ -224,9 +227,13 @@ class FakeFactory final : public UpstreamStreamFactory {
   std::vector<std::unique_ptr<FakeUpstream>> streams;
   bool ready_at_once = false;  // a pooled connection: the exchange sends at once
   int send_result = 0;         // given to each new stream
+  ConnectionHost* host = nullptr;  // what the last open() was given
+  EndpointState* endpoint = nullptr;
 
-  UpstreamStream* open(ConnectionHost*, EndpointState*, const Upstream&, int, const std::shared_ptr<TlsClientContext>&,
-                       UpstreamStream::Receiver* r, bool, Millis) override {
+  UpstreamStream* open(ConnectionHost* c, EndpointState* ep, const Upstream&, int,
+                       const std::shared_ptr<TlsClientContext>&, UpstreamStream::Receiver* r, bool, Millis) override {
+    host = c;
+    endpoint = ep;
     auto s = std::make_unique<FakeUpstream>();
     s->r = r;
     s->is_ready = ready_at_once;
@@ -445,6 +452,66 @@ TEST_CASE("exchange: a GET answered 200 reaches the client, the stream goes back
   CHECK(u.released_reusable);
   CHECK(u.cancels == 0);
   CHECK(t.factory.opens() == 1);
+}
+
+// A host of the exchange's own, no Worker: one endpoint for every lookup,
+// each lookup noted.
+class TestProxyHost final : public ConnectionHost, public ProxyHost {
+ public:
+  explicit TestProxyHost(Runtime& rt) : ConnectionHost(rt.metrics), ProxyHost(*this, rt, random_) {}
+  ~TestProxyHost() {
+    timers().close();
+    uv_run(loop(), UV_RUN_NOWAIT);  // close callbacks
+    uv_loop_close(loop());
+  }
+  EndpointState* endpoint(const HostPort& hp, const Upstream& u, uint64_t) override {
+    looked_up.push_back(u.name + "|" + hp.to_string());
+    return &endpoint_;
+  }
+  EndpointState* destination_endpoint(const Destination&, const Upstream&) override { return &endpoint_; }
+
+  std::vector<std::string> looked_up;
+  EndpointState endpoint_;
+
+ private:
+  DefaultRandom random_{42};
+};
+
+TEST_CASE("exchange: runs on any ProxyHost: its endpoint, timers and stream factory are the host's") {
+  FakeFactory factory;
+  FakeDownstream down;
+  Runtime rt;
+  rt.install(test_config());
+  TestProxyHost host(rt);
+  host.set_upstream_streams(&factory);
+  GenerationPtr gen = rt.current();
+  Admission a;
+  a.listener_index = 0;
+  a.route = &gen->config->listeners[0].routes[kRouteMain];
+  a.metrics = gen->route_metrics[0][kRouteMain];
+  a.upstream_target = "/";
+  a.gen = gen;
+  uv_update_time(host.loop());
+  MessageHead head = request_head("GET", "/");
+  auto ex = std::make_unique<Exchange>(&down, &host, a, head);
+  ex->start();
+  ex->on_request_end();
+  REQUIRE(factory.opens() == 1);
+  CHECK(host.looked_up == std::vector<std::string>{"up|127.0.0.1:9"});
+  CHECK(factory.host == static_cast<ConnectionHost*>(&host));
+  CHECK(factory.endpoint == &host.endpoint_);
+  CHECK(host.timers().size() > 0);  // the attempt's deadline is an entry of the host's timers
+  FakeUpstream& u = factory.at(0);
+  u.is_ready = true;
+  u.r->on_connected();
+  MessageHead h = response_head(200);
+  CHECK(u.r->on_up_head(h) == 0);
+  u.r->on_up_end(true);
+  CHECK(down.heads.size() == 1);
+  CHECK(down.done == 1);
+  CHECK(u.releases == 1);
+  ex.reset();
+  CHECK(host.timers().size() == 0);
 }
 
 TEST_CASE("exchange: an HTTP/2 request's field list is kept for the next HTTP/2 head when the exchange ends") {
