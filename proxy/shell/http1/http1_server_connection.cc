@@ -9,26 +9,24 @@
 #include <unistd.h>
 
 #include "core/base/http_status.h"
+#include "core/config/config.h"
+#include "core/metrics/metrics.h"
 #include "core/request/request_validation.h"
 #include "shell/http1/http1_server_connection.h"
-#include "shell/proxy/exchange.h"
-#include "shell/http2/h2_server_connection.h"
-#include "shell/http2/h2_session.h"
 #include "shell/http1/http1_body_encoder.h"
+#include "shell/http1/proxy_responses.h"
 #include "shell/io/logging.h"
-#include "shell/proxy/proxy_responses.h"
-#include "shell/proxy/request_admission.h"
+#include "shell/stream/h2_preface.h"
 #include "shell/tls/peer_identity.h"
-#include "shell/server/worker.h"
 
 namespace onelayer {
 
-Http1ServerConnection::Http1ServerConnection(Worker* w, WorkerListener* l)
-    : Conn(w), listener_(l) {
+Http1ServerConnection::Http1ServerConnection(Http1ServerHost* host, ServerListener* l)
+    : ClientSocket(host), listener_(l) {
 }
 
 Http1ServerConnection::~Http1ServerConnection() {
-  if (transparent_) worker()->forget_transparent(this);
+  if (transparent_) server_host()->forget_transparent(this);
 }
 
 // An idle keep-alive connection is mostly this object (docs/benchmarks.md,
@@ -41,20 +39,19 @@ static const Limits kDefaultLimits{};
 // Reading goes on (no epoll change per request) until this much waits.
 static constexpr size_t kMaxPipelined = 64 * 1024;
 
-static const Limits& limits_for(Worker* w, const std::string& listener) {
-  const GenerationPtr& g = w->generation();
-  int i = g->listener_index(listener);
-  return i < 0 ? kDefaultLimits : g->config->listeners[static_cast<size_t>(i)].limits;
+static const Limits& limits_for(Http1ServerHost* h, const std::string& listener) {
+  const Listener* cfg = h->listener_config(listener);
+  return cfg ? cfg->limits : kDefaultLimits;
 }
 
-const std::string& Http1ServerConnection::listener_name() const { return listener_->name(); }
-
 void Http1ServerConnection::start() {
-  const Limits& lim = limits_for(worker(), listener_->name());
-  const Metrics& m = worker()->runtime().metrics;
+  const Listener* cfg = server_host()->listener_config(listener_->name());
+  const Limits& lim = cfg ? cfg->limits : kDefaultLimits;
+  const bool transparent_listener = cfg && cfg->mode == ListenerMode::transparent;
+  const Metrics& m = host_->metrics();
   size_t open = m.downstream_connections_active.load(std::memory_order_relaxed) +
                 m.upstream_connections_active.load(std::memory_order_relaxed);
-  if (open > worker()->runtime().max_open_connections) {
+  if (open > server_host()->max_open_connections()) {
     spdlog::warn("listener {}: descriptor budget reached ({} connections open), closing new connection",
                  listener_->name(), open);
     reject(503, "max_connections", true, "descriptor budget reached");
@@ -68,12 +65,8 @@ void Http1ServerConnection::start() {
   }
   remember_peer();
   uv_tcp_nodelay(&tcp_, 1);
-  {  // a TLS listener's connections start with a handshake (header_timeout covers it)
-    const GenerationPtr& g = worker()->generation();
-    int li = g->listener_index(listener_->name());
-    if (li >= 0 && g->tls.listeners[static_cast<size_t>(li)]) tls_ = g->tls.listeners[static_cast<size_t>(li)]->open();
-  }
-  const int transparent = start_transparent();
+  tls_ = server_host()->open_tls(listener_->name());  // a handshake first (header_timeout covers it)
+  const int transparent = transparent_listener ? start_transparent() : 0;
   if (transparent < 0) return;  // refused
   if (transparent == 0) arm_header_timer();  // else the detect timer runs
   resume_reading();
@@ -110,7 +103,7 @@ bool Http1ServerConnection::park(uint64_t idle_left_ms) {
   if (uv_fileno(reinterpret_cast<uv_handle_t*>(&tcp_), &fd) != 0) return false;
   int kept = fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (kept < 0) return false;  // at the descriptor limit: stays whole
-  if (!worker()->parked().park(kept, listener_, idle_left_ms)) {
+  if (!server_host()->park(kept, listener_, idle_left_ms)) {
     ::close(kept);
     return false;
   }
@@ -121,8 +114,8 @@ bool Http1ServerConnection::park(uint64_t idle_left_ms) {
 
 void Http1ServerConnection::on_idle_long(TimerList::Entry* t) {
   auto* d = Conn::of<Http1ServerConnection>(t);
-  uint64_t idle = static_cast<uint64_t>(limits_for(d->worker(), d->listener_->name()).idle_timeout.count());
-  uint64_t left = idle > ParkedConnections::kParkAfterMs ? idle - ParkedConnections::kParkAfterMs : 0;
+  uint64_t idle = static_cast<uint64_t>(limits_for(d->server_host(), d->listener_->name()).idle_timeout.count());
+  uint64_t left = idle > Http1ServerHost::kParkAfterMs ? idle - Http1ServerHost::kParkAfterMs : 0;
   bool quiet = !d->h2_ && !d->ex_ && !d->in_exchange_ && !d->in_request() && !d->pending_in_ && d->reading_ && !d->eof_ &&
                !d->close_pending_ && d->write_queue() == 0 && !d->tls_ && !d->host_->draining() &&
                !d->transparent_;  // a parked socket would lose its original destination
@@ -157,16 +150,16 @@ void Http1ServerConnection::on_head_or_idle_timeout(TimerList::Entry* t) {
 }
 
 void Http1ServerConnection::arm_header_timer() {
-  const Limits& lim = limits_for(worker(), listener_->name());
+  const Limits& lim = limits_for(server_host(), listener_->name());
   arm_timer(static_cast<uint64_t>(lim.header_timeout.count()), on_head_or_idle_timeout);
 }
 
 void Http1ServerConnection::arm_idle_timer() {
-  const Limits& lim = limits_for(worker(), listener_->name());
+  const Limits& lim = limits_for(server_host(), listener_->name());
   auto idle = static_cast<uint64_t>(lim.idle_timeout.count());
   // Idle a while, a connection is parked (a socket alone) for the rest.
-  if (idle > ParkedConnections::kParkAfterMs && !tls_) {
-    arm_timer(ParkedConnections::kParkAfterMs, on_idle_long);
+  if (idle > Http1ServerHost::kParkAfterMs && !tls_) {
+    arm_timer(Http1ServerHost::kParkAfterMs, on_idle_long);
     return;
   }
   arm_timer(idle, on_head_or_idle_timeout);
@@ -255,10 +248,8 @@ void Http1ServerConnection::take_first_bytes(const char* data, size_t len) {
     return;
   }
   protocol_known_ = true;
-  const GenerationPtr& g = worker()->generation();
-  int li = g->listener_index(listener_->name());
   ListenerProtocols allowed;
-  if (li >= 0) allowed = g->config->listeners[static_cast<size_t>(li)].protocols;
+  if (const Listener* cfg = server_host()->listener_config(listener_->name())) allowed = cfg->protocols;
   if (p == H2Preface::yes && !allowed.h2c) {
     reject(400, "bad_request", true, "HTTP/2 preface on a listener without h2c", {}, nullptr,
            "This listener does not speak HTTP/2 (listeners[].protocols); send HTTP/1.1.");
@@ -271,10 +262,7 @@ void Http1ServerConnection::take_first_bytes(const char* data, size_t len) {
   }
   if (p == H2Preface::yes) {
     disarm_timer();  // the HTTP/2 side keeps its own
-    const GenerationPtr& g = worker()->generation();
-    const int i = g->listener_index(listener_->name());
-    const Listener* cfg = i < 0 ? nullptr : &g->config->listeners[static_cast<size_t>(i)];
-    h2_ = std::make_unique<H2ServerConnection>(this, host_, listener_, cfg, g->config->headers.request_timeout_ms);
+    h2_ = server_host()->take_over_h2c(this, listener_);
     h2_->on_input(data, len);
     return;
   }
@@ -303,8 +291,8 @@ void Http1ServerConnection::on_tls_error() {
 
 HttpParser& Http1ServerConnection::parser() {
   if (!parser_) {
-    parser_ = worker()->parsers().take(HTTP_REQUEST, this);
-    parser_->set_limits(limits_for(worker(), listener_->name()).max_header_bytes, kMaxRequestHeaderFields);
+    parser_ = server_host()->parsers().take(HTTP_REQUEST, this);
+    parser_->set_limits(limits_for(server_host(), listener_->name()).max_header_bytes, kMaxRequestHeaderFields);
   }
   return *parser_;
 }
@@ -313,7 +301,7 @@ void Http1ServerConnection::release_if_idle() {
   if (ex_ || in_exchange_ || closing() || (parser_ && (parser_->feeding() || parser_->in_message()))) return;
   if (pending_in_ && !pending_in_->empty()) return;
   pending_in_.reset();
-  worker()->parsers().give_back(parser_);
+  server_host()->parsers().give_back(parser_);
 }
 
 void Http1ServerConnection::process_input(const char* data, size_t len) {
@@ -341,7 +329,7 @@ void Http1ServerConnection::process_input(const char* data, size_t len) {
       if (!ex_) return;  // answered; the connection closes once flushed
     }
     ex_->abort();
-    worker()->retire(std::move(ex_));
+    server_host()->retire(std::move(ex_));
   }
   if (err == HttpParser::Error::user) {
     return;  // the callback that failed has answered already
@@ -363,8 +351,8 @@ int Http1ServerConnection::on_head(MessageHead& head) {
   if (!head.keep_alive) close_after_ = true;
   if (host_->draining()) close_after_ = true;
 
-  Worker* w = worker();
-  Admission a = admit_request(w->generation(), w->random(), listener_->name(), head, caller(), original_destination());
+  ExchangeStarter::Start a =
+      server_host()->exchanges().start(*this, listener_->name(), head, caller(), original_destination());
   if (a.refused()) {
     std::string extra;
     append_serialized(a.extra, extra);
@@ -381,7 +369,7 @@ int Http1ServerConnection::on_head(MessageHead& head) {
   if (a.upgrade) close_after_ = true;  // this connection ends with the exchange, tunnel or not
   in_exchange_ = true;
   response_ = std::make_unique<Response>();
-  ex_ = std::make_unique<Exchange>(this, worker(), a, head);
+  ex_ = std::move(a.exchange);
   ex_->start();
   return 0;
 }
@@ -442,7 +430,7 @@ void Http1ServerConnection::on_resume_timer(TimerList::Entry* t) {
 
 void Http1ServerConnection::exchange_done() {
   bool request_complete = ex_->request_complete();
-  worker()->retire(std::move(ex_));
+  server_host()->retire(std::move(ex_));
   response_.reset();
   in_exchange_ = false;
   want_read_ = true;
@@ -632,11 +620,11 @@ void Http1ServerConnection::reject(int status, const char* reason, bool close_af
   host_->write(this, out);
   spdlog::info("listener {}: {} {} from {}: {}", listener_->name(), status, reason, peer_ip_,
                log_detail ? log_detail : "");
-  WorkerListener* l = listener_;
+  ServerListener* l = listener_;
   if (!counted_in && !l->unrouted()) l->unrouted() = host_->metrics().route(listener_->name(), "", "");
   auto now_ms = std::chrono::duration_cast<Millis>(Clock::now().time_since_epoch()).count();
   (counted_in ? counted_in : l->unrouted())->on_response(status, 0, 0, now_ms);
-  if (worker()->generation()->logs_access(l->name())) {
+  if (server_host()->logs_access(l->name())) {
     AccessRecord r;
     r.listener = listener_->name();
     if (counted_in) r.route = counted_in->route;
@@ -662,7 +650,7 @@ void Http1ServerConnection::abort_connection(const char* reason) {
   if (h2_) h2_->on_connection_lost(reason);
   if (ex_) {
     ex_->abort(reason);
-    worker()->retire(std::move(ex_));
+    server_host()->retire(std::move(ex_));
   }
   close_handles();
 }
@@ -677,7 +665,7 @@ void Http1ServerConnection::abort_stream(const char* reason) {
   if (closing()) return;
   if (ex_) {
     ex_->abort(reason);
-    worker()->retire(std::move(ex_));
+    server_host()->retire(std::move(ex_));
   }
   const bool held = response_ && !response_->pending_head.empty();
   flush();  // closes the connection when the write fails
@@ -704,8 +692,8 @@ void Http1ServerConnection::drain() {
 }
 
 void Http1ServerConnection::on_closed() {
-  worker()->parsers().give_back(parser_);
-  worker()->down_closed(this);
+  server_host()->parsers().give_back(parser_);
+  server_host()->down_closed(this);
 }
 
 void Http1ServerConnection::hold_reading() {

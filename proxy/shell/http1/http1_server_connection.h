@@ -1,28 +1,34 @@
 // One client connection: read, parse, validate, route; one exchange at a
 // time, pipelining, keep-alive, header and idle timeouts, refusals, drain.
+// What it needs of the worker besides I/O comes through Http1ServerHost (its
+// host), requests become exchanges through the host's ExchangeStarter, and
+// a connection whose first bytes are the HTTP/2 preface is handed to the
+// codec the host makes for it (a ClientSocketCodec), which runs on this
+// connection as its ClientSocket.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <string_view>
 
-#include "shell/io/conn.h"
-#include "shell/stream/downstream_stream.h"
+#include "shell/http1/http1_server_host.h"
 #include "shell/http1/http_parser.h"
+#include "shell/stream/client_socket.h"
+#include "shell/stream/client_socket_codec.h"
+#include "shell/stream/downstream_stream.h"
+#include "shell/stream/request_exchange.h"
+#include "shell/stream/server_listener.h"
 
 namespace onelayer {
 
-class Exchange;
 struct TransparentConn;
-class H2ServerConnection;
-class WorkerListener;
 struct RouteMetrics;
 
 // The HTTP/1 codec of the client side: the exchange's DownstreamStream
 // (one request at a time) writes its answer here in HTTP/1.1 framing.
-class Http1ServerConnection final : public Conn, public DownstreamStream, private HttpParser::Handler {
+class Http1ServerConnection final : public ClientSocket, public DownstreamStream, private HttpParser::Handler {
  public:
-  Http1ServerConnection(Worker* w, WorkerListener* l);
+  Http1ServerConnection(Http1ServerHost* host, ServerListener* l);
   ~Http1ServerConnection() override;
   void start();
 
@@ -55,13 +61,12 @@ class Http1ServerConnection final : public Conn, public DownstreamStream, privat
   void abort_stream(const char* reason) override;
   Http1ServerConnection* http1_connection() override { return this; }
 
-  void abort_connection(const char* reason = "client_closed");
+  void abort_connection(const char* reason = "client_closed") override;
   // Closes once what is written has gone (HTTP/2: after the GOAWAY).
-  void close_when_flushed();
+  void close_when_flushed() override;
   // Backpressure: the upstream cannot take the body as fast as it comes.
   void hold_reading();
   void release_reading();
-  Exchange* exchange() const { return ex_.get(); }
   // Upgrade tunnels (after a 101): the connection's bytes go to the
   // exchange's tunnel; bytes the client sent early are handed over once.
   void enter_tunnel() { tunnel_ = true; }
@@ -71,16 +76,15 @@ class Http1ServerConnection final : public Conn, public DownstreamStream, privat
   bool saw_eof() const { return eof_; }
   // Transparent listeners (shell/transparent/transparent_down.cc): the
   // connection's original destination (null elsewhere).
-  const Destination* original_destination() const;
+  const Destination* original_destination() const override;
   // A TLS listener's handshake end and errors (Conn::tls_pump).
   void on_tls_handshake(bool ok);
   void on_tls_error();
 
   // From the worker.
   void drain();
-  WorkerListener* listener() const { return listener_; }
-  // Its listener's name (for code that sees no WorkerListener).
-  const std::string& listener_name() const;
+  ServerListener* listener() const { return listener_; }
+  const std::string& listener_name() const override { return listener_->name(); }
   // The worker's intrusive list of its connections (`tracked` lives with
   // the connection's other flags, so idle connections pay no padding).
   struct Link {
@@ -139,6 +143,8 @@ class Http1ServerConnection final : public Conn, public DownstreamStream, privat
   void passthrough_drained();
   TransparentConn* transparent_state() const;
   HttpParser& parser();  // the lent parser, taken from the pool if none
+  // The host it was made with, as what it is (no pointer of its own).
+  Http1ServerHost* server_host() const { return static_cast<Http1ServerHost*>(host_); }
   bool parser_paused() const { return parser_ && parser_->error() == HttpParser::Error::paused; }
   bool in_request() const { return parser_ && parser_->in_message(); }
   // Idle (no exchange, no request begun, nothing pipelined): the parser and
@@ -154,14 +160,14 @@ class Http1ServerConnection final : public Conn, public DownstreamStream, privat
   struct Response;
   Response& response();
 
-  WorkerListener* listener_;  // outlives its connections (it frees itself after the last)
+  ServerListener* listener_;  // outlives its connections (it frees itself after the last)
   // Lent by the worker's pool from a request's first bytes until the
   // connection is idle again: an idle connection holds none.
   std::unique_ptr<HttpParser> parser_;
   std::unique_ptr<std::string> pending_in_;  // bytes after a paused (pipelined) message; rare
-  std::unique_ptr<Exchange> ex_;
+  std::unique_ptr<RequestExchange> ex_;
   std::unique_ptr<Response> response_;
-  std::unique_ptr<H2ServerConnection> h2_;  // set once the preface said HTTP/2: every byte goes there
+  std::unique_ptr<ClientSocketCodec> h2_;  // set once the preface said HTTP/2: every byte goes there
   std::string peer_ip_;
   Link link_;
   // One bit each: every idle connection holds these.

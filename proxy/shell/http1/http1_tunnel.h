@@ -1,4 +1,4 @@
-// A byte tunnel's one step, shared by Upgrade tunnels (http1_tunnel.cc, after a
+// A byte tunnel's one step, shared by Upgrade tunnels (shell/proxy/exchange_tunnel.cc, after a
 // 101) and transparent passthrough (shell/transparent/passthrough.h): bytes
 // read from one side are written to the other, and the side that read
 // stops reading while the other's write queue is above kTunnelHighWater.

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <limits>
 
-#include "shell/http1/http1_server_connection.h"
 #include "shell/http2/h2_server_stream.h"
 #include "core/config/config.h"
 #include "core/metrics/metrics.h"
@@ -41,7 +40,7 @@ H2Session::Limits limits_for(const Listener* cfg) {
 
 }  // namespace
 
-H2ServerConnection::H2ServerConnection(Http1ServerConnection* conn, ConnectionHost* host, WorkerListener* listener,
+H2ServerConnection::H2ServerConnection(ClientSocket* conn, ServerCodecHost* host, ServerListener* listener,
                                        const Listener* cfg, std::string_view request_timeout_name)
     : conn_(conn), host_(host), listener_(listener), session_(H2Session::Role::server, this, limits_for(cfg)) {
   reaper_.owner = this;

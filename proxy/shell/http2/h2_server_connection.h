@@ -1,9 +1,11 @@
 // The HTTP/2 side of one client connection whose first bytes were the
-// HTTP/2 connection preface (h2c, prior knowledge). The connection
-// (Http1ServerConnection) keeps the socket and hands every byte it reads to on_input();
-// this object owns the H2Session (server role) and one H2ServerStream per
-// request stream, and writes what the session has to say through
-// ConnectionHost::write on the connection.
+// HTTP/2 connection preface (h2c, prior knowledge). The connection that
+// accepted it (a ClientSocket: the HTTP/1 codec's Http1ServerConnection,
+// which it never names) keeps the socket and hands every byte it reads to
+// on_input() (ClientSocketCodec); this object owns the H2Session (server
+// role) and one H2ServerStream per request stream, and writes what the
+// session has to say through ConnectionHost::write on the connection. The
+// worker makes it (Http1ServerHost::take_over_h2c).
 //
 // Writing stops while the socket's queue is above a high-water mark (the
 // session then keeps unsent DATA per stream, which is what each exchange's
@@ -24,45 +26,49 @@
 #include "shell/io/deferred_writer.h"
 #include "shell/http2/h2_session.h"
 #include "shell/io/timer_list.h"
+#include "shell/stream/client_socket.h"
+#include "shell/stream/client_socket_codec.h"
+#include "shell/stream/server_codec_host.h"
+#include "shell/stream/server_listener.h"
 
 namespace onelayer {
 
-class Http1ServerConnection;
 class H2ServerStream;
-class ConnectionHost;
 struct Listener;
-class WorkerListener;
 
-class H2ServerConnection final : private H2Session::Handler, private TimerList::Entry, private DeferredWriter {
+class H2ServerConnection final : public ClientSocketCodec,
+                                 private H2Session::Handler,
+                                 private TimerList::Entry,
+                                 private DeferredWriter {
  public:
   // `cfg`: the listener's config when the connection starts (null: the
   // defaults); `request_timeout_name`: the config's request-timeout header.
   // Neither is kept.
-  H2ServerConnection(Http1ServerConnection* conn, ConnectionHost* host, WorkerListener* listener,
-                     const Listener* cfg, std::string_view request_timeout_name);
+  H2ServerConnection(ClientSocket* conn, ServerCodecHost* host, ServerListener* listener, const Listener* cfg,
+                     std::string_view request_timeout_name);
   ~H2ServerConnection() override;
   H2ServerConnection(const H2ServerConnection&) = delete;
   H2ServerConnection& operator=(const H2ServerConnection&) = delete;
 
   // Bytes read from the connection, the preface first.
-  void on_input(const char* data, size_t len);
+  void on_input(const char* data, size_t len) override;
   // The socket took queued bytes: write more, wake exchanges that wait.
-  void on_write_done();
+  void on_write_done() override;
   // EOF, a read or write error, or a forced close: every open stream ends
   // (its exchange is aborted with `reason`). The connection closes itself.
-  void on_connection_lost(const char* reason);
+  void on_connection_lost(const char* reason) override;
   // Graceful drain, in two steps (H2Session::announce_drain): a GOAWAY
   // that still takes the streams the client has on their way, then, once
   // the client acknowledges the PING behind it or kDrainNoticeMs later,
   // GOAWAY NO_ERROR with the last stream taken; open streams finish, then
   // the connection closes.
-  void drain();
+  void drain() override;
 
   // For the streams.
   H2Session& session() { return session_; }
-  ConnectionHost* host() const { return host_; }
-  WorkerListener* listener() const { return listener_; }
-  Http1ServerConnection* connection() const { return conn_; }
+  ServerCodecHost* host() const { return host_; }
+  ServerListener* listener() const { return listener_; }
+  ClientSocket* connection() const { return conn_; }
   // Writes what the session has (now, or after the current input or once
   // the socket drains).
   void write_out();
@@ -106,9 +112,9 @@ class H2ServerConnection final : private H2Session::Handler, private TimerList::
   };
   static void on_drain_notice_timer(TimerList::Entry* e);
 
-  Http1ServerConnection* conn_;
-  ConnectionHost* host_;
-  WorkerListener* listener_;
+  ClientSocket* conn_;
+  ServerCodecHost* host_;
+  ServerListener* listener_;
   H2Session session_;
   // The open streams, owned through a list threaded through them; each is
   // its stream's owner pointer in the session, which finds it as cheaply as

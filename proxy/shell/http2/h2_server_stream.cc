@@ -10,14 +10,11 @@
 #include "core/grpc/grpc_error_answer.h"
 #include "core/grpc/grpc_protocol.h"
 #include "core/request/request_validation.h"
-#include "shell/http1/http1_server_connection.h"
-#include "shell/proxy/exchange.h"
+#include "core/metrics/metrics.h"
 #include "shell/http2/h2_server_connection.h"
 #include "shell/http2/h2_request_head.h"
 #include "shell/io/logging.h"
-#include "shell/proxy/request_admission.h"
 #include "shell/memory/spare_list.h"
-#include "shell/server/worker.h"
 
 namespace onelayer {
 
@@ -65,7 +62,7 @@ H2ServerStream::~H2ServerStream() {
 }
 
 H2Session& H2ServerStream::session() const { return conn_->session(); }
-Worker* H2ServerStream::worker() const { return conn_->connection()->worker(); }
+ServerCodecHost* H2ServerStream::host() const { return conn_->host(); }
 const std::string& H2ServerStream::peer_ip() const { return conn_->connection()->peer_ip(); }
 bool H2ServerStream::over_tls() const { return conn_->connection()->over_tls(); }
 uint64_t H2ServerStream::client_connection() const { return conn_->connection()->client_connection(); }
@@ -86,9 +83,8 @@ void H2ServerStream::on_head(H2Session::Head& head, bool end_stream) {
     refuse(431, "headers_too_large", "request over the header field count limit", {}, nullptr, {});
     return;
   }
-  Worker* w = worker();
-  Admission a = admit_request(w->generation(), w->random(), conn_->listener()->name(), mh, caller(),
-                              conn_->connection()->original_destination());
+  ExchangeStarter::Start a = host()->exchanges().start(*this, conn_->listener()->name(), mh, caller(),
+                                                       conn_->connection()->original_destination());
   if (a.refused()) {
     refuse(a.status, a.reason, a.detail, a.extra, a.counted_in, a.hint);
     return;
@@ -100,7 +96,7 @@ void H2ServerStream::on_head(H2Session::Head& head, bool end_stream) {
     response_bytes_ += 9 + 1;  // frame header, :status 100 (indexed)
     conn_->write_out();
   }
-  ex_ = std::make_unique<Exchange>(this, worker(), a, mh);
+  ex_ = std::move(a.exchange);
   ex_->start();
 }
 
@@ -148,7 +144,7 @@ void H2ServerStream::notify_when_drained() {
 }
 
 void H2ServerStream::retire_exchange() {
-  if (ex_) worker()->retire(std::move(ex_));
+  if (ex_) host()->retire(std::move(ex_));
   held_ = false;
   if (unconsumed_ > 0) {  // nobody reads them now: the window must not stay shut
     session().consume(id_, unconsumed_);
@@ -297,16 +293,16 @@ void H2ServerStream::note_codec_refusal(const H2Session::Head& partial) {
 }
 
 void H2ServerStream::account_refusal(int status, const char* reason, const char* detail, RouteMetrics* counted_in) {
-  WorkerListener* l = conn_->listener();
+  ServerListener* l = conn_->listener();
   spdlog::info("listener {}: {} {} from {} (HTTP/2 stream {}): {}", l->name(), status, reason, peer_ip(), id_,
                detail ? detail : "");
-  if (!counted_in && !l->unrouted()) l->unrouted() = worker()->runtime().metrics.route(l->name(), "", "");
+  if (!counted_in && !l->unrouted()) l->unrouted() = host()->metrics().route(l->name(), "", "");
   auto now_ms = std::chrono::duration_cast<Millis>(Clock::now().time_since_epoch()).count();
   (counted_in ? counted_in : l->unrouted())->on_response(status, 0, 0, now_ms, true);
   const GrpcStatus grpc_status = grpc_status_for_error(reason, status);
   if (grpc_) (counted_in ? counted_in : l->unrouted())->on_grpc_response(grpc_status);
-  worker()->runtime().metrics.bytes_out_total.fetch_add(response_bytes_, std::memory_order_relaxed);
-  if (!worker()->generation()->logs_access(l->name())) return;
+  host()->metrics().bytes_out_total.fetch_add(response_bytes_, std::memory_order_relaxed);
+  if (!host()->logs_access(l->name())) return;
   AccessRecord r;
   r.listener = l->name();
   if (counted_in) r.route = counted_in->route;

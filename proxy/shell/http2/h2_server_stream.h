@@ -1,6 +1,6 @@
 // One stream of an HTTP/2 client connection: the DownstreamStream of one
-// request. It turns the stream's head into a MessageHead, asks request
-// admission, runs the exchange, feeds it the request body (the stream's
+// request. It turns the stream's head into a MessageHead, hands it to the
+// host's ExchangeStarter (refused, or an exchange), runs the exchange, feeds it the request body (the stream's
 // flow-control window reopens only for bytes the exchange took, so a slow
 // upstream stalls this stream alone) and writes the exchange's answer as
 // HEADERS/DATA frames through the connection's H2Session.
@@ -14,14 +14,14 @@
 
 #include "shell/memory/recycled_blocks.h"
 #include "shell/stream/downstream_stream.h"
+#include "shell/stream/request_exchange.h"
+#include "shell/stream/server_codec_host.h"
 #include "shell/http2/h2_request_head.h"
 #include "shell/http2/h2_session.h"
 
 namespace onelayer {
 
-class Exchange;
 class H2ServerConnection;
-class Worker;
 
 class H2ServerStream final : public DownstreamStream {
  public:
@@ -88,7 +88,7 @@ class H2ServerStream final : public DownstreamStream {
   // The session takes the head's fields (left empty).
   bool submit_head(H2Response& head, bool end);
   H2Session& session() const;
-  Worker* worker() const;
+  ServerCodecHost* host() const;
 
   friend class H2ServerConnection;  // its list of open streams
   H2ServerStream* prev_open_ = nullptr;
@@ -96,7 +96,7 @@ class H2ServerStream final : public DownstreamStream {
 
   H2ServerConnection* conn_;
   int32_t id_;
-  std::unique_ptr<Exchange> ex_;
+  std::unique_ptr<RequestExchange> ex_;
   std::unique_ptr<H2Response> pending_head_;  // a response head held back (send_response_head)
   std::string method_, path_;   // for the access line of a refusal
   uint64_t response_bytes_ = 0;  // head estimate and DATA payload given to the session

@@ -19,8 +19,6 @@ namespace onelayer {
 
 namespace {
 
-constexpr std::string_view kPreface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
 // announce_drain(): the notice's stream identifier (2^31-1, RFC 9113 6.8)
 // and the opaque data of the PING that follows it.
 constexpr int32_t kLargestStreamId = 0x7fffffff;
@@ -398,12 +396,6 @@ const char* fatal_reason(int rv) {
 
 void H2Session::keep_field_list(Headers& fields) { give_back_field_list(Role::server, fields); }
 size_t H2Session::spare_field_lists() { return SpareFieldLists<Role::server>::kept(); }
-
-H2Preface detect_h2_preface(std::string_view first_bytes) {
-  size_t n = std::min(first_bytes.size(), kPreface.size());
-  if (first_bytes.substr(0, n) != kPreface.substr(0, n)) return H2Preface::no;
-  return n == kPreface.size() ? H2Preface::yes : H2Preface::need_more;
-}
 
 struct H2Session::Stream {
   ONELAYER_RECYCLED_BLOCKS(Stream)

@@ -39,12 +39,6 @@ namespace onelayer {
 
 class H2FieldBlock;
 
-// The first bytes of a connection: the HTTP/2 prior-knowledge preface
-// ("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"), something else (HTTP/1), or too few
-// bytes to tell. Pure; `first_bytes` is everything read so far.
-enum class H2Preface { yes, no, need_more };
-H2Preface detect_h2_preface(std::string_view first_bytes);
-
 class H2Session {
  public:
   enum class Role { server, client };

@@ -20,6 +20,7 @@
 #include "shell/proxy/attempt.h"
 #include "shell/proxy/proxy_host.h"
 #include "shell/stream/downstream_stream.h"
+#include "shell/stream/request_exchange.h"
 #include "core/http/message_head.h"
 #include "shell/proxy/request_admission.h"
 #include "shell/proxy/runtime.h"
@@ -45,7 +46,7 @@ void storm_on_attempt_result(UpstreamShared& ups, const Upstream& ucfg, RouteMet
 // an UpstreamStream (whose events it receives): no byte of HTTP/1 or HTTP/2
 // framing is written here. Its one timer (attempt, backoff, body and stall
 // deadlines) is an entry of the worker's timer list.
-class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry {
+class Exchange final : public UpstreamStream::Receiver, public RequestExchange, private TimerList::Entry {
  public:
   ONELAYER_RECYCLED_BLOCKS(Exchange)
   // `a`: the admitted request (route, metrics, shed permit, target);
@@ -53,27 +54,27 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   Exchange(DownstreamStream* down, ProxyHost* host, Admission& a, MessageHead& head);
   ~Exchange() override;
 
-  void start();
+  void start() override;
   // The first body bytes take the room of a buffer an earlier body left on
   // this thread (shell/memory/spare_string_rooms.h: kept when its exchange or its
   // HTTP/2 stream ended).
-  void on_request_body(const char* data, size_t len);
+  void on_request_body(const char* data, size_t len) override;
   // The request's trailers (a chunked body's trailer section, an HTTP/2
   // trailing HEADERS), before on_request_end: kept with the body, so a
   // replayed request carries them again.
-  void on_request_trailers(const Headers& trailers);
-  void on_request_end();
-  void on_down_drained();
+  void on_request_trailers(const Headers& trailers) override;
+  void on_request_end() override;
+  void on_down_drained() override;
   // `n` bytes of the response body left the downstream's queue
   // (DownstreamStream::reports_body_sent): the upstream stream's window
   // reopens by as much of them as came from it.
-  void on_down_body_sent(size_t n);
+  void on_down_body_sent(size_t n) override;
   // The request turned out malformed or too large after its head was taken:
   // answer `status`/`reason` here. When bytes of it already went upstream
   // (a body past buffer_limit streams), that connection is reset, and the
   // answer (x-onelayer-forwarded: partial) and the log line say so.
-  void refuse_request(int status, const char* reason, const char* detail);
-  void abort(const char* reason = "client_closed");  // downstream went away, or drain cut it
+  void refuse_request(int status, const char* reason, const char* detail) override;
+  void abort(const char* reason = "client_closed") override;  // downstream went away, or drain cut it
 
   // UpstreamStream::Receiver: the current attempt's stream. TLS: a
   // handshake that failed (a certificate that does not verify is final, 502
@@ -99,18 +100,18 @@ class Exchange final : public UpstreamStream::Receiver, private TimerList::Entry
   void on_up_drained() override;
   void on_up_read_done() override;
 
-  // Upgrade tunnels (http1_tunnel.cc), for a request that asked for an allowed
+  // Upgrade tunnels (exchange_tunnel.cc), for a request that asked for an allowed
   // Upgrade (the admission's protocols). on_up_switching: the upstream's 101
   // head; start_tunnel: the bytes after it. From then on both connections'
   // bytes come here until either side closes or idles.
   bool wants_upgrade() const { return !upgrade_.empty(); }
   int on_up_switching(MessageHead& head) override;
   void start_tunnel(const char* data, size_t len) override;
-  void on_tunnel_down(ssize_t nread, const uv_buf_t* buf);
+  void on_tunnel_down(ssize_t nread, const uv_buf_t* buf) override;
   void on_tunnel_up(ssize_t nread, const uv_buf_t* buf) override;
 
-  bool response_started() const { return response_started_; }
-  bool request_complete() const { return request_complete_; }
+  bool response_started() const override { return response_started_; }
+  bool request_complete() const override { return request_complete_; }
  private:
   friend class HedgeLeg;  // its stream's events, until adopted (on_leg_*)
   void start_attempt(TimePoint now);

@@ -15,6 +15,7 @@
 #include "core/http/http_headers.h"
 #include "core/retry/load_shedder.h"
 #include "shell/proxy/runtime.h"
+#include "shell/stream/request_refusal.h"
 
 namespace onelayer {
 
@@ -23,19 +24,9 @@ struct MessageHead;
 struct Route;
 struct RouteMetrics;
 
-struct Admission {
-  // Refused when status != 0: answer status / reason (x-onelayer-error),
-  // log `detail`, put `hint` in the body and `extra` in the head.
-  int status = 0;
-  const char* reason = "";
-  const char* detail = "";
-  std::string hint;
-  Headers extra;
-  RouteMetrics* counted_in = nullptr;  // the route's metrics when one matched
-  // HTTP/1: the answer can keep the connection (no body left unread).
-  bool keeps_connection = false;
-
-  // Admitted: what the exchange starts from.
+// Refused (RequestRefusal::refused()), or admitted:
+struct Admission : RequestRefusal {
+  // What the exchange starts from.
   GenerationPtr gen;
   int listener_index = -1;
   const Route* route = nullptr;
@@ -46,8 +37,6 @@ struct Admission {
   bool upgrade = false;          // an allowed Upgrade was asked for
   std::string upgrade_protocols;
   Destination destination;  // transparent listeners: the connection's original destination
-
-  bool refused() const { return status != 0; }
 };
 
 // `gen`: the config generation in force; `random`: the worker's (a shed

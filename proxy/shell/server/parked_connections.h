@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "shell/http1/http1_server_host.h"
 #include "shell/io/timer_list.h"
 
 namespace onelayer {
@@ -30,7 +31,8 @@ class ParkedConnections {
   // How long a keep-alive connection is idle before it is parked: long
   // enough that a client sending requests back to back never parks (parking
   // and waking cost a few system calls each), short next to idle_timeout.
-  static constexpr uint64_t kParkAfterMs = 250;
+  // The connection knows it as Http1ServerHost::kParkAfterMs.
+  static constexpr uint64_t kParkAfterMs = Http1ServerHost::kParkAfterMs;
   // After connections were parked, their freed memory goes back to the
   // system this much later (one release for a whole burst of parkings).
   static constexpr uint64_t kReleaseAfterMs = 100;

@@ -13,6 +13,7 @@
 #include "shell/proxy/endpoint_state.h"
 #include "shell/proxy/exchange.h"
 #include "shell/http2/h2_client_connection.h"
+#include "shell/http2/h2_server_connection.h"
 #include "shell/io/logging.h"
 #include "shell/http1/http1_client_connection.h"
 #include "shell/io/socket_address.h"
@@ -20,7 +21,8 @@
 namespace onelayer {
 
 Worker::Worker(Runtime& rt, int index)
-    : ConnectionHost(rt.metrics), ProxyHost(*this, rt, random_), TransparentHost(rt.transparent), rt_(rt), index_(index) {
+    : Http1ServerHost(rt.metrics), ProxyHost(*this, rt, random_), TransparentHost(rt.transparent), rt_(rt),
+      index_(index) {
   loop_.data = this;
   uv_async_init(&loop_, &async_, [](uv_async_t* a) { static_cast<Worker*>(a->data)->on_async(); });
   async_.data = this;
@@ -159,7 +161,7 @@ static void on_connection(uv_stream_t* server, int status) {
 
 void Worker::track(Http1ServerConnection* d) {
   link(d);
-  d->listener()->connection_opened();
+  static_cast<WorkerListener*>(d->listener())->connection_opened();
   rt_.metrics.downstream_connections_active.fetch_add(1, std::memory_order_relaxed);
   rt_.metrics.downstream_connections_total.fetch_add(1, std::memory_order_relaxed);
 }
@@ -224,8 +226,31 @@ void Worker::on_check() {
   hand_over_access_log();  // this iteration's lines, in one locked write
 }
 
-void Worker::retire(std::unique_ptr<Exchange> ex) {
+void Worker::retire(std::unique_ptr<RequestExchange> ex) {
   if (ex) retired_.push_back(std::move(ex));
+}
+
+bool Worker::park(int fd, ServerListener* l, uint64_t idle_left_ms) {
+  return parked_->park(fd, static_cast<WorkerListener*>(l), idle_left_ms);  // every listener is the worker's
+}
+
+const Listener* Worker::listener_config(const std::string& name) {
+  const GenerationPtr& g = generation();
+  const int i = g->listener_index(name);
+  return i < 0 ? nullptr : &g->config->listeners[static_cast<size_t>(i)];
+}
+
+std::unique_ptr<TlsChannel> Worker::open_tls(const std::string& listener) {
+  const GenerationPtr& g = generation();
+  const int i = g->listener_index(listener);
+  if (i < 0 || !g->tls.listeners[static_cast<size_t>(i)]) return nullptr;
+  return g->tls.listeners[static_cast<size_t>(i)]->open();
+}
+
+std::unique_ptr<ClientSocketCodec> Worker::take_over_h2c(ClientSocket* c, ServerListener* l) {
+  const GenerationPtr& g = generation();
+  return std::make_unique<H2ServerConnection>(c, this, l, listener_config(l->name()),
+                                              g->config->headers.request_timeout_ms);
 }
 
 void Worker::down_closed(Http1ServerConnection* d) {
@@ -237,7 +262,7 @@ void Worker::down_closed(Http1ServerConnection* d) {
     d->set_tracked(false);
     --conn_count_;
     // A parked connection lives on as its socket (counted until it closes).
-    if (!d->parked()) parked_closed(d->listener());
+    if (!d->parked()) parked_closed(static_cast<WorkerListener*>(d->listener()));
   }
   maybe_finish_drain();
 }

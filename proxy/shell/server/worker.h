@@ -19,8 +19,10 @@
 #include "shell/io/conn.h"
 #include "shell/io/connection_host.h"
 #include "shell/memory/h2_memory_pool.h"
+#include "shell/http1/http1_server_host.h"
 #include "shell/http1/http_parser_pool.h"
 #include "shell/server/parked_connections.h"
+#include "shell/proxy/proxy_exchange_starter.h"
 #include "shell/proxy/proxy_host.h"
 #include "shell/proxy/runtime.h"
 #include "shell/tls/tls_channel.h"
@@ -44,9 +46,10 @@ struct ListenSocket {
 // The I/O its connections need (loop, timers, writes) is its ConnectionHost
 // base; what its exchanges need beyond that (endpoints, random generator,
 // runtime, upstream stream factory) its ProxyHost base; the state of its
-// transparent listeners' connections its TransparentHost base; the rest
-// (config generations, exchanges, listeners) is its own.
-class Worker final : public ConnectionHost, public ProxyHost, public TransparentHost {
+// transparent listeners' connections its TransparentHost base; what the
+// server codecs need besides I/O its Http1ServerHost base (over
+// ConnectionHost); the rest (config generations, listeners) is its own.
+class Worker final : public Http1ServerHost, public ProxyHost, public TransparentHost {
  public:
   Worker(Runtime& rt, int index);
   ~Worker();
@@ -61,7 +64,7 @@ class Worker final : public ConnectionHost, public ProxyHost, public Transparent
 
   // Called on the worker thread.
   // Parsers lent to connections while a message is in progress.
-  HttpParserPool& parsers() { return parsers_; }
+  HttpParserPool& parsers() override { return parsers_; }
   // Idle keep-alive connections held as their sockets alone.
   ParkedConnections& parked() { return *parked_; }
   // A parked socket became readable: a Http1ServerConnection again (counted already).
@@ -78,10 +81,20 @@ class Worker final : public ConnectionHost, public ProxyHost, public Transparent
   EndpointState* endpoint(const HostPort& hp, const Upstream& u, uint64_t generation) override;
   EndpointState* destination_endpoint(const Destination& d, const Upstream& u) override;
   size_t destinations_held() const { return destinations_.size(); }
-  void down_closed(Http1ServerConnection* d);
+  // The connection's transparent state goes (TransparentHost's).
+  void forget_transparent(const Http1ServerConnection* d) override { TransparentHost::forget_transparent(d); }
+  void down_closed(Http1ServerConnection* d) override;
   // Frees a finished exchange after the current callback chain (a check
   // handle runs after every poll): never inside one of its own callbacks.
-  void retire(std::unique_ptr<Exchange> ex);
+  void retire(std::unique_ptr<RequestExchange> ex) override;
+  // The rest of Http1ServerHost (and ServerCodecHost).
+  ExchangeStarter& exchanges() override { return exchanges_; }
+  bool logs_access(const std::string& listener) override { return generation()->logs_access(listener); }
+  bool park(int fd, ServerListener* l, uint64_t idle_left_ms) override;
+  const Listener* listener_config(const std::string& name) override;
+  std::unique_ptr<TlsChannel> open_tls(const std::string& listener) override;
+  size_t max_open_connections() override { return rt_.max_open_connections; }
+  std::unique_ptr<ClientSocketCodec> take_over_h2c(ClientSocket* c, ServerListener* l) override;
   void track(Http1ServerConnection* d);
   int index() const { return index_; }
   std::function<void()> on_stopped;  // called on the worker thread when its loop ends
@@ -112,10 +125,11 @@ class Worker final : public ConnectionHost, public ProxyHost, public Transparent
   uv_idle_t second_poll_;
   HttpParserPool parsers_;
   std::optional<ParkedConnections> parked_;  // its records hold entries of the base's timers_
-  std::vector<std::unique_ptr<Exchange>> retired_;
+  std::vector<std::unique_ptr<RequestExchange>> retired_;
   std::thread thread_;
   GenerationPtr gen_;
   DefaultRandom random_;  // ProxyHost::random()
+  ProxyExchangeStarter exchanges_{this, rt_, gen_, random_};
 
   std::mutex mu_;
   std::vector<std::function<void()>> inbox_;

@@ -4,7 +4,7 @@ namespace onelayer {
 
 std::atomic<size_t> WorkerListener::live_{0};
 
-WorkerListener::WorkerListener(Worker* w, std::string name) : worker_(w), name_(std::move(name)) {
+WorkerListener::WorkerListener(Worker* w, std::string name) : ServerListener(std::move(name)), worker_(w) {
   live_.fetch_add(1, std::memory_order_relaxed);
 }
 

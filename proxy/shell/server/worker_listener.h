@@ -1,5 +1,6 @@
 // One listening socket of one worker (a SO_REUSEPORT socket handed in by the
-// server). Its connections keep a pointer to it (its name, their count), so
+// server). Its connections keep a pointer to it (its name, their count: the
+// ServerListener they see), so
 // it outlives its handle: it is freed once its handle has closed and its last
 // connection has gone, whichever comes last.
 #pragma once
@@ -11,12 +12,13 @@
 #include <cstdint>
 #include <string>
 
+#include "shell/stream/server_listener.h"
+
 namespace onelayer {
 
 class Worker;
-struct RouteMetrics;
 
-class WorkerListener {
+class WorkerListener : public ServerListener {
  public:
   enum class State : uint8_t { listening, closing, closed };
 
@@ -36,11 +38,7 @@ class WorkerListener {
 
   State state() const { return state_; }
   bool listening() const { return state_ == State::listening; }
-  uint32_t connections() const { return connections_; }
-  const std::string& name() const { return name_; }
   Worker* worker() const { return worker_; }
-  // Requests answered before a route matched, counted under this listener.
-  RouteMetrics*& unrouted() { return unrouted_; }
 
   // WorkerListener objects alive in the process (tests).
   static size_t live() { return live_.load(std::memory_order_relaxed); }
@@ -56,9 +54,6 @@ class WorkerListener {
 
   uv_tcp_t tcp_;
   Worker* worker_;
-  std::string name_;
-  RouteMetrics* unrouted_ = nullptr;
-  uint32_t connections_ = 0;
   State state_ = State::listening;
   static std::atomic<size_t> live_;
 };

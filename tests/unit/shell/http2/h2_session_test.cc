@@ -306,19 +306,6 @@ struct Attack {
 
 }  // namespace
 
-TEST_CASE("h2 preface: yes, no, or need more on partial input") {
-  std::string p(kClientMagic);
-  CHECK(detect_h2_preface("") == H2Preface::need_more);
-  CHECK(detect_h2_preface("P") == H2Preface::need_more);
-  CHECK(detect_h2_preface(p.substr(0, 23)) == H2Preface::need_more);
-  CHECK(detect_h2_preface(p) == H2Preface::yes);
-  CHECK(detect_h2_preface(p + settings()) == H2Preface::yes);
-  CHECK(detect_h2_preface("GET / HTTP/1.1\r\n") == H2Preface::no);
-  CHECK(detect_h2_preface("PRI * HTTP/1.1\r\n") == H2Preface::no);  // differs at byte 10
-  CHECK(detect_h2_preface("PUT") == H2Preface::no);
-  CHECK(detect_h2_preface(p.substr(0, 17) + "XX") == H2Preface::no);
-}
-
 TEST_CASE("h2 request and response with body and trailers, both ways") {
   Pair p;
   H2Session::Head req = post("/svc/Method?x=1");

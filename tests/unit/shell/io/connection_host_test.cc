@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/metrics/metrics.h"
+#include "socket_drain.h"
 #include "shell/io/conn.h"
 #include "shell/io/connection_host.h"
 
@@ -50,17 +51,7 @@ class PairConn final : public Conn {
   int* writes_done_;
 };
 
-// Everything the peer end holds now.
-std::string drain(int fd) {
-  std::string got;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n <= 0) break;
-    got.append(buf, static_cast<size_t>(n));
-  }
-  return got;
-}
+using test::drain;
 
 // A socketpair whose first end becomes a connection on a host; the test
 // reads the other end.

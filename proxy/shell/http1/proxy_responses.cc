@@ -1,4 +1,4 @@
-#include "shell/proxy/proxy_responses.h"
+#include "shell/http1/proxy_responses.h"
 
 #include <fmt/format.h>
 
