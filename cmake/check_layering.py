@@ -4,7 +4,6 @@ package it may not include (proxy/packages.txt), unless the include is listed
 in proxy/layering_exceptions.txt. Runs before every build (cmake/packages.cmake).
 
   check_layering.py SOURCE_DIR [--stamp FILE]
-  check_layering.py --write-exceptions FILE SOURCE_DIR   (records today's)
 """
 import fnmatch, os, re, sys
 
@@ -117,55 +116,17 @@ def read_exceptions(path):
     return out
 
 
-def reason(rel, inc):
-    """Why an include that goes up is there today (used when recording)."""
-    pkg, target = package_of(rel), package_of(inc)
-    if inc == "shell/server/worker.h":
-        return "the Worker is the hub every connection calls; to become a small I/O interface"
-    if inc == "<llhttp.h>":
-        return "its own llhttp settings table; to use HttpParser"
-    if {pkg, target} == {"shell/http1", "shell/http2"}:
-        if inc == "shell/http1/http_parser.h":
-            return "MessageHead lives in the HTTP/1 parser's header; to move to the core"
-        return ("the server codecs know each other (h2c hand-off: the HTTP/1 connection owns the socket the "
-                "HTTP/2 one runs on); to go through a client-socket interface below both")
-    if inc == "shell/proxy/endpoint_state.h":
-        return "the connection puts itself back in its endpoint's idle pool; to go through shell/proxy"
-    if pkg in ("shell/http1", "shell/http2") and target == "shell/proxy":
-        return "the codec creates and feeds the exchange itself; to go through a stream interface"
-    if pkg == "core/config" and target == "core/http":
-        return "the loader checks header names with is_token"
-    if pkg == "core/http" and target == "core/grpc":
-        return "the request rewrite sets grpc-timeout and grpc-previous-rpc-attempts"
-    return "up the layers when the packages were introduced; review"
-
-
 def main(argv):
-    write = None
     stamp = None
     args = []
     i = 0
     while i < len(argv):
-        if argv[i] == "--write-exceptions":
-            write = argv[i + 1]; i += 2
-        elif argv[i] == "--stamp":
+        if argv[i] == "--stamp":
             stamp = argv[i + 1]; i += 2
         else:
             args.append(argv[i]); i += 1
     src = args[0] if args else "."
     found = violations(src)
-    if write:
-        path = write if os.path.isabs(write) else os.path.join(src, write)
-        lines = ["# Includes that go up the layers of proxy/packages.txt today, each with",
-                 "# the reason it is still there. cmake/check_layering.py accepts exactly",
-                 "# these (shell-style patterns allowed); the fix removes the line.",
-                 "# Format: <file under proxy/> -> <included header>   # reason", ""]
-        for rel, inc, _ in found:
-            lines.append(f"{rel} -> {inc}   # {reason(rel, inc)}")
-        with open(path, "w") as fh:
-            fh.write("\n".join(lines) + "\n")
-        print(f"check_layering: {len(found)} includes recorded in {write}")
-        return 0
     exceptions = read_exceptions(os.path.join(src, "proxy", "layering_exceptions.txt"))
     bad, used = [], set()
     for rel, inc, why in found:
