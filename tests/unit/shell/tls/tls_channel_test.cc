@@ -249,6 +249,34 @@ std::string chosen_alpn(UpstreamProtocol protocol, bool http1_only) {
 
 }  // namespace
 
+// tests/bench/tls.sh's handshake row: every connection to the endpoint
+// resumes its kept session, and the next ones open before the server's
+// new ticket has come.
+TEST_CASE("tls context: a connection that resumed leaves the endpoint's kept session resumable for the next") {
+  Cert cert("unit.test");
+  Pair p(cert, &cert);
+  UpstreamTls settings;
+  settings.verify = false;
+  std::string error, key;
+  std::shared_ptr<TlsClientContext> ctx = TlsClientContext::create(settings, UpstreamProtocol::http1, &error, &key);
+  REQUIRE(ctx);
+  {
+    std::unique_ptr<TlsChannel> client = ctx->open("unit.test", "unit.test:443");
+    TlsChannel server(p.server_ctx, TlsChannel::Role::server);
+    REQUIRE(handshake(*client, server).first == TlsChannel::Status::ok);
+    shuttle(server, *client);  // the tickets: the context keeps the last
+    TlsChannel::Status st;
+    read_all(*client, &st);
+  }
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    std::unique_ptr<TlsChannel> client = ctx->open("unit.test", "unit.test:443");
+    TlsChannel server(p.server_ctx, TlsChannel::Role::server);
+    REQUIRE(handshake(*client, server).first == TlsChannel::Status::ok);
+    CHECK(client->session_reused());  // its new ticket is never read
+  }
+}
+
 TEST_CASE("tls context: auto offers h2 and http/1.1 (the server chooses), http1 and an Upgrade's connection http/1.1") {
   CHECK(chosen_alpn(UpstreamProtocol::auto_, false) == "h2");
   CHECK(chosen_alpn(UpstreamProtocol::auto_, true) == "http/1.1");
