@@ -37,6 +37,8 @@
 # `--tls --haproxy` profiles HAProxy (one thread, `http-reuse always`,
 # verifying the same certificate) in onelayer's place, for a side-by-side
 # count: where each proxy's instructions per request go, by library.
+# `--tls [--haproxy] --origin` profiles the NGINX TLS origin instead (the
+# proxy in front runs normally): what each proxy's pooled requests cost it.
 #
 # With --tls-handshake, the path is tls.sh's handshake row: a new TLS
 # connection to the origin per request (onelayer `pool.max_idle: 0`;
@@ -53,7 +55,7 @@
 # On that row the proxy's and the origin's instructions add up: the two
 # processes and wrk share the machine's two cores.
 #
-# Usage: tests/bench/profile.sh [--syscalls] [--h2 [--origin] [--nghttpx] | --tls [--haproxy] | --tls-handshake [--haproxy]] [ONELAYER_BIN]   (default build-rel/onelayer)
+# Usage: tests/bench/profile.sh [--syscalls] [--h2 [--origin] [--nghttpx] | --tls [--haproxy] [--origin] | --tls-handshake [--haproxy]] [ONELAYER_BIN]   (default build-rel/onelayer)
 # Environment: PROFILE_SECONDS (default 5; 20 with --tls-handshake), PROFILE_TOP (default 30),
 #              PROFILE_KEEP=1 keeps the temporary directory,
 #              PROFILE_VALGRIND_ARGS adds callgrind options for the proxy
@@ -82,6 +84,7 @@ TLS=0 HANDSHAKE=0 HAPROXY=0
 if [[ $H2 == 0 && ${1:-} == --tls ]]; then TLS=1; shift
 elif [[ $H2 == 0 && ${1:-} == --tls-handshake ]]; then TLS=1 HANDSHAKE=1; shift; fi
 if [[ $TLS == 1 && ${1:-} == --haproxy ]]; then HAPROXY=1; shift; fi
+if [[ $TLS == 1 && $HANDSHAKE == 0 && $MODE == callgrind && ${1:-} == --origin ]]; then ORIGIN_PROFILE=1; shift; fi
 H2_REQUESTS=${PROFILE_H2_REQUESTS:-20000}
 BIN=${1:-$REPO/build-rel/onelayer}
 SECONDS_LOAD=${PROFILE_SECONDS:-$([[ $HANDSHAKE == 1 ]] && echo 20 || echo 5)}
@@ -273,7 +276,7 @@ if [[ $HAPROXY == 1 ]]; then
   PORT=$(free_port)
   tls_haproxy_config "$PORT" "$ORIGIN_PORT" "$TMP/ca.pem" "$TLS_ROW" 10s >"$TMP/haproxy.cfg"
   "${PROXY_WRAP[@]}" haproxy -f "$TMP/haproxy.cfg" -db >/dev/null 2>"$TMP/haproxy.log" &
-  VG=$!
+  [[ $ORIGIN_PROFILE == 1 ]] || VG=$!
   PIDS+=($!)
   python3 "$HERE/bench_util.py" waitport "$PORT" --timeout 60
 elif [[ $NGHTTPX == 1 ]]; then
@@ -325,8 +328,9 @@ TOTAL=$(event_total Ir)
 if [[ $ORIGIN_PROFILE == 1 ]]; then
   front=onelayer
   [[ $NGHTTPX == 1 ]] && front=nghttpx
+  [[ $HAPROXY == 1 ]] && front=HAProxy
   [[ $NGHTTPX == 0 && $SINGLE_LAYER_HEADERS == off ]] && front="onelayer without single-layer headers"
-  echo "profiled: the NGINX h2c origin, behind $front"
+  echo "profiled: the NGINX $([[ $TLS == 1 ]] && echo "TLS" || echo "h2c") origin, behind $front"
 fi
 echo "requests: $REQS"
 echo "instructions: $TOTAL"
