@@ -11,7 +11,8 @@
 #
 # With --syscalls, onelayer runs on its own and `strace -c -f` counts its
 # system calls over the same load instead: calls per request, by name
-# (`--syscalls --tls [--haproxy]`: on the TLS path, or HAProxy's).
+# (`--syscalls --tls [--haproxy]`: on the TLS path, or HAProxy's;
+# `--syscalls --tls-handshake [--haproxy]` on the handshake row's).
 #
 # With --h2, the path is the HTTP/2 benchmark's (tests/bench/h2_phase.sh):
 # an NGINX h2c origin answering "ok", onelayer with an h2c listener and an
@@ -36,9 +37,26 @@
 # `--tls --haproxy` profiles HAProxy (one thread, `http-reuse always`,
 # verifying the same certificate) in onelayer's place, for a side-by-side
 # count: where each proxy's instructions per request go, by library.
+# `--tls [--haproxy] --origin` profiles the NGINX TLS origin instead (the
+# proxy in front runs normally): what each proxy's pooled requests cost it.
 #
-# Usage: tests/bench/profile.sh [--syscalls] [--h2 [--origin] [--nghttpx] | --tls [--haproxy]] [ONELAYER_BIN]   (default build-rel/onelayer)
-# Environment: PROFILE_SECONDS (default 5), PROFILE_TOP (default 30),
+# With --tls-handshake, the path is tls.sh's handshake row: a new TLS
+# connection to the origin per request (onelayer `pool.max_idle: 0`;
+# `--tls-handshake --haproxy`: HAProxy with `http-reuse never`), 16 wrk
+# connections for PROFILE_SECONDS (default 20; handshakes under callgrind
+# are slow). The origin runs under callgrind too: the report adds its
+# instructions per request (= per handshake) by library, how many of its
+# handshakes resumed a session and with which group (its access log's
+# $ssl_session_reused and $ssl_curve), and, from four requests made one
+# after another before the load through tests/bench/tls_hello.py (a relay
+# between a second proxy of the same config and the origin), what each
+# ClientHello carried (key shares, groups, a pre-shared key and its modes)
+# and whether the origin answered with a HelloRetryRequest or resumed.
+# On that row the proxy's and the origin's instructions add up: the two
+# processes and wrk share the machine's two cores.
+#
+# Usage: tests/bench/profile.sh [--syscalls] [--h2 [--origin] [--nghttpx] | --tls [--haproxy] [--origin] | --tls-handshake [--haproxy]] [ONELAYER_BIN]   (default build-rel/onelayer)
+# Environment: PROFILE_SECONDS (default 5; 20 with --tls-handshake), PROFILE_TOP (default 30),
 #              PROFILE_KEEP=1 keeps the temporary directory,
 #              PROFILE_VALGRIND_ARGS adds callgrind options for the proxy
 #              (--cache-sim=yes: the report adds simulated first-level cache
@@ -62,12 +80,14 @@ ORIGIN_PROFILE=0
 if [[ $H2 == 1 && $MODE == callgrind && ${1:-} == --origin ]]; then ORIGIN_PROFILE=1; shift; fi
 NGHTTPX=0
 if [[ $H2 == 1 && $MODE == callgrind && ${1:-} == --nghttpx ]]; then NGHTTPX=1; shift; fi
-TLS=0 HAPROXY=0
-if [[ $H2 == 0 && ${1:-} == --tls ]]; then TLS=1; shift; fi
+TLS=0 HANDSHAKE=0 HAPROXY=0
+if [[ $H2 == 0 && ${1:-} == --tls ]]; then TLS=1; shift
+elif [[ $H2 == 0 && ${1:-} == --tls-handshake ]]; then TLS=1 HANDSHAKE=1; shift; fi
 if [[ $TLS == 1 && ${1:-} == --haproxy ]]; then HAPROXY=1; shift; fi
+if [[ $TLS == 1 && $HANDSHAKE == 0 && $MODE == callgrind && ${1:-} == --origin ]]; then ORIGIN_PROFILE=1; shift; fi
 H2_REQUESTS=${PROFILE_H2_REQUESTS:-20000}
 BIN=${1:-$REPO/build-rel/onelayer}
-SECONDS_LOAD=${PROFILE_SECONDS:-5}
+SECONDS_LOAD=${PROFILE_SECONDS:-$([[ $HANDSHAKE == 1 ]] && echo 20 || echo 5)}
 TOP=${PROFILE_TOP:-30}
 ACCESS_LOG=${PROFILE_ACCESS_LOG:-off}
 SINGLE_LAYER_HEADERS=${PROFILE_SINGLE_LAYER_HEADERS:-on}
@@ -82,6 +102,7 @@ for tool in $tools; do
 done
 [[ $NGHTTPX == 1 ]] && { tools="$tools nghttpx"; BIN=$(command -v nghttpx || echo nghttpx); }
 [[ $TLS == 1 ]] && tools="$tools openssl"
+[[ $HANDSHAKE == 1 ]] && tools="$tools curl"
 [[ $HAPROXY == 1 ]] && { tools="$tools haproxy"; BIN=$(command -v haproxy || echo haproxy); }
 [[ $FLEET == 1 && ($NGHTTPX == 1 || $ORIGIN_PROFILE == 1 || $TLS == 1) ]] && { echo "profile.sh: PROFILE_FLEET=1 profiles onelayer itself on the HTTP/1 or --h2 path (not with --origin, --nghttpx or --tls)" >&2; exit 1; }
 [[ -x $BIN ]] || { echo "profile.sh: $BIN is not executable" >&2; exit 1; }
@@ -98,7 +119,12 @@ if [[ $TLS == 1 ]]; then
   . "$HERE/tls_conf.sh"
   tls_certs "$TMP"
   ORIGIN_MODULE=""
-  ORIGIN_SERVER="server { listen 127.0.0.1:$ORIGIN_PORT ssl backlog=4096; root $TMP/www;
+  # --tls-handshake: the origin logs, per request (= per handshake), whether
+  # it resumed a session and the key exchange group.
+  ORIGIN_LOG=""
+  [[ $HANDSHAKE == 1 ]] && ORIGIN_LOG="access_log $TMP/origin/handshakes.log handshake buffer=64k flush=1s;"
+  ORIGIN_SERVER="log_format handshake '\$ssl_session_reused \$ssl_curve';
+    server { listen 127.0.0.1:$ORIGIN_PORT ssl backlog=4096; root $TMP/www; $ORIGIN_LOG
     ssl_certificate $TMP/origin.pem; ssl_certificate_key $TMP/origin.key; ssl_protocols TLSv1.3;
     ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256; ssl_ecdh_curve X25519; ssl_session_cache shared:s:10m; }"
 elif [[ $H2 == 1 ]]; then
@@ -109,18 +135,23 @@ else
   ORIGIN_MODULE=""
   ORIGIN_SERVER="server { listen 127.0.0.1:$ORIGIN_PORT; root $TMP/www; }"
 fi
+# --tls-handshake profiles the origin too: the handshakes a proxy asks for
+# are most of the origin's work on that row, and the origin is its bound.
+[[ $HANDSHAKE == 1 && $MODE == callgrind ]] && ORIGIN_PROFILE=2
 # Under callgrind, the origin runs as one process (no master).
 ORIGIN_MASTER=""
-[[ $ORIGIN_PROFILE == 1 ]] && ORIGIN_MASTER="master_process off;"
+[[ $ORIGIN_PROFILE != 0 ]] && ORIGIN_MASTER="master_process off;"
 . "$HERE/origin_conf.sh"
 write_origin_conf "$TMP/origin" "$ORIGIN_MODULE
 $ORIGIN_MASTER" "$ORIGIN_SERVER"
 OUTFILE="$TMP/callgrind.out"
-if [[ $ORIGIN_PROFILE == 1 ]]; then
-  valgrind --tool=callgrind --callgrind-out-file="$OUTFILE" \
+ORIGIN_OUTFILE="$TMP/origin.callgrind.out"
+if [[ $ORIGIN_PROFILE != 0 ]]; then
+  valgrind --tool=callgrind --callgrind-out-file="$([[ $ORIGIN_PROFILE == 1 ]] && echo "$OUTFILE" || echo "$ORIGIN_OUTFILE")" \
     nginx -p "$TMP/origin/" -c "$TMP/origin/nginx.conf" -e "$TMP/origin/error.log" >/dev/null 2>&1 &
-  VG=$!
-  PIDS+=($VG)
+  VG_ORIGIN=$!
+  [[ $ORIGIN_PROFILE == 1 ]] && VG=$VG_ORIGIN
+  PIDS+=($VG_ORIGIN)
   python3 "$HERE/bench_util.py" waitport "$ORIGIN_PORT" --timeout 60
 else
   nginx -p "$TMP/origin/" -c "$TMP/origin/nginx.conf" -e "$TMP/origin/error.log" &
@@ -138,10 +169,13 @@ if [[ $FLEET == 1 ]]; then
   FLEET_ARGS=(--fleet-redis "$REDIS_PORT")
 fi
 
+# tests/bench/tls.sh's keep-alive or handshake row.
+TLS_ROW=keepalive TLS_MAX_IDLE=64
+[[ $HANDSHAKE == 1 ]] && TLS_ROW=handshake TLS_MAX_IDLE=0
 if [[ $TLS == 1 ]]; then
-  # tests/bench/tls.sh's keep-alive configs; handshakes under callgrind are
-  # slow, so connects get 10 s (tls.sh: 1 s).
-  tls_onelayer_config "$ORIGIN_PORT" "$TMP/ca.pem" 64 10s >"$TMP/onelayer.yaml"
+  # tests/bench/tls.sh's configs; handshakes under callgrind are slow, so
+  # connects get 10 s (tls.sh: 1 s).
+  tls_onelayer_config "$ORIGIN_PORT" "$TMP/ca.pem" "$TLS_MAX_IDLE" 10s >"$TMP/onelayer.yaml"
 elif [[ $H2 == 1 ]]; then
   python3 "$HERE/bench_util.py" onelayer-config --upstream-port "$ORIGIN_PORT" --layer profile \
     --listener-protocols http1,h2c --upstream-protocol h2c --access-log "$ACCESS_LOG" \
@@ -163,7 +197,10 @@ load() {  # load SECONDS [warm]: wrk (or h2load with --h2) against onelayer; pri
     echo "requests: $n"
     return 0
   fi
-  out=$(timeout $(($1 + 30)) wrk -t1 -c64 -d"${1}s" "$URL")
+  # --tls-handshake: 16 connections, and time for handshakes under callgrind.
+  local conns=64 wait=2s
+  [[ $HANDSHAKE == 1 ]] && conns=16 wait=60s
+  out=$(timeout $(($1 + 90)) wrk -t1 -c"$conns" --timeout "$wait" -d"${1}s" "$URL")
   non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
   [[ -z $non2xx ]] || { echo "profile.sh: $non2xx non-2xx answers" >&2; return 1; }
   awk '/requests in/ {print "requests: " $1}' <<<"$out"
@@ -172,7 +209,7 @@ load() {  # load SECONDS [warm]: wrk (or h2load with --h2) against onelayer; pri
 if [[ $MODE == syscalls ]]; then
   if [[ $HAPROXY == 1 ]]; then
     PORT=$(free_port)
-    tls_haproxy_config "$PORT" "$ORIGIN_PORT" "$TMP/ca.pem" keepalive 10s >"$TMP/haproxy.cfg"
+    tls_haproxy_config "$PORT" "$ORIGIN_PORT" "$TMP/ca.pem" "$TLS_ROW" 10s >"$TMP/haproxy.cfg"
     haproxy -f "$TMP/haproxy.cfg" -db >/dev/null 2>"$TMP/haproxy.log" &
     OL=$!
     PIDS+=($OL)
@@ -201,14 +238,45 @@ if [[ $MODE == syscalls ]]; then
   exit 0
 fi
 
+# --tls-handshake: first a few requests, one after another, through a
+# proxy of the same config whose origin is tests/bench/tls_hello.py's
+# relay to the origin: it tells what each handshake's hellos carried (key
+# shares, a pre-shared key, a HelloRetryRequest, resumed or not).
+HELLOS=""
+if [[ $HANDSHAKE == 1 && $MODE == callgrind ]]; then
+  RELAY_PORT=$(free_port)
+  python3 "$HERE/tls_hello.py" relay --port "$RELAY_PORT" --to "$ORIGIN_PORT" >"$TMP/hellos.txt" 2>&1 &
+  PIDS+=($!)
+  python3 "$HERE/bench_util.py" waitport "$RELAY_PORT" --timeout 10
+  if [[ $HAPROXY == 1 ]]; then
+    PROBE_PORT=$(free_port)
+    tls_haproxy_config "$PROBE_PORT" "$RELAY_PORT" "$TMP/ca.pem" handshake 10s >"$TMP/probe-haproxy.cfg"
+    haproxy -f "$TMP/probe-haproxy.cfg" -db >/dev/null 2>"$TMP/probe.log" &
+    PROBE=$!
+    PIDS+=($PROBE)
+    python3 "$HERE/bench_util.py" waitport "$PROBE_PORT" --timeout 10
+  else
+    tls_onelayer_config "$RELAY_PORT" "$TMP/ca.pem" 0 10s >"$TMP/probe.yaml"
+    "$BIN" --config "$TMP/probe.yaml" --ports-file "$TMP/probe-ports" --log-level warn >/dev/null 2>"$TMP/probe.log" &
+    PROBE=$!
+    PIDS+=($PROBE)
+    PROBE_PORT=$(python3 "$HERE/bench_util.py" portsfile "$TMP/probe-ports" bench --timeout 10)
+  fi
+  for _ in 1 2 3 4; do curl -s -o /dev/null -m 60 "http://127.0.0.1:$PROBE_PORT/small.txt" || true; done
+  kill "$PROBE" 2>/dev/null || true
+  wait "$PROBE" 2>/dev/null || true
+  sleep 1  # the relay prints a connection once both its sides have closed
+  HELLOS=$(grep -v '^no ClientHello' "$TMP/hellos.txt" || true)  # waitport's connection sent none
+fi
+
 # The proxy: under callgrind, unless the origin is the one profiled.
 PROXY_WRAP=(valgrind --tool=callgrind --callgrind-out-file="$OUTFILE" ${PROFILE_VALGRIND_ARGS:-})
 [[ $ORIGIN_PROFILE == 1 ]] && PROXY_WRAP=()
 if [[ $HAPROXY == 1 ]]; then
   PORT=$(free_port)
-  tls_haproxy_config "$PORT" "$ORIGIN_PORT" "$TMP/ca.pem" keepalive 10s >"$TMP/haproxy.cfg"
+  tls_haproxy_config "$PORT" "$ORIGIN_PORT" "$TMP/ca.pem" "$TLS_ROW" 10s >"$TMP/haproxy.cfg"
   "${PROXY_WRAP[@]}" haproxy -f "$TMP/haproxy.cfg" -db >/dev/null 2>"$TMP/haproxy.log" &
-  VG=$!
+  [[ $ORIGIN_PROFILE == 1 ]] || VG=$!
   PIDS+=($!)
   python3 "$HERE/bench_util.py" waitport "$PORT" --timeout 60
 elif [[ $NGHTTPX == 1 ]]; then
@@ -232,12 +300,24 @@ URL="http://127.0.0.1:$PORT/small.txt"
 # Warm-up: pools, buffers, first-use allocations; with --tls, every pooled
 # connection's handshake (seconds each under callgrind), so none is counted.
 load "$([[ $TLS == 1 ]] && echo 10 || echo 2)" warm >/dev/null
+HANDSHAKE_LOG="$TMP/origin/handshakes.log"
+if [[ $ORIGIN_PROFILE == 2 ]]; then
+  sleep 2  # the origin's log buffer is flushed (flush=1s)
+  LOG_FROM=$(($(wc -l <"$HANDSHAKE_LOG") + 1))
+  callgrind_control -z "$VG_ORIGIN" >/dev/null
+fi
 callgrind_control -z "$VG" >/dev/null
 WRK_OUT=$(load "$SECONDS_LOAD")
 callgrind_control -d "$VG" >/dev/null
+[[ $ORIGIN_PROFILE == 2 ]] && callgrind_control -d "$VG_ORIGIN" >/dev/null
 REQS=$(awk '/^requests:/ {print $2}' <<<"$WRK_OUT")
 DUMP=$(ls -t "$OUTFILE"* | grep -v "^$OUTFILE\$" | head -n1)
 [[ -n $DUMP && -n $REQS && $REQS -gt 0 ]] || { echo "profile.sh: no dump or no requests" >&2; exit 1; }
+ORIGIN_DUMP=""
+if [[ $ORIGIN_PROFILE == 2 ]]; then
+  ORIGIN_DUMP=$(ls -t "$ORIGIN_OUTFILE"* | grep -v "^$ORIGIN_OUTFILE\$" | head -n1)
+  [[ -n $ORIGIN_DUMP ]] || { echo "profile.sh: no dump of the origin" >&2; exit 1; }
+fi
 # awk reads to the end (no early exit): with pipefail, callgrind_annotate
 # dying of SIGPIPE would end the script here.
 # The program's total of one event (Ir: instructions) in the dump.
@@ -248,8 +328,9 @@ TOTAL=$(event_total Ir)
 if [[ $ORIGIN_PROFILE == 1 ]]; then
   front=onelayer
   [[ $NGHTTPX == 1 ]] && front=nghttpx
+  [[ $HAPROXY == 1 ]] && front=HAProxy
   [[ $NGHTTPX == 0 && $SINGLE_LAYER_HEADERS == off ]] && front="onelayer without single-layer headers"
-  echo "profiled: the NGINX h2c origin, behind $front"
+  echo "profiled: the NGINX $([[ $TLS == 1 ]] && echo "TLS" || echo "h2c") origin, behind $front"
 fi
 echo "requests: $REQS"
 echo "instructions: $TOTAL"
@@ -278,8 +359,8 @@ self_costs() {  # [EVENT (default Ir)] [ITS PROGRAM TOTAL (default TOTAL)]
       }'
 }
 # self_costs' lines summed by library, per request.
-by_library() {
-  awk -v reqs="$REQS" -v origin="$ORIGIN_PROFILE" -v haproxy="$HAPROXY" '
+by_library() {  # [1: the dump is the origin's]
+  awk -v reqs="$REQS" -v origin="${1:-$((ORIGIN_PROFILE == 1))}" -v haproxy="$HAPROXY" '
     {
       lib = origin == 1 ? "other" : haproxy == 1 ? "haproxy" : "onelayer"
       if ($0 ~ /libnghttp2/) lib = "nghttp2"
@@ -302,9 +383,12 @@ echo "instructions per request by library (self cost):"
 self_costs | by_library
 echo
 echo "top $TOP functions by self cost (instructions per request, share):"
-self_costs | awk -v reqs="$REQS" -v total="$TOTAL" '
-  { ir = $1; name = $0; sub(/^[0-9]+ /, "", name); printf "%8.0f  %5.1f%%  %s\n", ir / reqs, 100 * ir / total, name }' |
-  sort -rn | awk -v n="$TOP" 'NR <= n'  # reads to the end: head would end sort with SIGPIPE, and pipefail the script
+top_functions() {  # N
+  self_costs | awk -v reqs="$REQS" -v total="$TOTAL" '
+    { ir = $1; name = $0; sub(/^[0-9]+ /, "", name); printf "%8.0f  %5.1f%%  %s\n", ir / reqs, 100 * ir / total, name }' |
+    sort -rn | awk -v n="$1" 'NR <= n'  # reads to the end: head would end sort with SIGPIPE, and pipefail the script
+}
+top_functions "$TOP"
 # With PROFILE_VALGRIND_ARGS=--cache-sim=yes: callgrind's simulated misses
 # of this machine's first-level caches, and the instruction cache's by
 # library (how much code a request runs through, and how often again).
@@ -316,3 +400,23 @@ if grep -q '^events:.* I1mr' "$DUMP"; then
   self_costs I1mr "$I1" | by_library
 fi
 if [[ ${PROFILE_KEEP:-0} == 1 ]]; then cp "$DUMP" "$TMP/callgrind.last"; echo "dump: $TMP/callgrind.last"; fi
+if [[ $ORIGIN_PROFILE == 2 ]]; then
+  # The origin's side of the same requests (one handshake each).
+  DUMP=$ORIGIN_DUMP
+  TOTAL=$(event_total Ir)
+  echo
+  echo "the origin (NGINX, one worker, under callgrind too): instructions per request: $((TOTAL / REQS))"
+  echo "by library (self cost):"
+  self_costs | by_library 1
+  echo "top 15 functions by self cost:"
+  top_functions 15
+  sleep 2  # the log buffer is flushed (flush=1s)
+  echo
+  echo "the origin's handshakes during the load (\$ssl_session_reused, \$ssl_curve):"
+  tail -n +"$LOG_FROM" "$HANDSHAKE_LOG" | awk '
+    { n++; if ($1 == "r") r++; curve[$2]++ }
+    END { printf "  %d, resumed %d (%.1f%%); groups:", n, r, n ? 100 * r / n : 0; for (c in curve) printf " %s %d", c, curve[c]; print "" }'
+  echo "the first handshakes, one request at a time (tests/bench/tls_hello.py between the proxy and the origin):"
+  sed 's/^/  /' <<<"${HELLOS:-(none seen)}"
+  if [[ ${PROFILE_KEEP:-0} == 1 ]]; then cp "$DUMP" "$TMP/origin.callgrind.last"; echo "origin dump: $TMP/origin.callgrind.last"; fi
+fi

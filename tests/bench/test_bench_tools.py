@@ -15,6 +15,7 @@ import h2_wire  # noqa: E402  (puts tests/integration on the path)
 import hpack_reading  # noqa: E402
 import load_clients  # noqa: E402
 import report  # noqa: E402
+import tls_hello  # noqa: E402
 import wakeup_trace  # noqa: E402
 
 WRK_OUTPUT = """Running 10s test @ http://127.0.0.1:8080/small.txt
@@ -566,6 +567,50 @@ class WakeupTrace(unittest.TestCase):
         self.assertIn("h2load 1/s, nginx 1/s", text)
         self.assertIn("asleep at that write 50% of 2 times", text)
         self.assertIsNone(wakeup_trace.summarize(wakeup_trace.parse(lines[:1]), "onelayer", 0, 1))
+
+
+class TlsHelloReading(unittest.TestCase):
+    def client_hello(self, groups=None):
+        """The first flight of Python's own TLS client (OpenSSL, memory BIOs)."""
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        obj = ctx.wrap_bio(incoming, outgoing, server_hostname="origin.test")
+        with self.assertRaises(ssl.SSLWantReadError):
+            obj.do_handshake()
+        return outgoing.read()
+
+    def test_client_hello_key_shares_and_groups(self):
+        msg = tls_hello.first_handshake_message(self.client_hello())
+        self.assertEqual(msg[0], 1)
+        hello = tls_hello.parse_client_hello(msg[1])
+        self.assertTrue(hello["key_shares"])
+        self.assertIn(hello["key_shares"][0], hello["groups"])
+        self.assertFalse(hello["psk"])
+        self.assertIn("psk_dhe_ke", hello["psk_modes"])
+
+    def test_incomplete_record_is_none(self):
+        data = self.client_hello()
+        self.assertIsNone(tls_hello.first_handshake_message(data[:20]))
+        self.assertIsNone(tls_hello.first_handshake_message(b"GET / HTTP/1.1\r\n"))
+
+    def server_hello(self, random, extensions):
+        ext = b"".join(t.to_bytes(2, "big") + len(d).to_bytes(2, "big") + d for t, d in extensions)
+        return (b"\x03\x03" + random + b"\x20" + bytes(32) + b"\x13\x01\x00" +
+                len(ext).to_bytes(2, "big") + ext)
+
+    def test_hello_retry_request_and_resumption(self):
+        hrr = self.server_hello(tls_hello.HRR_RANDOM, [(51, b"\x00\x1d"), (43, b"\x03\x04")])
+        self.assertEqual(tls_hello.parse_server_hello(hrr), {"hrr": True, "resumed": False, "group": "x25519"})
+        resumed = self.server_hello(bytes(32), [(51, b"\x00\x17\x00\x01\x04"), (41, b"\x00\x00")])
+        self.assertEqual(tls_hello.parse_server_hello(resumed), {"hrr": False, "resumed": True, "group": "secp256r1"})
+        line = tls_hello.describe({"key_shares": ["x25519"], "groups": ["x25519", "secp256r1"], "psk": True,
+                                   "psk_modes": ["psk_dhe_ke"]}, tls_hello.parse_server_hello(resumed))
+        self.assertEqual(line, "key_shares=x25519 groups=x25519,secp256r1 psk=yes(psk_dhe_ke) "
+                               "hrr=no resumed=yes group=secp256r1")
 
 
 if __name__ == "__main__":

@@ -117,14 +117,15 @@ int ConnectionHost::write_tls(Conn* c, const uv_buf_t* parts, unsigned n) {
 int ConnectionHost::flush_tls(Conn* c) {
   TlsChannel* t = c->tls();
   if (!t) return 0;
-  size_t pending = t->pending_output();
-  if (pending == 0) return 0;
+  std::string_view out = t->output();
+  if (out.empty()) return 0;
   if (c->closing()) return UV_ECANCELED;
-  std::string& out = tls_out_;
-  out.resize(pending);
-  size_t got = t->take_output(out.data(), out.size());
-  uv_buf_t b = uv_buf_init(out.data(), static_cast<unsigned>(got));
-  return write_raw(c, &b, 1);
+  // Sent from the channel's own buffer: write_raw copies what the socket
+  // does not take at once.
+  uv_buf_t b = uv_buf_init(const_cast<char*>(out.data()), static_cast<unsigned>(out.size()));
+  int rc = write_raw(c, &b, 1);
+  t->drop_output();
+  return rc;
 }
 
 int ConnectionHost::write_raw(Conn* c, const uv_buf_t* parts, unsigned n) {

@@ -100,7 +100,6 @@ class ConnectionHost {
   static constexpr size_t kGatherSize = 2048;
   std::unique_ptr<char[]> gather_buf_{new char[kGatherSize]};
   std::string scratch_;
-  std::string tls_out_;  // ciphertext on its way to write_raw
 };
 
 }  // namespace onelayer

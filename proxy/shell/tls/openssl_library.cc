@@ -21,12 +21,18 @@ namespace {
 #define ONELAYER_OPENSSL_FUNCTIONS(F)                                                                             \
   F(const unsigned char*, ASN1_STRING_get0_data, (const ASN1_STRING* x), (x))                                     \
   F(int, ASN1_STRING_length, (const ASN1_STRING* x), (x))                                                         \
-  F(long, BIO_ctrl, (BIO * b, int cmd, long larg, void* parg), (b, cmd, larg, parg))                              \
-  F(size_t, BIO_ctrl_pending, (BIO * b), (b))                                                                     \
+  F(void, BIO_clear_flags, (BIO * b, int flags), (b, flags))                                                      \
+  F(void*, BIO_get_data, (BIO * b), (b))                                                                          \
+  F(int, BIO_get_new_index, (void), ())                                                                           \
+  F(BIO_METHOD*, BIO_meth_new, (int type, const char* name), (type, name))                                        \
+  F(int, BIO_meth_set_create, (BIO_METHOD * m, int (*create)(BIO*)), (m, create))                                 \
+  F(int, BIO_meth_set_ctrl, (BIO_METHOD * m, long (*ctrl)(BIO*, int, long, void*)), (m, ctrl))                    \
+  F(int, BIO_meth_set_read_ex, (BIO_METHOD * m, int (*bread)(BIO*, char*, size_t, size_t*)), (m, bread))          \
+  F(int, BIO_meth_set_write_ex, (BIO_METHOD * m, int (*bwrite)(BIO*, const char*, size_t, size_t*)), (m, bwrite)) \
   F(BIO*, BIO_new, (const BIO_METHOD* type), (type))                                                              \
-  F(int, BIO_read, (BIO * b, void* data, int dlen), (b, data, dlen))                                              \
-  F(const BIO_METHOD*, BIO_s_mem, (void), ())                                                                     \
-  F(int, BIO_write, (BIO * b, const void* data, int dlen), (b, data, dlen))                                       \
+  F(void, BIO_set_data, (BIO * b, void* ptr), (b, ptr))                                                           \
+  F(void, BIO_set_flags, (BIO * b, int flags), (b, flags))                                                        \
+  F(void, BIO_set_init, (BIO * b, int init), (b, init))                                                           \
   F(void, ERR_clear_error, (void), ())                                                                            \
   F(void, ERR_error_string_n, (unsigned long e, char* buf, size_t len), (e, buf, len))                            \
   F(unsigned long, ERR_get_error, (void), ())                                                                     \

@@ -3,19 +3,96 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
-#include <climits>
+#include <cstring>
 
 namespace onelayer {
 
+// The BIO between a channel's SSL and its two strings: reads take from
+// in_ (none there: "retry", so the SSL asks for more input rather than
+// failing), writes append to out_ (always whole).
+class TlsChannel::Bio {
+ public:
+  // nullptr only without memory (the SSL then fails its first step).
+  static BIO* make(TlsChannel* ch) {
+    const BIO_METHOD* m = method();
+    BIO* b = m ? BIO_new(m) : nullptr;
+    if (b) BIO_set_data(b, ch);
+    return b;
+  }
+
+ private:
+  static const BIO_METHOD* method() {
+    // Once per process, after OpenSSL is loaded (the first channel).
+    static BIO_METHOD* m = [] {
+      BIO_METHOD* made = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "onelayer TLS channel");
+      if (!made) return made;
+      BIO_meth_set_read_ex(made, read);
+      BIO_meth_set_write_ex(made, write);
+      BIO_meth_set_ctrl(made, ctrl);
+      BIO_meth_set_create(made, [](BIO* b) {
+        BIO_set_init(b, 1);
+        return 1;
+      });
+      return made;
+    }();
+    return m;
+  }
+  static TlsChannel* of(BIO* b) { return static_cast<TlsChannel*>(BIO_get_data(b)); }
+  static int read(BIO* b, char* buf, size_t cap, size_t* got) {
+    TlsChannel* ch = of(b);
+    BIO_clear_retry_flags(b);
+    size_t avail = ch->in_.size() - ch->in_at_;
+    if (avail == 0) {
+      BIO_set_retry_read(b);
+      *got = 0;
+      return 0;
+    }
+    size_t n = avail < cap ? avail : cap;
+    std::memcpy(buf, ch->in_.data() + ch->in_at_, n);
+    ch->in_at_ += n;
+    if (ch->in_at_ == ch->in_.size()) release(ch->in_, ch->in_at_);
+    *got = n;
+    return 1;
+  }
+  static int write(BIO* b, const char* data, size_t len, size_t* done) {
+    BIO_clear_retry_flags(b);
+    of(b)->out_.append(data, len);
+    *done = len;
+    return 1;
+  }
+  static long ctrl(BIO* b, int cmd, long, void*) {
+    TlsChannel* ch = of(b);
+    switch (cmd) {
+      case BIO_CTRL_FLUSH:
+        return 1;  // out_ is where the bytes go
+      case BIO_CTRL_PENDING:
+        return static_cast<long>(ch->in_.size() - ch->in_at_);
+      case BIO_CTRL_WPENDING:
+        return static_cast<long>(ch->pending_output());
+      default:
+        return 0;  // no EOF, no kTLS, nothing else
+    }
+  }
+
+ public:
+  // A drained buffer: emptied, and given back when it grew past a record
+  // or two (an idle connection keeps no large buffer; most keep none past
+  // a request's size).
+  static void release(std::string& buf, size_t& at) {
+    at = 0;
+    if (buf.capacity() > kKeptCapacity) {
+      std::string().swap(buf);
+    } else {
+      buf.clear();
+    }
+  }
+  static constexpr size_t kKeptCapacity = 16 * 1024;
+};
+
 TlsChannel::TlsChannel(SSL_CTX* ctx, Role role) {
   ssl_ = SSL_new(ctx);
-  in_ = BIO_new(BIO_s_mem());
-  out_ = BIO_new(BIO_s_mem());
-  // An empty memory BIO says "retry" rather than EOF: the SSL then asks
-  // for more input instead of failing.
-  BIO_set_mem_eof_return(in_, -1);
-  BIO_set_mem_eof_return(out_, -1);
-  SSL_set_bio(ssl_, in_, out_);  // the SSL owns both BIOs from here
+  BIO* bio = Bio::make(this);
+  SSL_set_bio(ssl_, bio, bio);  // the SSL owns the BIO from here (one reference for both)
   SSL_set_app_data(ssl_, this);
   if (role == Role::client) {
     SSL_set_connect_state(ssl_);
@@ -45,15 +122,7 @@ void TlsChannel::set_session(SSL_SESSION* s) {
   if (s) SSL_set_session(ssl_, s);
 }
 
-void TlsChannel::feed(const char* data, size_t len) {
-  while (len > 0) {
-    int chunk = len > INT_MAX ? INT_MAX : static_cast<int>(len);
-    int n = BIO_write(in_, data, chunk);
-    if (n <= 0) return;  // a memory BIO only fails without memory
-    data += n;
-    len -= static_cast<size_t>(n);
-  }
-}
+void TlsChannel::feed(const char* data, size_t len) { in_.append(data, len); }
 
 TlsChannel::Status TlsChannel::fail(int ret, const char* what) {
   int err = SSL_get_error(ssl_, ret);
@@ -117,19 +186,21 @@ size_t TlsChannel::read(char* buf, size_t cap, Status* st) {
 bool TlsChannel::write(const char* data, size_t len) {
   if (len == 0) return true;
   size_t done = 0;
-  // Memory BIOs grow as needed, so a write is taken whole or fails.
+  // The channel's BIO takes every write whole, so a write is taken whole or fails.
   if (SSL_write_ex(ssl_, data, len, &done) == 1 && done == len) return true;
   fail(0, "write");
   return false;
 }
 
-size_t TlsChannel::pending_output() const { return BIO_ctrl_pending(out_); }
-
 size_t TlsChannel::take_output(char* buf, size_t cap) {
-  int chunk = cap > INT_MAX ? INT_MAX : static_cast<int>(cap);
-  int n = BIO_read(out_, buf, chunk);
-  return n > 0 ? static_cast<size_t>(n) : 0;
+  size_t n = pending_output() < cap ? pending_output() : cap;
+  std::memcpy(buf, out_.data() + out_at_, n);
+  out_at_ += n;
+  if (out_at_ == out_.size()) Bio::release(out_, out_at_);
+  return n;
 }
+
+void TlsChannel::drop_output() { Bio::release(out_, out_at_); }
 
 void TlsChannel::shutdown() {
   ERR_clear_error();

@@ -1,14 +1,22 @@
-// One connection's TLS, with memory BIOs: the connection feeds it the
-// ciphertext it read from its socket and sends the ciphertext it hands out;
-// plaintext goes in and comes out here. No socket, no loop: the event loop
-// stays the connection's (the shape of Node's TLSWrap and h2o's socket
-// layer), and two channels can be wired to each other in memory in tests.
+// One connection's TLS, in memory: the connection feeds it the ciphertext
+// it read from its socket and sends the ciphertext it hands out; plaintext
+// goes in and comes out here. No socket, no loop: the event loop stays the
+// connection's (the shape of Node's TLSWrap and h2o's socket layer), and
+// two channels can be wired to each other in memory in tests.
+//
+// The SSL reads and writes the ciphertext through a BIO of the channel's
+// own (TlsChannel::Bio) that keeps it in two strings, rather than through
+// OpenSSL's memory BIOs, whose buffers are zeroed as they grow and
+// cleansed when freed (ciphertext is no secret): about a thousand
+// instructions a keep-alive request and tens of thousands a handshake
+// (tests/bench/profile.sh --tls, --tls-handshake).
 #pragma once
 
 #include <openssl/ssl.h>
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace onelayer {
@@ -51,9 +59,13 @@ class TlsChannel {
   // Plaintext to send; false on error (error_text()).
   bool write(const char* data, size_t len);
   // Ciphertext waiting to be sent.
-  size_t pending_output() const;
+  size_t pending_output() const { return out_.size() - out_at_; }
   // Moves up to cap bytes of pending ciphertext into buf; returns the count.
   size_t take_output(char* buf, size_t cap);
+  // The pending ciphertext in place, for a sender that copies what it
+  // cannot send at once; then drop_output() forgets it all.
+  std::string_view output() const { return std::string_view(out_).substr(out_at_); }
+  void drop_output();
   // Sends close_notify (its ciphertext is then pending).
   void shutdown();
 
@@ -70,11 +82,14 @@ class TlsChannel {
   SSL* ssl() { return ssl_; }
 
  private:
+  class Bio;  // the SSL's BIO onto in_ and out_ (tls_channel.cc)
   Status fail(int ret, const char* what);
 
   SSL* ssl_ = nullptr;
-  BIO* in_ = nullptr;   // ciphertext from the peer (the SSL reads it)
-  BIO* out_ = nullptr;  // ciphertext for the peer (the SSL writes it)
+  std::string in_;    // ciphertext from the peer, the SSL reads it from in_at_
+  size_t in_at_ = 0;
+  std::string out_;   // ciphertext for the peer, the SSL writes it; sent from out_at_
+  size_t out_at_ = 0;
   bool done_ = false;
   bool verify_failed_ = false;
   std::string error_;

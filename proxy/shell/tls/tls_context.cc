@@ -239,7 +239,19 @@ std::unique_ptr<TlsChannel> TlsClientContext::open(const std::string& host, cons
   ch->set_verify_name(verify_name_for(host));
   ch->set_session_key(endpoint_key);
   auto it = sessions_.find(endpoint_key);
-  if (it != sessions_.end()) ch->set_session(it->second);
+  if (it != sessions_.end()) {
+    // A copy for this connection: once a TLS 1.3 handshake that resumed a
+    // session is done, OpenSSL marks that session not resumable (it would
+    // have tickets used once). Given the kept one itself, every connection
+    // opened before the server's next ticket arrived would make a full
+    // handshake (the origin's signature, our certificate checks): a few
+    // percent of tests/bench/tls.sh's handshake row.
+    SSL_SESSION* own = SSL_SESSION_dup(it->second);
+    if (own) {
+      ch->set_session(own);
+      SSL_SESSION_free(own);
+    }
+  }
   return ch;
 }
 

@@ -7,12 +7,16 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "core/metrics/metrics.h"
 #include "socket_drain.h"
 #include "shell/io/conn.h"
 #include "shell/io/connection_host.h"
+#include "shell/tls/tls_channel.h"
+#include "tls/test_certs.h"
 
 using namespace onelayer;
 
@@ -52,6 +56,7 @@ class PairConn final : public Conn {
 };
 
 using test::drain;
+using test::sends;
 
 // A socketpair whose first end becomes a connection on a host; the test
 // reads the other end.
@@ -133,4 +138,76 @@ TEST_CASE("ConnectionHostRunsAConnectionsTimer") {
     uv_run(host.loop(), UV_RUN_NOWAIT);  // the connection's close callback
   }
   CHECK(p.loop_closed == 0);
+}
+
+namespace {
+
+// A TLS client connection on the host (Conn::tls_pump drives its channel)
+// whose first request is written as soon as its handshake is done.
+class TlsClientConn final : public Conn {
+ public:
+  TlsClientConn(ConnectionHost* host, int fd, SSL_CTX* ctx) : Conn(host) {
+    opened = uv_tcp_open(&tcp_, fd);
+    tls_ = std::make_unique<TlsChannel>(ctx, TlsChannel::Role::client);
+  }
+  void start() {
+    uv_read_start(stream(), Conn::no_read_buffer, Conn::on_readable<TlsClientConn>);
+    Conn::tls_pump(this);  // the ClientHello
+  }
+  void on_tls_handshake(bool ok) {
+    handshake_ok = ok;
+    if (ok) host()->write(this, "GET / HTTP/1.1\r\nHost: origin.test\r\n\r\n");
+  }
+  void on_read(ssize_t, const uv_buf_t*) {}
+  void on_tls_error() {}
+  void on_write_done(int) override {}
+  void close() { close_handles(); }
+  int opened = -1;
+  bool handshake_ok = false;
+};
+
+}  // namespace
+
+// tests/bench/tls.sh's handshake row: a new upstream connection's Finished
+// and its request leave in one send (two before: the Finished on its own).
+TEST_CASE("ConnectionHostSendsATlsClientsFinishedAndItsFirstRequestTogether") {
+  test::TestCert ca("test CA", "", nullptr);
+  test::TestCert leaf("origin.test", "DNS:origin.test", &ca);
+  SSL_CTX* server_ctx = SSL_CTX_new(TLS_server_method());
+  SSL_CTX_use_certificate(server_ctx, leaf.x509);
+  SSL_CTX_use_PrivateKey(server_ctx, leaf.key);
+  SSL_CTX* client_ctx = SSL_CTX_new(TLS_client_method());
+  int fds[2];
+  REQUIRE(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds) == 0);
+  int loop_closed = -1;
+  {
+    TestHost host(&loop_closed);
+    auto* c = new TlsClientConn(&host, fds[0], client_ctx);
+    REQUIRE(c->opened == 0);
+    c->start();
+    std::vector<std::string> hello = sends(fds[1]);
+    REQUIRE(hello.size() == 1);
+    TlsChannel server(server_ctx, TlsChannel::Role::server);
+    server.feed(hello[0].data(), hello[0].size());
+    REQUIRE(server.handshake() == TlsChannel::Status::want_more);
+    std::string flight(server.output());
+    server.drop_output();
+    REQUIRE(::send(fds[1], flight.data(), flight.size(), 0) == static_cast<ssize_t>(flight.size()));
+    uv_run(host.loop(), UV_RUN_NOWAIT);  // the client reads it, finishes and writes
+    CHECK(c->handshake_ok);
+    std::vector<std::string> last = sends(fds[1]);
+    CHECK(last.size() == 1);
+    for (const std::string& m : last) server.feed(m.data(), m.size());
+    CHECK(server.handshake() == TlsChannel::Status::ok);
+    char buf[256];
+    TlsChannel::Status st;
+    size_t n = server.read(buf, sizeof buf, &st);
+    CHECK(std::string(buf, n) == "GET / HTTP/1.1\r\nHost: origin.test\r\n\r\n");
+    c->close();
+    uv_run(host.loop(), UV_RUN_NOWAIT);
+  }
+  CHECK(loop_closed == 0);
+  close(fds[1]);
+  SSL_CTX_free(server_ctx);
+  SSL_CTX_free(client_ctx);
 }

@@ -189,6 +189,41 @@ TEST_CASE("tls channel: garbage from the peer is an error with a reason, never a
   CHECK(st == TlsChannel::Status::error);
 }
 
+// The channel's own BIO: the SSL reads records across feeds of any size
+// (a byte at a time here) and the ciphertext can be sent in place.
+TEST_CASE("tls channel: ciphertext fed a byte at a time completes the handshake, output() hands it out in place") {
+  Cert cert("unit.test");
+  Pair p(cert, &cert);
+  TlsChannel client(p.client_ctx, TlsChannel::Role::client), server(p.server_ctx, TlsChannel::Role::server);
+  client.set_verify_name("unit.test");
+  TlsChannel::Status cs = client.handshake(), ss = TlsChannel::Status::want_more;
+  for (int round = 0; round < 10 && !(client.handshake_done() && server.handshake_done()); ++round) {
+    std::string hello(client.output());
+    CHECK(hello.size() == client.pending_output());
+    client.drop_output();
+    CHECK(client.pending_output() == 0);
+    for (char byte : hello) {
+      server.feed(&byte, 1);
+      if (!server.handshake_done()) ss = server.handshake();
+    }
+    std::string back(server.output());
+    server.drop_output();
+    for (char byte : back) {
+      client.feed(&byte, 1);
+      if (!client.handshake_done()) cs = client.handshake();
+    }
+  }
+  REQUIRE(cs == TlsChannel::Status::ok);
+  REQUIRE(ss == TlsChannel::Status::ok);
+  REQUIRE(client.write("ping", 4));
+  std::string sent(client.output());
+  client.drop_output();
+  for (char byte : sent) server.feed(&byte, 1);
+  TlsChannel::Status st;
+  CHECK(read_all(server, &st) == "ping");
+  CHECK(st == TlsChannel::Status::want_more);
+}
+
 TEST_CASE("tls channel: a session from one connection resumes the next") {
   Cert cert("unit.test");
   Pair p(cert, &cert);
@@ -248,6 +283,34 @@ std::string chosen_alpn(UpstreamProtocol protocol, bool http1_only) {
 }
 
 }  // namespace
+
+// tests/bench/tls.sh's handshake row: every connection to the endpoint
+// resumes its kept session, and the next ones open before the server's
+// new ticket has come.
+TEST_CASE("tls context: a connection that resumed leaves the endpoint's kept session resumable for the next") {
+  Cert cert("unit.test");
+  Pair p(cert, &cert);
+  UpstreamTls settings;
+  settings.verify = false;
+  std::string error, key;
+  std::shared_ptr<TlsClientContext> ctx = TlsClientContext::create(settings, UpstreamProtocol::http1, &error, &key);
+  REQUIRE(ctx);
+  {
+    std::unique_ptr<TlsChannel> client = ctx->open("unit.test", "unit.test:443");
+    TlsChannel server(p.server_ctx, TlsChannel::Role::server);
+    REQUIRE(handshake(*client, server).first == TlsChannel::Status::ok);
+    shuttle(server, *client);  // the tickets: the context keeps the last
+    TlsChannel::Status st;
+    read_all(*client, &st);
+  }
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    std::unique_ptr<TlsChannel> client = ctx->open("unit.test", "unit.test:443");
+    TlsChannel server(p.server_ctx, TlsChannel::Role::server);
+    REQUIRE(handshake(*client, server).first == TlsChannel::Status::ok);
+    CHECK(client->session_reused());  // its new ticket is never read
+  }
+}
 
 TEST_CASE("tls context: auto offers h2 and http/1.1 (the server chooses), http1 and an Upgrade's connection http/1.1") {
   CHECK(chosen_alpn(UpstreamProtocol::auto_, false) == "h2");
