@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "core/base/random.h"
 #include "core/config/units.h"
 
 namespace onelayer {

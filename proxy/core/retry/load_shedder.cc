@@ -1,4 +1,5 @@
 #include "core/retry/load_shedder.h"
+#include "core/base/random.h"
 
 #include <algorithm>
 #include <cmath>

@@ -20,6 +20,7 @@
 #include <mutex>
 
 #include "core/base/clock.h"
+#include "core/base/random.h"
 
 namespace onelayer {
 

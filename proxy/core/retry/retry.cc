@@ -4,6 +4,7 @@
 #include <array>
 #include <limits>
 
+#include "core/base/random.h"
 #include "core/retry/circuit_breaker.h"
 #include "core/retry/retry_budget.h"
 

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "core/base/clock.h"
+#include "core/base/random.h"
 #include "core/config/config.h"
 #include "core/grpc/grpc_pushback.h"
 #include "core/retry/retry_reasons.h"

@@ -1,4 +1,5 @@
 #include "core/upstream/endpoint_balancer.h"
+#include "core/base/random.h"
 
 #include <algorithm>
 #include <bit>

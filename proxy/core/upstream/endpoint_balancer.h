@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/base/clock.h"
+#include "core/base/random.h"
 #include "core/config/config.h"
 #include "core/upstream/peak_ewma.h"
 

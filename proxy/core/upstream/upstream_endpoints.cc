@@ -1,4 +1,5 @@
 #include "core/upstream/upstream_endpoints.h"
+#include "core/base/random.h"
 
 #include <algorithm>
 #include <bit>

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/base/clock.h"
+#include "core/base/random.h"
 #include "core/config/config.h"
 #include "core/upstream/endpoint_balancer.h"
 #include "core/upstream/outlier_detector.h"

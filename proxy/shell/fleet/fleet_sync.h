@@ -27,6 +27,7 @@
 #include <uv.h>
 
 #include "core/base/clock.h"
+#include "core/base/default_random.h"
 #include "core/config/config.h"
 #include "core/fleet/fleet_share.h"
 #include "core/metrics/metrics.h"

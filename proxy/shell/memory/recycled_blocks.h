@@ -1,6 +1,6 @@
 // Per-thread free lists of fixed-size heap blocks, for the objects every
 // proxied request creates and destroys (a stream's state on each side, the
-// exchange, their map nodes). A block freed goes on its thread's list for
+// exchange). A block freed goes on its thread's list for
 // its size and the next object of that size takes it back, without a trip
 // through malloc: on the HTTP/2 path hundreds of streams end together, and
 // glibc's per-thread cache (seven chunks a size) overflows into its slower
@@ -115,28 +115,5 @@ void release_recycled_blocks();
     if (n == sizeof(T)) ::onelayer::RecycledBlocks<sizeof(T)>::give(p);                        \
     else ::onelayer::recycled_blocks_detail::free_block(p, n);                                 \
   }
-
-// A standard allocator whose single-object allocations (a node of a map)
-// go through RecycledBlocks; arrays (a map's buckets) go to the heap.
-template <class T>
-class RecyclingAllocator {
- public:
-  using value_type = T;
-  RecyclingAllocator() = default;
-  template <class U>
-  RecyclingAllocator(const RecyclingAllocator<U>&) noexcept {}
-  T* allocate(size_t n) {
-    if (n == 1) return static_cast<T*>(RecycledBlocks<sizeof(T)>::take());
-    return static_cast<T*>(::operator new(n * sizeof(T)));
-  }
-  void deallocate(T* p, size_t n) noexcept {
-    if (n == 1) RecycledBlocks<sizeof(T)>::give(p);
-    else recycled_blocks_detail::free_block(p, n * sizeof(T));
-  }
-  template <class U>
-  bool operator==(const RecyclingAllocator<U>&) const noexcept {
-    return true;
-  }
-};
 
 }  // namespace onelayer

@@ -4,6 +4,7 @@
 // the exchanges it makes run on.
 #pragma once
 
+#include "core/base/random.h"
 #include "shell/proxy/runtime.h"
 #include "shell/stream/exchange_starter.h"
 

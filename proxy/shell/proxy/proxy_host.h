@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "core/base/clock.h"
+#include "core/base/default_random.h"
 #include "core/base/destination.h"
 #include "core/config/config.h"
 

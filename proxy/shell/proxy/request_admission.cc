@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/base/random.h"
 #include "core/callers/caller_patterns.h"
 #include "core/request/request_validation.h"
 #include "core/request/route_match.h"

@@ -12,6 +12,7 @@
 
 #include <string>
 
+#include "core/base/random.h"
 #include "core/http/http_headers.h"
 #include "core/retry/load_shedder.h"
 #include "shell/proxy/runtime.h"

@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/base/clock.h"
+#include "core/base/default_random.h"
 #include "core/transparent/destination_table.h"
 #include "shell/io/conn.h"
 #include "shell/io/connection_host.h"

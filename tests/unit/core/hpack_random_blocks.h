@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/random.h"
+
 namespace onelayer::test {
 
 class RandomBlocks {

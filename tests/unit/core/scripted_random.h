@@ -8,7 +8,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "core/base/clock.h"
+#include "core/base/random.h"
 
 namespace onelayer::test {
 

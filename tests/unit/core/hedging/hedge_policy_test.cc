@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include "core/base/random.h"
 #include "core/hedging/hedge_policy.h"
 #include "core/retry/retry_budget.h"
 

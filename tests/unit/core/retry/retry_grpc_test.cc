@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "core/base/random.h"
 #include "core/retry/retry.h"
 #include "core/retry/retry_budget.h"
 #include "scripted_random.h"

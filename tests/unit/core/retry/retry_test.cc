@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/base/default_random.h"
+#include "core/base/random.h"
 #include "core/retry/circuit_breaker.h"
 #include "core/retry/retry.h"
 #include "core/retry/retry_budget.h"

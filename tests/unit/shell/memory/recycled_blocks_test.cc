@@ -3,7 +3,6 @@
 
 #include <memory>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
 #include "shell/memory/recycled_blocks.h"
@@ -88,34 +87,3 @@ TEST_CASE("recycled blocks: a class's new and delete go through its size's list,
   release_recycled_blocks();
 }
 
-TEST_CASE("recycled blocks: the allocator recycles single objects, not arrays") {
-  release_recycled_blocks();
-  struct Node {
-    char bytes[72];
-  };
-  RecyclingAllocator<Node> alloc;
-  Node* one = alloc.allocate(1);
-  Node* many = alloc.allocate(5);
-  alloc.deallocate(many, 5);
-  CHECK(RecycledBlocks<sizeof(Node)>::kept() == 0);
-  alloc.deallocate(one, 1);
-  CHECK(RecycledBlocks<sizeof(Node)>::kept() == (kRecycles ? 1 : 0));
-  if (kRecycles) CHECK(alloc.allocate(1) == one);
-  else one = alloc.allocate(1);
-  alloc.deallocate(one, 1);
-  release_recycled_blocks();
-}
-
-TEST_CASE("recycled blocks: a map on the allocator works as a map") {
-  release_recycled_blocks();
-  using Map = std::unordered_map<int, int, std::hash<int>, std::equal_to<int>,
-                                 RecyclingAllocator<std::pair<const int, int>>>;
-  Map m;
-  for (int i = 0; i < 100; ++i) m[i] = i * 2;
-  for (int i = 0; i < 100; ++i) CHECK(m.at(i) == i * 2);
-  m.clear();
-  for (int i = 0; i < 50; ++i) m[i] = i;
-  CHECK(m.size() == 50);
-  m.clear();
-  release_recycled_blocks();
-}

@@ -4,6 +4,7 @@
 // sent, and the tests play the upstream's part through the Receiver the
 // exchange gives each stream. Timers (backoff, deadlines) are the worker's
 // timer list, driven by running the worker's loop.
+#include "core/base/default_random.h"
 #include "shell/proxy/exchange.h"
 
 #include <doctest/doctest.h>
