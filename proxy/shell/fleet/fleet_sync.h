@@ -29,6 +29,7 @@
 #include "core/base/clock.h"
 #include "core/config/config.h"
 #include "core/fleet/fleet_share.h"
+#include "core/metrics/histogram.h"
 #include "core/metrics/metrics.h"
 #include "shell/proxy/runtime.h"
 
