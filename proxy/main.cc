@@ -10,7 +10,7 @@
 #include "shell/admin/admin_server.h"
 #include "shell/io/logging.h"
 #include "shell/server/server.h"
-#include "shell/tls/tls_context.h"
+#include "shell/tls/tls_contexts.h"
 
 static void usage(FILE* out) {
   std::fprintf(out,

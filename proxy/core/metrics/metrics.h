@@ -17,65 +17,11 @@
 #include <vector>
 
 #include "core/base/grpc_status.h"
+#include "core/metrics/amplification_window.h"
+#include "core/metrics/histogram.h"
 #include "core/retry/retry_reasons.h"
 
 namespace onelayer {
-
-// Latency histogram with fixed bucket bounds in seconds. Counts are stored per
-// bucket (not cumulative) so observe() is one fetch_add; the sum is kept in
-// whole nanoseconds so it adds exactly and without a CAS loop on a double.
-class Histogram {
- public:
-  static constexpr std::array<double, 13> kBounds = {
-      0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
-  // Bucket label values, as printed in `le` (the last one is +Inf).
-  static constexpr std::array<const char*, 14> kLeLabels = {
-      "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1",
-      "0.25",  "0.5",    "1",     "2.5",  "5",     "10",   "+Inf"};
-  static constexpr size_t kBuckets = kBounds.size() + 1;  // the last is +Inf
-
-  struct Snapshot {
-    std::array<uint64_t, kBuckets> counts{};  // per bucket, not cumulative
-    uint64_t sum_ns = 0;
-    uint64_t count() const;
-    double sum_seconds() const { return static_cast<double>(sum_ns) / 1e9; }
-    Snapshot& operator+=(const Snapshot& other);
-  };
-
-  // Negative values count as 0; NaN is ignored.
-  void observe(double seconds);
-  Snapshot snapshot() const;
-
- private:
-  std::array<std::atomic<uint64_t>, kBuckets> counts_{};
-  std::atomic<uint64_t> sum_ns_{0};
-};
-
-// Upstream attempts per downstream request over the last 60 seconds: 60
-// one-second slots. Each slot counter is one 64-bit word holding the low 24
-// bits of the epoch second it belongs to and a 40-bit count, so a writer
-// entering a new second resets the slot with a single CAS and no count added
-// by another thread can be lost between "reset" and "add".
-class AmplificationWindow {
- public:
-  static constexpr int kSlots = 60;
-
-  void add_request(int64_t now_ms, uint32_t attempts);
-  // attempts / requests over the seconds (now-59 .. now]; 0 when no requests.
-  double ratio(int64_t now_ms) const;
-  struct Totals {
-    uint64_t requests = 0;
-    uint64_t attempts = 0;
-  };
-  Totals totals(int64_t now_ms) const;
-
- private:
-  static void add(std::atomic<uint64_t>& word, int64_t second, uint64_t n);
-  static uint64_t read(const std::atomic<uint64_t>& word, int64_t second);
-
-  std::array<std::atomic<uint64_t>, kSlots> requests_{};
-  std::array<std::atomic<uint64_t>, kSlots> attempts_{};
-};
 
 // Status codes 100..599 indexed by code - 100.
 inline constexpr int kMinStatus = 100;

@@ -30,6 +30,7 @@
 #include "core/base/default_random.h"
 #include "core/config/config.h"
 #include "core/fleet/fleet_share.h"
+#include "core/metrics/histogram.h"
 #include "core/metrics/metrics.h"
 #include "shell/proxy/runtime.h"
 

@@ -11,7 +11,7 @@
 #include "shell/io/handle_wrap.h"
 #include "shell/io/socket_address.h"
 #include "shell/tls/tls_channel.h"
-#include "shell/tls/tls_context.h"
+#include "shell/tls/tls_client_context.h"
 
 namespace onelayer {
 

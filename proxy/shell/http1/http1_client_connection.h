@@ -10,7 +10,7 @@
 #include "shell/io/conn.h"
 #include "shell/http1/http1_body_encoder.h"
 #include "shell/http1/http_parser.h"
-#include "shell/tls/tls_context.h"
+#include "shell/tls/tls_client_context.h"
 #include "shell/stream/upstream_handover.h"
 #include "shell/stream/upstream_stream.h"
 

@@ -16,7 +16,7 @@
 #include "shell/io/conn.h"
 #include "shell/io/deferred_writer.h"
 #include "shell/http2/h2_session.h"
-#include "shell/tls/tls_context.h"
+#include "shell/tls/tls_client_context.h"
 #include "shell/stream/upstream_handover.h"
 #include "shell/stream/upstream_stream.h"
 

@@ -21,7 +21,7 @@
 #include "core/retry/retry_budget.h"
 #include "core/transparent/passthrough_counters.h"
 #include "core/upstream/upstream_endpoints.h"
-#include "shell/tls/tls_context.h"
+#include "shell/tls/tls_contexts.h"
 
 namespace onelayer {
 

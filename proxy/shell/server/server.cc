@@ -26,6 +26,7 @@
 #include "shell/proxy/runtime.h"
 #include "shell/io/socket_address.h"
 #include "shell/tls/cert_watcher.h"
+#include "shell/tls/tls_contexts.h"
 #include "shell/server/worker.h"
 
 namespace onelayer {

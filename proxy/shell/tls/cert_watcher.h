@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/config/config.h"
-#include "shell/tls/tls_context.h"
+#include "shell/tls/tls_contexts.h"
 
 namespace onelayer {
 

@@ -14,7 +14,7 @@
 namespace onelayer {
 namespace {
 
-// Every OpenSSL function the shell calls (tls_context.cc, tls_channel.cc, tls/,
+// Every OpenSSL function the shell calls (the contexts, tls_channel.cc, tls/,
 // and the functions OpenSSL's macros there expand to): its return type,
 // name, parameters and the arguments passed on. A function used without
 // an entry here fails to link, as libssl is not on the link line.

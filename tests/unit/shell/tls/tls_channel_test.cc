@@ -2,7 +2,7 @@
 // a certificate made here (P-256, self-signed) and a client that trusts it
 // or not, checks a name or not. No socket, no loop.
 #include "shell/tls/tls_channel.h"
-#include "shell/tls/tls_context.h"
+#include "shell/tls/tls_client_context.h"
 
 #include <doctest/doctest.h>
 #include <openssl/ec.h>
