@@ -7,7 +7,7 @@
 # HTTP/1.1 paths against NGINX (it needs nginx, the echo module, h2load and
 # wrk: deploy/install-deps.sh test), and everything is built again with
 # that profile. About twice the build time; the binary is about 5% fewer
-# instructions per proxied request (docs/benchmarks.md).
+# instructions per proxied request (docs/performance.md).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${BUILD_DIR:-$root/build}"

@@ -36,7 +36,7 @@ class H2MemoryPool {
   // Pooled on glibc's malloc. Every call goes straight to malloc and free
   // under AddressSanitizer (a reused block would hide a use after free from
   // it), and on mimalloc, whose own free lists are as quick as the pool's
-  // (the pool made a request dearer there: docs/benchmarks.md, "Allocator").
+  // (the pool made a request dearer there: docs/performance.md, "Allocator").
   static Mode default_mode();
 
   static constexpr size_t kClassStep = 16;
