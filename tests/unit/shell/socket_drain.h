@@ -22,14 +22,10 @@ inline std::vector<std::string> sends(int fd) {
   return out;
 }
 
+// Everything the end holds now, as one string.
 inline std::string drain(int fd) {
   std::string got;
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n <= 0) break;
-    got.append(buf, static_cast<size_t>(n));
-  }
+  for (const std::string& part : sends(fd)) got += part;
   return got;
 }
 
